@@ -1,0 +1,12 @@
+"""skflow: support-conditioned (in-context) flow matching with scikit-learn ergonomics.
+
+Given a handful of examples ``S`` of a distribution, skflow generates new samples with no
+parameter update, through the exact Nadaraya-Watson velocity field of ``S``
+(:class:`NWFlowSampler`) or a meta-trained cross-attention model.
+"""
+
+from .samplers import NWFlowSampler
+
+__version__ = "0.1.0.dev0"
+
+__all__ = ["NWFlowSampler", "__version__"]

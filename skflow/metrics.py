@@ -1,0 +1,828 @@
+"""Metrics for support-conditioned samplers: MMD², effective sample size, weight correlation.
+
+This module depends only on NumPy and SciPy. Torch is optional: functions documented to accept
+``torch.Tensor`` inputs detect them without importing torch (a tensor can only exist if torch is
+already loaded), so ``import skflow.metrics`` never imports torch.
+
+Functions
+---------
+mmd2
+    Gaussian-kernel squared maximum mean discrepancy (U- or V-statistic), chunked so that very
+    large samples run in bounded memory.
+mmd2_test
+    Permutation two-sample test of the unbiased MMD².
+effective_sample_size
+    Kish effective sample size ``1 / sum_i w_i**2`` of probability vectors (e.g. NW weights).
+nw_weight_correlation
+    Row-wise Spearman / Pearson correlation of attention weights with Nadaraya–Watson weights.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from numbers import Integral, Real
+from typing import Any
+
+import numpy as np
+from scipy.spatial.distance import pdist
+from scipy.stats import rankdata
+
+__all__ = [
+    "MMDTestResult",
+    "WeightCorrelation",
+    "effective_sample_size",
+    "mmd2",
+    "mmd2_test",
+    "nw_weight_correlation",
+]
+
+#: Maximum number of pooled rows used by the median heuristic (evenly spaced subsample).
+_MEDIAN_MAX_ROWS = 1000
+#: Default row-block size of the chunked kernel sums: a 2048 x 2048 float64 block is 32 MiB,
+#: so a block together with its squared-distance temporary stays within about 64 MiB.
+_DEFAULT_CHUNK = 2048
+#: Tolerance on the row sums of probability vectors in :func:`effective_sample_size`.
+_PROB_ATOL = 1e-6
+
+
+# --------------------------------------------------------------------------------------------
+# input helpers
+# --------------------------------------------------------------------------------------------
+
+
+def _is_torch(x: Any) -> bool:
+    """Whether ``x`` is a ``torch.Tensor``, without importing torch."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
+def _numpy_2d(name: str, X: Any) -> np.ndarray:
+    """Validate ``X`` as a finite, non-empty 2-D numeric array and return it as float64."""
+    try:
+        arr = np.asarray(X)
+    except Exception as exc:  # pragma: no cover - exotic array-likes
+        raise TypeError(f"{name} must be a numeric array-like, got {type(X).__name__}") from exc
+    if arr.dtype.kind == "c":
+        raise TypeError(f"{name} must be real-valued, got complex dtype {arr.dtype}")
+    if arr.dtype.kind in "USV":
+        raise TypeError(f"{name} must be numeric, got dtype {arr.dtype}")
+    if arr.dtype.kind not in "biuf":
+        try:
+            arr = arr.astype(np.float64)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"{name} must be numeric, got dtype {arr.dtype}") from exc
+    if arr.ndim != 2:
+        raise ValueError(
+            f"{name} must be a 2-D array of shape (n_samples, n_features), got {arr.ndim}-D "
+            f"array of shape {arr.shape}"
+        )
+    if arr.shape[0] == 0:
+        raise ValueError(f"{name} is empty: it has 0 samples (shape {arr.shape})")
+    if arr.shape[1] == 0:
+        raise ValueError(f"{name} is empty: it has 0 features (shape {arr.shape})")
+    arr = arr.astype(np.float64, copy=False)
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains NaN or infinity")
+    return arr
+
+
+def _torch_2d(name: str, X: Any, device: Any) -> Any:
+    """Validate ``X`` as a finite non-empty 2-D tensor; return it as float64 on ``device``."""
+    import torch
+
+    if not isinstance(X, torch.Tensor):
+        X = torch.as_tensor(_numpy_2d(name, X), device=device)
+    if X.is_complex():
+        raise TypeError(f"{name} must be real-valued, got complex dtype {X.dtype}")
+    if X.ndim != 2:
+        raise ValueError(
+            f"{name} must be a 2-D array of shape (n_samples, n_features), got {X.ndim}-D "
+            f"tensor of shape {tuple(X.shape)}"
+        )
+    if X.shape[0] == 0:
+        raise ValueError(f"{name} is empty: it has 0 samples (shape {tuple(X.shape)})")
+    if X.shape[1] == 0:
+        raise ValueError(f"{name} is empty: it has 0 features (shape {tuple(X.shape)})")
+    if X.device != device:
+        raise ValueError(f"{name} is on device {X.device} but the other inputs are on {device}")
+    X = X.detach().to(torch.float64)
+    if not bool(torch.isfinite(X).all()):
+        raise ValueError(f"{name} contains NaN or infinity")
+    return X
+
+
+def _validate_bandwidth(bandwidth: Any) -> tuple[str | tuple[float, ...], bool]:
+    """Return (``"median"`` or a tuple of positive finite floats, whether a sequence was given)."""
+    if isinstance(bandwidth, str):
+        if bandwidth != "median":
+            raise ValueError(
+                f"bandwidth must be 'median', a positive float or a sequence of positive "
+                f"floats, got {bandwidth!r}"
+            )
+        return "median", False
+    if _is_torch(bandwidth):
+        bandwidth = bandwidth.detach().cpu().numpy()
+    if isinstance(bandwidth, np.ndarray) and bandwidth.ndim == 0:
+        bandwidth = bandwidth.item()
+    is_seq = False
+    if isinstance(bandwidth, Real) and not isinstance(bandwidth, bool):
+        values: list[Any] = [bandwidth]
+    elif isinstance(bandwidth, Sequence | np.ndarray):
+        values = list(np.asarray(bandwidth, dtype=object).ravel())
+        is_seq = True
+        if len(values) == 0:
+            raise ValueError("bandwidth sequence is empty; give at least one positive float")
+    else:
+        raise ValueError(
+            f"bandwidth must be 'median', a positive float or a sequence of positive floats, "
+            f"got {bandwidth!r}"
+        )
+    out = []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, Real):
+            raise ValueError(f"bandwidth values must be positive floats, got {v!r}")
+        fv = float(v)
+        if not (math.isfinite(fv) and fv > 0):
+            raise ValueError(f"bandwidth must be positive and finite, got {v!r}")
+        out.append(fv)
+    return tuple(out), is_seq
+
+
+def _median_heuristic(parts: Sequence[Any]) -> float:
+    """Median pairwise Euclidean distance of the rows of the concatenation of ``parts``.
+
+    At most ``_MEDIAN_MAX_ROWS`` rows are used: with ``N`` pooled rows and ``N > 1000`` the
+    rows ``floor(k * N / 1000)`` for ``k = 0..999`` are taken. Parts may be NumPy arrays or
+    Torch tensors; only the subsample is moved to the CPU.
+    """
+    sizes = [int(p.shape[0]) for p in parts]
+    N = sum(sizes)
+    if N < 2:
+        raise ValueError("the median heuristic needs at least 2 samples in total")
+    if N > _MEDIAN_MAX_ROWS:
+        idx = (np.arange(_MEDIAN_MAX_ROWS, dtype=np.int64) * N) // _MEDIAN_MAX_ROWS
+    else:
+        idx = np.arange(N, dtype=np.int64)
+    rows = []
+    start = 0
+    for p, size in zip(parts, sizes, strict=True):
+        local = idx[(idx >= start) & (idx < start + size)] - start
+        if local.size:
+            sub = p[local] if not _is_torch(p) else p[_torch_index(local, p)].cpu().numpy()
+            rows.append(np.asarray(sub, dtype=np.float64))
+        start += size
+    Z = np.concatenate(rows, axis=0)
+    h = float(np.median(pdist(Z)))
+    if not h > 0:
+        raise ValueError(
+            "the median heuristic gave bandwidth 0 (at least half of the pairwise distances "
+            "are 0, e.g. many duplicate rows); pass a positive float bandwidth instead"
+        )
+    return h
+
+
+def _torch_index(idx: np.ndarray, like: Any) -> Any:
+    import torch
+
+    return torch.as_tensor(idx, device=like.device)
+
+
+def _kernel_sum(
+    A: Any,
+    B: Any | None,
+    a_sq: Any,
+    b_sq: Any | None,
+    inv_two_h2: tuple[float, ...],
+    chunk: int,
+    exclude_diagonal: bool,
+) -> float:
+    """Sum of the (multi-scale) Gaussian kernel over all pairs of rows of ``A`` and ``B``.
+
+    ``B is None`` means ``B = A`` (a self term): only blocks on or above the block diagonal are
+    evaluated and off-diagonal blocks count twice. For a self term the diagonal's squared
+    distances are set to exactly 0 (kernel value 1 per scale), or the diagonal is excluded.
+    Works for NumPy arrays and Torch tensors alike.
+    """
+    torch_mode = _is_torch(A)
+    self_term = B is None
+    if self_term:
+        B, b_sq = A, a_sq
+    n_a, n_b = A.shape[0], B.shape[0]
+    total = 0.0
+    for i0 in range(0, n_a, chunk):
+        i1 = min(i0 + chunk, n_a)
+        Ai, ai = A[i0:i1], a_sq[i0:i1, None]
+        for j0 in range(i0 if self_term else 0, n_b, chunk):
+            j1 = min(j0 + chunk, n_b)
+            D = Ai @ B[j0:j1].T
+            D *= -2.0
+            D += ai
+            D += b_sq[None, j0:j1]
+            if torch_mode:
+                D.clamp_(min=0.0)
+            else:
+                np.maximum(D, 0.0, out=D)
+            diag = self_term and i0 == j0
+            if diag:
+                if torch_mode:
+                    D.fill_diagonal_(0.0)
+                else:
+                    np.fill_diagonal(D, 0.0)
+            if len(inv_two_h2) == 1:
+                K = D
+                K *= -inv_two_h2[0]
+                K = K.exp_() if torch_mode else np.exp(K, out=K)
+            else:
+                K = sum((D * -c).exp() if torch_mode else np.exp(D * -c) for c in inv_two_h2)
+            if diag and exclude_diagonal:
+                if torch_mode:
+                    K.fill_diagonal_(0.0)
+                else:
+                    np.fill_diagonal(K, 0.0)
+            s = float(K.sum())
+            total += s if (not self_term or diag) else 2.0 * s
+    return total
+
+
+def _check_chunk_size(chunk_size: Any) -> int:
+    if chunk_size is None:
+        return _DEFAULT_CHUNK
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, Integral) or chunk_size < 1:
+        raise ValueError(f"chunk_size must be a positive integer or None, got {chunk_size!r}")
+    return int(chunk_size)
+
+
+def _prepare_pair(X: Any, Y: Any) -> tuple[Any, Any]:
+    """Validate X and Y (NumPy or Torch) and return float64 copies of the same kind."""
+    if _is_torch(X) or _is_torch(Y):
+        device = X.device if _is_torch(X) else Y.device
+        Xv, Yv = _torch_2d("X", X, device), _torch_2d("Y", Y, device)
+    else:
+        Xv, Yv = _numpy_2d("X", X), _numpy_2d("Y", Y)
+    if Xv.shape[1] != Yv.shape[1]:
+        raise ValueError(f"X has {Xv.shape[1]} features but Y has {Yv.shape[1]} features")
+    return Xv, Yv
+
+
+def _resolve_bandwidth(
+    bw: str | tuple[float, ...], Xv: Any, Yv: Any, reference: Any
+) -> tuple[float, ...]:
+    if reference is not None:
+        if bw != "median":
+            raise ValueError(
+                "reference is only used by the median heuristic; pass bandwidth='median' "
+                "or drop reference"
+            )
+        if _is_torch(Xv):
+            R = _torch_2d("reference", reference, Xv.device)
+        else:
+            R = _numpy_2d("reference", _to_numpy(reference))
+        if R.shape[1] != Xv.shape[1]:
+            raise ValueError(
+                f"reference has {R.shape[1]} features but X has {Xv.shape[1]} features"
+            )
+        return (_median_heuristic([R]),)
+    if bw == "median":
+        return (_median_heuristic([Xv, Yv]),)
+    return bw  # type: ignore[return-value]
+
+
+def _to_numpy(a: Any) -> Any:
+    return a.detach().cpu().numpy() if _is_torch(a) else a
+
+
+def _bandwidth_out(h: tuple[float, ...], is_sequence: bool) -> float | tuple[float, ...]:
+    """What ``return_bandwidth`` reports: a tuple if a sequence was given, else a float."""
+    return tuple(h) if is_sequence else h[0]
+
+
+# --------------------------------------------------------------------------------------------
+# MMD²
+# --------------------------------------------------------------------------------------------
+
+
+def mmd2(
+    X: Any,
+    Y: Any,
+    *,
+    bandwidth: str | float | Sequence[float] = "median",
+    unbiased: bool = True,
+    chunk_size: int | None = None,
+    reference: Any = None,
+    return_bandwidth: bool = False,
+) -> float | tuple[float, float | tuple[float, ...]]:
+    r"""Squared maximum mean discrepancy with a Gaussian kernel.
+
+    The kernel is :math:`k(x, y) = \sum_h \exp(-\lVert x - y\rVert^2 / (2 h^2))`, the sum running
+    over the given bandwidth(s) (one term for a single bandwidth). With ``n = len(X)`` and
+    ``m = len(Y)`` the unbiased U-statistic is
+
+    .. math::
+
+        \frac{1}{n(n-1)}\sum_{i \ne j} k(x_i, x_j) + \frac{1}{m(m-1)}\sum_{i \ne j} k(y_i, y_j)
+        - \frac{2}{nm}\sum_{i, j} k(x_i, y_j),
+
+    and the biased V-statistic keeps the diagonal terms and divides by ``n**2`` and ``m**2``.
+
+    Parameters
+    ----------
+    X : array-like or torch.Tensor of shape (n, n_features)
+        First sample.
+    Y : array-like or torch.Tensor of shape (m, n_features)
+        Second sample.
+    bandwidth : "median", float or sequence of float, default="median"
+        Kernel bandwidth ``h``. ``"median"`` is the median heuristic: ``h`` is the median of
+        the Euclidean distances ``||z_i - z_j||`` over the distinct pairs ``i < j`` of the
+        pooled sample ``Z = [X; Y]`` (X's rows first), i.e. ``np.median(pdist(Z))``. When Z
+        has ``N > 1000`` rows, the median is taken over the deterministic, evenly spaced
+        subsample of rows ``floor(k * N / 1000)``, ``k = 0, ..., 999``. A positive float is used
+        as is; a sequence of positive floats gives the multi-scale kernel (sum of the Gaussian
+        kernels, not their mean).
+    unbiased : bool, default=True
+        If True, the U-statistic (diagonal of the within-sample kernel matrices excluded; can be
+        negative, needs at least 2 rows in X and in Y). If False, the V-statistic, which is
+        nonnegative (rounding below 0 is reported as 0.0).
+    chunk_size : int or None, default=None
+        Row-block size of the kernel sums: kernel matrices are never formed whole, only blocks
+        of ``chunk_size x chunk_size``. ``None`` uses 2048 (a 32 MiB float64 block, about
+        64 MiB with its temporary; two more blocks per multi-scale term), so 50,000 x 50,000
+        runs in bounded memory. The result does not depend on it beyond rounding.
+    reference : array-like or torch.Tensor of shape (r, n_features), default=None
+        If given (with ``bandwidth="median"``), the median heuristic is computed from the rows
+        of ``reference`` alone, with the same subsampling rule, instead of the pooled sample.
+        Estimators' ``score`` uses ``reference=X_true`` ("bandwidth from the data alone").
+    return_bandwidth : bool, default=False
+        If True, also return the bandwidth used (a float, or a tuple of floats when a sequence
+        was given).
+
+    Returns
+    -------
+    mmd2 : float
+        The MMD² estimate, a Python float also for Torch inputs.
+    bandwidth : float or tuple of float
+        Only if ``return_bandwidth=True``.
+
+    Raises
+    ------
+    ValueError
+        If X or Y is not 2-D, is empty, contains NaN/inf, the numbers of features differ, a
+        bandwidth is not positive, or the unbiased estimate gets fewer than 2 rows in X or Y.
+
+    Notes
+    -----
+    Everything is computed in float64, whatever the input dtype (float32 included). Squared
+    distances use the expansion ``||x||² + ||y||² − 2 x·y`` after centering both samples at the
+    pooled mean (distances are shift invariant; centering limits cancellation) and are clipped
+    at 0; within-sample diagonal distances are set to exactly 0. Torch tensors (if either input
+    is one, the other is moved to its device) are computed with torch on their device; the
+    median heuristic's subsample (at most 1000 rows) is moved to the CPU.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skflow.metrics import mmd2
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(200, 2))
+    >>> abs(mmd2(X, rng.normal(size=(200, 2)))) < 0.02
+    True
+    >>> mmd2(X, rng.normal(size=(200, 2)) + 2.0) > 0.5
+    True
+    >>> value, h = mmd2(X, X + 1.0, bandwidth=[0.5, 1.0], unbiased=False, return_bandwidth=True)
+    >>> h
+    (0.5, 1.0)
+    """
+    bw, is_seq = _validate_bandwidth(bandwidth)
+    chunk = _check_chunk_size(chunk_size)
+    Xv, Yv = _prepare_pair(X, Y)
+    n, m = Xv.shape[0], Yv.shape[0]
+    if unbiased and n < 2:
+        raise ValueError(
+            f"X must have at least 2 rows for the unbiased MMD² (got {n}); use unbiased=False"
+        )
+    if unbiased and m < 2:
+        raise ValueError(
+            f"Y must have at least 2 rows for the unbiased MMD² (got {m}); use unbiased=False"
+        )
+    h = _resolve_bandwidth(bw, Xv, Yv, reference)
+    inv = tuple(1.0 / (2.0 * hh * hh) for hh in h)
+
+    center = (Xv.sum(0) + Yv.sum(0)) / (n + m)
+    Xc, Yc = Xv - center, Yv - center
+    x_sq, y_sq = (Xc * Xc).sum(1), (Yc * Yc).sum(1)
+    kxx = _kernel_sum(Xc, None, x_sq, None, inv, chunk, unbiased)
+    kyy = _kernel_sum(Yc, None, y_sq, None, inv, chunk, unbiased)
+    kxy = _kernel_sum(Xc, Yc, x_sq, y_sq, inv, chunk, False)
+    if unbiased:
+        value = kxx / (n * (n - 1)) + kyy / (m * (m - 1)) - 2.0 * kxy / (n * m)
+    else:
+        value = max(kxx / (n * n) + kyy / (m * m) - 2.0 * kxy / (n * m), 0.0)
+    value = float(value)
+    if return_bandwidth:
+        return value, _bandwidth_out(h, is_seq)
+    return value
+
+
+# --------------------------------------------------------------------------------------------
+# permutation test
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MMDTestResult:
+    """Result of :func:`mmd2_test`.
+
+    Attributes
+    ----------
+    statistic : float
+        Unbiased MMD² of the observed split.
+    pvalue : float
+        Permutation p-value ``(1 + #{null >= statistic}) / (1 + n_permutations)``.
+    null_distribution : ndarray of shape (n_permutations,)
+        Unbiased MMD² of the permuted splits.
+    bandwidth : float or tuple of float
+        Bandwidth(s) used for every statistic.
+    """
+
+    statistic: float
+    pvalue: float
+    null_distribution: np.ndarray
+    bandwidth: float | tuple[float, ...] = float("nan")
+
+
+def _check_random_state(random_state: Any) -> np.random.RandomState | np.random.Generator:
+    if random_state is None or (
+        isinstance(random_state, Integral) and not isinstance(random_state, bool)
+    ):
+        return np.random.RandomState(random_state)
+    if isinstance(random_state, np.random.RandomState | np.random.Generator):
+        return random_state
+    raise ValueError(
+        f"random_state must be None, an int, a numpy RandomState or Generator, got {random_state!r}"
+    )
+
+
+def mmd2_test(
+    X: Any,
+    Y: Any,
+    *,
+    n_permutations: int = 200,
+    bandwidth: str | float | Sequence[float] = "median",
+    random_state: Any = None,
+) -> MMDTestResult:
+    """Permutation two-sample test based on the unbiased Gaussian-kernel MMD².
+
+    The bandwidth is fixed once from the pooled sample (see :func:`mmd2`) before permuting.
+    The pooled kernel matrix (``(n + m)**2`` float64 values, so meant for ``n + m`` up to about
+    10,000) is computed once; each permutation relabels its rows, and all permutation
+    statistics come from one matrix product ``K @ A`` with the 0/1 label matrix ``A``.
+
+    Parameters
+    ----------
+    X : array-like or torch.Tensor of shape (n, n_features)
+        First sample, ``n >= 2``. Tensors are converted to NumPy.
+    Y : array-like or torch.Tensor of shape (m, n_features)
+        Second sample, ``m >= 2``.
+    n_permutations : int, default=200
+        Number of random relabelings (the identity is not added).
+    bandwidth : "median", float or sequence of float, default="median"
+        As in :func:`mmd2`.
+    random_state : None, int, numpy.random.RandomState or numpy.random.Generator
+        Seed of the permutations.
+
+    Returns
+    -------
+    result : MMDTestResult
+        ``statistic`` (float), ``pvalue`` (float in ``(0, 1]``), ``null_distribution``
+        (ndarray of shape (n_permutations,)) and ``bandwidth``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skflow.metrics import mmd2_test
+    >>> rng = np.random.default_rng(0)
+    >>> res = mmd2_test(rng.normal(size=(100, 2)), rng.normal(size=(100, 2)) + 1.0,
+    ...                 n_permutations=99, random_state=0)
+    >>> res.pvalue
+    0.01
+    >>> res.null_distribution.shape
+    (99,)
+    """
+    if (
+        isinstance(n_permutations, bool)
+        or not isinstance(n_permutations, Integral)
+        or n_permutations < 1
+    ):
+        raise ValueError(f"n_permutations must be a positive integer, got {n_permutations!r}")
+    bw, is_seq = _validate_bandwidth(bandwidth)
+    Xv, Yv = _prepare_pair(_to_numpy(X), _to_numpy(Y))
+    n, m = Xv.shape[0], Yv.shape[0]
+    for name, size in (("X", n), ("Y", m)):
+        if size < 2:
+            raise ValueError(f"{name} must have at least 2 rows for the unbiased MMD² (got {size})")
+    h = _resolve_bandwidth(bw, Xv, Yv, None)
+    rng = _check_random_state(random_state)
+
+    Z = np.concatenate([Xv, Yv], axis=0)
+    Z -= Z.mean(axis=0)
+    z_sq = np.einsum("ij,ij->i", Z, Z)
+    D = Z @ Z.T
+    D *= -2.0
+    D += z_sq[:, None]
+    D += z_sq[None, :]
+    np.maximum(D, 0.0, out=D)
+    np.fill_diagonal(D, 0.0)
+    if len(h) == 1:  # in place: one N x N array
+        K = D
+        K *= -1.0 / (2.0 * h[0] * h[0])
+        np.exp(K, out=K)
+    else:
+        K = np.zeros_like(D)
+        for hh in h:
+            K += np.exp(D * (-1.0 / (2.0 * hh * hh)))
+        del D
+    np.fill_diagonal(K, 0.0)
+    r = K.sum(axis=1)
+    total = r.sum()
+    N = n + m
+
+    def stats(A: np.ndarray) -> np.ndarray:
+        # A: (N, P) 0/1 indicators of membership in the "X" group.
+        sxx = np.einsum("ij,ij->j", A, K @ A)
+        ar = A.T @ r
+        sxy = ar - sxx
+        syy = total - 2.0 * ar + sxx
+        return sxx / (n * (n - 1)) + syy / (m * (m - 1)) - 2.0 * sxy / (n * m)
+
+    a0 = np.zeros((N, 1))
+    a0[:n] = 1.0
+    statistic = float(stats(a0)[0])
+    null = np.empty(n_permutations)
+    block = max(1, min(n_permutations, (1 << 24) // N))
+    for p0 in range(0, n_permutations, block):
+        p1 = min(p0 + block, n_permutations)
+        A = np.zeros((N, p1 - p0))
+        for k in range(p1 - p0):
+            A[rng.permutation(N)[:n], k] = 1.0
+        null[p0:p1] = stats(A)
+    pvalue = (1.0 + np.count_nonzero(null >= statistic)) / (1.0 + n_permutations)
+    return MMDTestResult(
+        statistic=statistic,
+        pvalue=float(pvalue),
+        null_distribution=null,
+        bandwidth=_bandwidth_out(h, is_seq),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# effective sample size
+# --------------------------------------------------------------------------------------------
+
+
+def effective_sample_size(weights: Any) -> Any:
+    """Kish effective sample size ``n_eff = 1 / sum_i w_i**2`` of probability vectors.
+
+    For Nadaraya–Watson weights it is ``m`` for uniform weights (``t = 0``) and 1 when all the
+    mass sits on one support point.
+
+    Parameters
+    ----------
+    weights : array-like or torch.Tensor of shape (..., m)
+        Probability vectors along the last axis: nonnegative, finite, each summing to 1 within
+        1e-6. Any leading batch dimensions, e.g. (n, m) or (m,).
+
+    Returns
+    -------
+    n_eff : ndarray or torch.Tensor of shape (...)
+        One value per vector, in ``[1, m]``; shape ``()`` (a 0-d array) for a single vector.
+        A Torch tensor (same device) for Torch input. Floating inputs keep their dtype
+        (float32 stays float32); integer inputs give float64.
+
+    Raises
+    ------
+    ValueError
+        If ``weights`` is 0-d, has an empty last axis, contains NaN/inf, negative entries, or
+        vectors that do not sum to 1.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skflow.metrics import effective_sample_size
+    >>> effective_sample_size(np.full(4, 0.25))
+    array(4.)
+    >>> effective_sample_size(np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.0]]))
+    array([1., 2.])
+    """
+    if _is_torch(weights):
+        import torch
+
+        w = weights
+        if not (w.is_floating_point()):
+            w = w.to(torch.float64)
+        if w.ndim == 0:
+            raise ValueError("weights must have at least 1 dimension (..., m), got a 0-d tensor")
+        if w.shape[-1] == 0:
+            raise ValueError(f"weights has an empty last axis (shape {tuple(w.shape)})")
+        if not bool(torch.isfinite(w).all()):
+            raise ValueError("weights contains NaN or infinity")
+        if bool((w < 0).any()):
+            raise ValueError("weights must be probability vectors: found negative entries")
+        sums = w.to(torch.float64).sum(-1)
+        if sums.numel() and float((sums - 1.0).abs().max()) > _PROB_ATOL:
+            raise ValueError(
+                "weights must be probability vectors (rows summing to 1 within 1e-6); "
+                f"found a row summing to {float(sums.flatten()[(sums - 1.0).abs().argmax()])}"
+            )
+        return 1.0 / (w * w).sum(-1)
+
+    w = np.asarray(weights)
+    if w.dtype.kind not in "biuf":
+        raise ValueError(f"weights must be a real numeric array, got dtype {w.dtype}")
+    if w.dtype.kind != "f":
+        w = w.astype(np.float64)
+    if w.ndim == 0:
+        raise ValueError("weights must have at least 1 dimension (..., m), got a scalar")
+    if w.shape[-1] == 0:
+        raise ValueError(f"weights has an empty last axis (shape {w.shape})")
+    if not np.all(np.isfinite(w)):
+        raise ValueError("weights contains NaN or infinity")
+    if np.any(w < 0):
+        raise ValueError("weights must be probability vectors: found negative entries")
+    sums = w.sum(axis=-1, dtype=np.float64)
+    if sums.size:
+        dev = np.abs(sums - 1.0)
+        if dev.max() > _PROB_ATOL:
+            raise ValueError(
+                "weights must be probability vectors (rows summing to 1 within 1e-6); "
+                f"found a row summing to {sums.ravel()[np.argmax(dev.ravel())]!r}"
+            )
+    return np.asarray(1.0 / np.sum(w * w, axis=-1))
+
+
+# --------------------------------------------------------------------------------------------
+# attention vs NW weight correlation
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WeightCorrelation:
+    """Result of :func:`nw_weight_correlation`.
+
+    Attributes
+    ----------
+    per_row : ndarray of shape (n,) or (heads, n)
+        Correlation of each row (query) of the attention with the NW weights; NaN where a row
+        of either array is constant.
+    mean : float
+        ``nanmean`` of ``per_row`` (all heads and rows).
+    median : float
+        ``nanmedian`` of ``per_row``.
+    per_head_median : ndarray of shape (heads,) or None
+        ``nanmedian`` over rows, per head; None for 2-D attention.
+    fraction_above : float
+        Fraction of the non-NaN rows whose correlation exceeds ``threshold``.
+    pooled_pearson : float
+        Pearson correlation of all entries (attention raveled against the NW weights broadcast
+        to its shape).
+    """
+
+    per_row: np.ndarray
+    mean: float
+    median: float
+    per_head_median: np.ndarray | None
+    fraction_above: float
+    pooled_pearson: float
+
+
+def _corr_numpy(name: str, a: Any) -> np.ndarray:
+    if _is_torch(a):
+        a = a.detach().cpu().numpy()
+    arr = np.asarray(a)
+    if arr.dtype.kind not in "biuf":
+        raise ValueError(f"{name} must be a real numeric array, got dtype {arr.dtype}")
+    arr = arr.astype(np.float64, copy=False)
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains NaN or infinity")
+    return arr
+
+
+def _rowwise_pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Pearson correlation along the last axis; NaN where a row of ``a`` or ``b`` is constant."""
+    const = (np.ptp(a, axis=-1) == 0) | (np.ptp(b, axis=-1) == 0)
+    ac = a - a.mean(axis=-1, keepdims=True)
+    bc = b - b.mean(axis=-1, keepdims=True)
+    num = np.sum(ac * bc, axis=-1)
+    den = np.sqrt(np.sum(ac * ac, axis=-1) * np.sum(bc * bc, axis=-1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = num / den
+    r = np.clip(r, -1.0, 1.0)
+    r[const | ~(den > 0)] = np.nan
+    return r
+
+
+def nw_weight_correlation(
+    attention: Any,
+    nw_weights: Any,
+    *,
+    method: str = "spearman",
+    threshold: float = 0.5,
+) -> WeightCorrelation:
+    """Row-wise correlation of attention weights with Nadaraya–Watson weights.
+
+    For every query row the correlation over the ``m`` support points is computed between the
+    attention weights and the NW weights (the paper's diagnostic for whether a learned or
+    pretrained attention implements kernel smoothing).
+
+    Parameters
+    ----------
+    attention : array-like or torch.Tensor of shape (n, m) or (heads, n, m)
+        Attention weights. Tensors are converted with ``.detach().cpu()``.
+    nw_weights : array-like or torch.Tensor of shape (n, m) or (heads, n, m)
+        NW weights; an (n, m) array is broadcast over the heads of 3-D attention.
+    method : {"spearman", "pearson"}, default="spearman"
+        Spearman: Pearson correlation of the ranks (``scipy.stats.rankdata``, ties get their
+        average rank), computed vectorized along the last axis. Pearson: of the raw values.
+    threshold : float, default=0.5
+        Threshold of ``fraction_above``.
+
+    Returns
+    -------
+    result : WeightCorrelation
+        ``per_row`` of shape (n,) or (heads, n), and the summaries ``mean``, ``median``,
+        ``per_head_median`` ((heads,) or None), ``fraction_above`` and ``pooled_pearson``.
+        Rows where the attention or the NW weights are constant (zero variance, e.g. uniform
+        weights at ``t = 0``) have correlation NaN, as in ``scipy.stats``; summaries ignore
+        them (NaN if every row is NaN).
+
+    Raises
+    ------
+    ValueError
+        On shape mismatch, fewer than 2 columns, NaN/inf, or an unknown ``method``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skflow.metrics import nw_weight_correlation
+    >>> nw = np.array([[0.7, 0.2, 0.1], [0.1, 0.3, 0.6]])
+    >>> att = np.array([[0.5, 0.3, 0.2], [0.2, 0.2, 0.6]])
+    >>> res = nw_weight_correlation(att, nw)
+    >>> res.per_row
+    array([1.       , 0.8660254])
+    >>> res.fraction_above
+    1.0
+    """
+    if method not in ("spearman", "pearson"):
+        raise ValueError(f"method must be 'spearman' or 'pearson', got {method!r}")
+    if isinstance(threshold, bool) or not isinstance(threshold, Real):
+        raise ValueError(f"threshold must be a real number, got {threshold!r}")
+    att = _corr_numpy("attention", attention)
+    nw = _corr_numpy("nw_weights", nw_weights)
+    if att.ndim not in (2, 3):
+        raise ValueError(
+            f"attention must have shape (n, m) or (heads, n, m), got shape {att.shape}"
+        )
+    if nw.ndim == 2 and nw.shape == att.shape[-2:]:
+        nw_b = np.broadcast_to(nw, att.shape)
+    elif nw.shape == att.shape:
+        nw_b = nw
+    else:
+        raise ValueError(
+            f"nw_weights has shape {nw.shape}, which does not match attention's shape "
+            f"{att.shape}; expected {att.shape[-2:]} or {att.shape}"
+        )
+    if att.shape[-1] < 2:
+        raise ValueError(
+            f"need at least 2 columns (support points) to correlate, got shape {att.shape}"
+        )
+    if att.shape[-2] == 0 or (att.ndim == 3 and att.shape[0] == 0):
+        raise ValueError(f"attention is empty (shape {att.shape})")
+
+    if method == "spearman":
+        a_in = rankdata(att, method="average", axis=-1)
+        b_in = rankdata(nw_b, method="average", axis=-1)
+        # constant rows have constant ranks, so _rowwise_pearson marks them NaN as well
+    else:
+        a_in, b_in = att, nw_b
+    per_row = _rowwise_pearson(a_in, b_in)
+
+    finite = per_row[~np.isnan(per_row)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        mean = float(np.nanmean(per_row)) if finite.size else float("nan")
+        median = float(np.nanmedian(per_row)) if finite.size else float("nan")
+        per_head = np.nanmedian(per_row, axis=-1) if att.ndim == 3 else None
+    frac = float(np.mean(finite > threshold)) if finite.size else float("nan")
+    pooled = float(
+        _rowwise_pearson(att.ravel()[None, :], np.ascontiguousarray(nw_b).ravel()[None, :])[0]
+    )
+    return WeightCorrelation(
+        per_row=per_row,
+        mean=mean,
+        median=median,
+        per_head_median=per_head,
+        fraction_above=frac,
+        pooled_pearson=pooled,
+    )

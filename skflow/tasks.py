@@ -1,0 +1,706 @@
+"""Meta-distributions of tasks for in-context (support-conditioned) flow matching.
+
+A *task* is a support set and a set of query points drawn from **one** distribution.
+A *meta-distribution* draws such distributions at random. Every class in this module
+shares one interface:
+
+``sample_task(n_support, n_query, random_state=None)``
+    returns ``(support, query)`` with shapes ``(n_support, n_features)`` and
+    ``(n_query, n_features)``, both ``float64``.
+``sample_tasks(n_tasks, n_support, n_query, random_state=None)``
+    returns ``(supports, queries)`` with shapes ``(n_tasks, n_support, n_features)`` and
+    ``(n_tasks, n_query, n_features)``, both ``float64``; vectorized over tasks and points.
+``n_features``
+    the dimension of the points.
+
+``random_state`` may be ``None``, an int, a :class:`numpy.random.RandomState` or a
+:class:`numpy.random.Generator`. The same int seed always gives identical arrays, and
+``sample_task(m, n, random_state=s)`` equals task 0 of
+``sample_tasks(1, m, n, random_state=s)``.
+
+Classes
+-------
+GaussianMixtureTasks
+    Random Gaussian mixtures (random number of components, means, weights and
+    anisotropic covariances).
+SphericalShellTasks
+    Random concentric spherical shells, where the variation is purely radial (a geometric
+    mismatch for isotropic kernels).
+ClassTasks
+    Real data: every class of a labelled data set is a task.
+"""
+
+import numbers
+import warnings
+
+import numpy as np
+from sklearn.utils import check_random_state
+
+__all__ = ["GaussianMixtureTasks", "SphericalShellTasks", "ClassTasks"]
+
+# Upper bound on the number of float64 random keys drawn at once by ClassTasks when it
+# samples rows without replacement (bounds memory for large classes).
+_MAX_KEYS_PER_CHUNK = 1 << 22
+
+
+# --------------------------------------------------------------------------------------
+# validation helpers
+# --------------------------------------------------------------------------------------
+def _rng(random_state):
+    """Turn ``random_state`` into a :class:`numpy.random.Generator`.
+
+    ``None`` draws a seed from NumPy's global RandomState (as scikit-learn does), an int
+    seeds :func:`numpy.random.default_rng`, a RandomState provides a seed (advancing its
+    state) and a Generator is used as is.
+    """
+    if isinstance(random_state, np.random.Generator):
+        return random_state
+    if isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool):
+        if random_state < 0:
+            raise ValueError(f"random_state must be a non-negative int, got {random_state}.")
+        return np.random.default_rng(int(random_state))
+    if isinstance(random_state, bool):
+        raise ValueError(
+            f"random_state must be None, an int, a RandomState or a Generator, "
+            f"got {random_state!r}."
+        )
+    rs = check_random_state(random_state)  # None -> global RandomState; raises otherwise
+    return np.random.default_rng(int(rs.randint(2**32, dtype=np.int64)))
+
+
+def _check_int(value, name, min_value):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name} must be an int >= {min_value}, got {value!r}.")
+    if value < min_value:
+        raise ValueError(f"{name} must be an int >= {min_value}, got {value}.")
+    return int(value)
+
+
+def _check_int_range(value, name, min_value):
+    """An int ``k`` (fixed) or a pair ``(lo, hi)`` of ints with ``min_value <= lo <= hi``."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        lo = hi = _check_int(value, name, min_value)
+        return lo, hi
+    try:
+        lo, hi = value
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"{name} must be an int >= {min_value} or a pair (low, high) of ints, got {value!r}."
+        ) from None
+    for v in (lo, hi):
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < min_value:
+            raise ValueError(
+                f"{name} must be an int >= {min_value} or a pair (low, high) of ints >= "
+                f"{min_value}, got {value!r}."
+            )
+    if lo > hi:
+        raise ValueError(f"{name}=(low, high) needs low <= high, got {value!r}.")
+    return int(lo), int(hi)
+
+
+def _check_float(value, name, *, low=None, strict=False):
+    """A finite real number, ``> low`` if ``strict`` else ``>= low``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a real number, got {value!r}.")
+    value = float(value)
+    if not np.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value}.")
+    if low is not None and (value <= low if strict else value < low):
+        op = ">" if strict else ">="
+        raise ValueError(f"{name} must be {op} {low}, got {value}.")
+    return value
+
+
+def _check_positive_range(value, name):
+    """A positive float (fixed) or a pair ``(lo, hi)`` with ``0 < lo <= hi``."""
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        v = _check_float(value, name, low=0.0, strict=True)
+        return v, v
+    try:
+        lo, hi = value
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"{name} must be a positive number or a pair (low, high), got {value!r}."
+        ) from None
+    lo = _check_float(lo, name, low=0.0, strict=True)
+    hi = _check_float(hi, name, low=0.0, strict=True)
+    if lo > hi:
+        raise ValueError(f"{name}=(low, high) needs low <= high, got {value!r}.")
+    return lo, hi
+
+
+def _check_sizes(n_tasks, n_support, n_query):
+    n_tasks = _check_int(n_tasks, "n_tasks", 1)
+    n_support = _check_int(n_support, "n_support", 1)
+    n_query = _check_int(n_query, "n_query", 0)
+    return n_tasks, n_support, n_query
+
+
+def _masked_dirichlet(rng, n_active, k_max):
+    """Dirichlet(1) weights over the first ``n_active[b]`` of ``k_max`` slots, 0 elsewhere."""
+    active = np.arange(k_max)[None, :] < n_active[:, None]  # (B, k_max)
+    w = rng.standard_exponential((len(n_active), k_max)) * active
+    w /= w.sum(axis=1, keepdims=True)
+    return w, active
+
+
+def _categorical(rng, weights, n_draws, n_active):
+    """Vectorized categorical draws: ``weights`` (B, K) -> indices (B, n_draws)."""
+    cum = np.cumsum(weights, axis=1)  # (B, K)
+    u = rng.random((weights.shape[0], n_draws))  # (B, n)
+    idx = (u[:, :, None] >= cum[:, None, :]).sum(axis=2)
+    # guard against cum[-1] < 1 by rounding: never pick an inactive slot
+    return np.minimum(idx, n_active[:, None] - 1)
+
+
+class _TaskDistribution:
+    """Shared interface: ``sample_task`` is task 0 of ``sample_tasks(1, ...)``."""
+
+    _param_names = ()
+
+    def sample_task(self, n_support, n_query, random_state=None):
+        """Draw one task.
+
+        Parameters
+        ----------
+        n_support : int >= 1
+            Number of support points.
+        n_query : int >= 0
+            Number of query points.
+        random_state : None, int, RandomState or Generator, default=None
+            Source of randomness.
+
+        Returns
+        -------
+        support : ndarray of shape (n_support, n_features), float64
+        query : ndarray of shape (n_query, n_features), float64
+        """
+        supports, queries = self.sample_tasks(1, n_support, n_query, random_state=random_state)
+        return supports[0], queries[0]
+
+    def __repr__(self):
+        args = ", ".join(f"{k}={getattr(self, k)!r}" for k in self._param_names)
+        return f"{type(self).__name__}({args})"
+
+
+# --------------------------------------------------------------------------------------
+# Gaussian mixtures
+# --------------------------------------------------------------------------------------
+class GaussianMixtureTasks(_TaskDistribution):
+    """Meta-distribution of random Gaussian mixtures.
+
+    For every task: the number of components ``K`` is uniform on the integers in
+    ``n_components`` (inclusive), the means are uniform in ``[-box, box]^d``, the mixture
+    weights follow a Dirichlet(1) law, and component ``k`` is a Gaussian with covariance
+    ``A_k A_k^T``. When ``anisotropic``, ``A_k = R_k diag(sigma_k)`` with ``R_k`` a
+    uniformly random rotation (QR of a Gaussian matrix with the sign fix) and the ``d``
+    entries of ``sigma_k`` uniform in ``scale``; otherwise ``A_k = sigma_k I`` with one
+    ``sigma_k`` uniform in ``scale``. Support and query points are iid draws from the same
+    mixture.
+
+    Parameters
+    ----------
+    n_features : int >= 1, default=2
+        Dimension ``d`` of the points.
+    n_components : int or (int, int), default=(2, 8)
+        Range ``(low, high)`` (inclusive) of the number of components; an int fixes it.
+    box : float > 0, default=5.0
+        Means are uniform in ``[-box, box]^d``.
+    scale : float or (float, float), default=(0.3, 1.0)
+        Range of the component standard deviations (per axis when anisotropic); a float
+        fixes it. Must be positive.
+    anisotropic : bool, default=True
+        Random rotated axis-aligned covariances if True, isotropic ones if False.
+
+    Attributes
+    ----------
+    n_features : int
+        Dimension of the points.
+
+    Notes
+    -----
+    ``sample_tasks`` is vectorized: every task draws ``high`` components and the unused
+    ones get zero weight. Parameters are validated when sampling.
+
+    Examples
+    --------
+    >>> from skflow.tasks import GaussianMixtureTasks
+    >>> S, Q = GaussianMixtureTasks(n_features=3).sample_task(5, 7, random_state=0)
+    >>> S.shape, Q.shape, S.dtype
+    ((5, 3), (7, 3), dtype('float64'))
+    >>> Ss, Qs = GaussianMixtureTasks(n_features=3).sample_tasks(4, 5, 7, random_state=0)
+    >>> Ss.shape, Qs.shape
+    ((4, 5, 3), (4, 7, 3))
+    """
+
+    _param_names = ("n_features", "n_components", "box", "scale", "anisotropic")
+
+    def __init__(
+        self, n_features=2, *, n_components=(2, 8), box=5.0, scale=(0.3, 1.0), anisotropic=True
+    ):
+        self.n_features = n_features
+        self.n_components = n_components
+        self.box = box
+        self.scale = scale
+        self.anisotropic = anisotropic
+
+    def _validate(self):
+        d = _check_int(self.n_features, "n_features", 1)
+        k_lo, k_hi = _check_int_range(self.n_components, "n_components", 1)
+        box = _check_float(self.box, "box", low=0.0, strict=True)
+        s_lo, s_hi = _check_positive_range(self.scale, "scale")
+        if not isinstance(self.anisotropic, bool | np.bool_):
+            raise ValueError(f"anisotropic must be a bool, got {self.anisotropic!r}.")
+        return d, k_lo, k_hi, box, s_lo, s_hi, bool(self.anisotropic)
+
+    def sample_tasks(self, n_tasks, n_support, n_query, random_state=None):
+        """Draw a batch of independent tasks.
+
+        Parameters
+        ----------
+        n_tasks : int >= 1
+            Number of tasks ``B``.
+        n_support : int >= 1
+            Number of support points per task.
+        n_query : int >= 0
+            Number of query points per task.
+        random_state : None, int, RandomState or Generator, default=None
+            Source of randomness.
+
+        Returns
+        -------
+        supports : ndarray of shape (n_tasks, n_support, n_features), float64
+        queries : ndarray of shape (n_tasks, n_query, n_features), float64
+        """
+        d, k_lo, k_hi, box, s_lo, s_hi, anisotropic = self._validate()
+        B, m, q = _check_sizes(n_tasks, n_support, n_query)
+        rng = _rng(random_state)
+        n = m + q
+
+        n_active = rng.integers(k_lo, k_hi + 1, size=B)
+        weights, _ = _masked_dirichlet(rng, n_active, k_hi)
+        means = rng.uniform(-box, box, size=(B, k_hi, d))
+        if anisotropic:
+            G = rng.standard_normal((B, k_hi, d, d))
+            Qm, Rm = np.linalg.qr(G)
+            signs = np.sign(np.diagonal(Rm, axis1=-2, axis2=-1))
+            signs[signs == 0] = 1.0
+            rot = Qm * signs[..., None, :]  # uniform (Haar) on O(d)
+            sigmas = rng.uniform(s_lo, s_hi, size=(B, k_hi, d))
+            A = rot * sigmas[..., None, :]  # R diag(sigmas)
+        else:
+            sigmas = rng.uniform(s_lo, s_hi, size=(B, k_hi))
+
+        comp = _categorical(rng, weights, n, n_active)  # (B, n)
+        z = rng.standard_normal((B, n, d))
+        X = np.take_along_axis(means, comp[:, :, None], axis=1)  # (B, n, d)
+        if anisotropic:
+            # loop over the (few) component slots only: X += A_k z for points of slot k
+            for k in range(k_hi):
+                mask = comp == k
+                if mask.any():
+                    X += np.where(mask[:, :, None], z @ np.swapaxes(A[:, k], -1, -2), 0.0)
+        else:
+            X += np.take_along_axis(sigmas, comp, axis=1)[:, :, None] * z
+        return np.ascontiguousarray(X[:, :m]), np.ascontiguousarray(X[:, m:])
+
+
+# --------------------------------------------------------------------------------------
+# spherical shells
+# --------------------------------------------------------------------------------------
+class SphericalShellTasks(_TaskDistribution):
+    """Meta-distribution of random concentric spherical shells.
+
+    For every task: the number of shells ``K`` is uniform on the integers in ``n_shells``
+    (inclusive), the radii are uniform in ``(0.5, max_radius]`` (sorted increasingly),
+    and the shell probabilities follow a Dirichlet(1) law (so some shells may be rare).
+    A point is ``center + r * u`` with ``u`` uniform on the unit sphere (a normalized
+    Gaussian vector), ``r = radius_k + radial_noise * N(0, 1)`` and ``k`` the point's
+    shell. The center is the origin unless ``center_box > 0``, in which case it is uniform
+    in ``[-center_box, center_box]^d`` per task.
+
+    The variation within a task is purely radial, the regime in which an isotropic
+    kernel's geometry does not match the data.
+
+    Parameters
+    ----------
+    n_features : int >= 1, default=8
+        Dimension ``d`` of the points.
+    n_shells : int or (int, int), default=(2, 5)
+        Range ``(low, high)`` (inclusive) of the number of shells; an int fixes it.
+    max_radius : float > 0.5, default=5.0
+        Largest possible shell radius.
+    radial_noise : float >= 0, default=0.3
+        Standard deviation of the Gaussian noise added to the radius. The noisy radius is
+        not clipped: a negative ``r`` places the point on the opposite side.
+    center_box : float >= 0, default=0.0
+        Half-width of the box the center is drawn from; 0 keeps it at the origin.
+
+    Attributes
+    ----------
+    n_features : int
+        Dimension of the points.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skflow.tasks import SphericalShellTasks
+    >>> tasks = SphericalShellTasks(n_features=4, radial_noise=0.0)
+    >>> S, Q = tasks.sample_task(10, 3, random_state=0)
+    >>> S.shape, Q.shape
+    ((10, 4), (3, 4))
+    >>> bool(np.all(np.linalg.norm(S, axis=1) <= 5.0))
+    True
+    """
+
+    _param_names = ("n_features", "n_shells", "max_radius", "radial_noise", "center_box")
+
+    def __init__(
+        self, n_features=8, *, n_shells=(2, 5), max_radius=5.0, radial_noise=0.3, center_box=0.0
+    ):
+        self.n_features = n_features
+        self.n_shells = n_shells
+        self.max_radius = max_radius
+        self.radial_noise = radial_noise
+        self.center_box = center_box
+
+    def _validate(self):
+        d = _check_int(self.n_features, "n_features", 1)
+        k_lo, k_hi = _check_int_range(self.n_shells, "n_shells", 1)
+        r_max = _check_float(self.max_radius, "max_radius", low=0.5, strict=True)
+        noise = _check_float(self.radial_noise, "radial_noise", low=0.0)
+        cbox = _check_float(self.center_box, "center_box", low=0.0)
+        return d, k_lo, k_hi, r_max, noise, cbox
+
+    def sample_tasks(self, n_tasks, n_support, n_query, random_state=None):
+        """Draw a batch of independent tasks.
+
+        Parameters
+        ----------
+        n_tasks : int >= 1
+            Number of tasks ``B``.
+        n_support : int >= 1
+            Number of support points per task.
+        n_query : int >= 0
+            Number of query points per task.
+        random_state : None, int, RandomState or Generator, default=None
+            Source of randomness.
+
+        Returns
+        -------
+        supports : ndarray of shape (n_tasks, n_support, n_features), float64
+        queries : ndarray of shape (n_tasks, n_query, n_features), float64
+        """
+        d, k_lo, k_hi, r_max, noise, cbox = self._validate()
+        B, m, q = _check_sizes(n_tasks, n_support, n_query)
+        rng = _rng(random_state)
+        n = m + q
+
+        n_active = rng.integers(k_lo, k_hi + 1, size=B)
+        weights, active = _masked_dirichlet(rng, n_active, k_hi)
+        # uniform in (0.5, r_max]; inactive slots pushed to the end by the sort
+        radii = r_max - rng.random((B, k_hi)) * (r_max - 0.5)
+        radii = np.sort(np.where(active, radii, np.inf), axis=1)
+        if cbox > 0:
+            center = rng.uniform(-cbox, cbox, size=(B, 1, d))
+        else:
+            center = np.zeros((B, 1, d))
+
+        shell = _categorical(rng, weights, n, n_active)  # (B, n)
+        u = rng.standard_normal((B, n, d))
+        norms = np.linalg.norm(u, axis=2, keepdims=True)
+        while np.any(norms == 0):  # measure zero; redraw to stay on the sphere
+            bad = norms[..., 0] == 0
+            u[bad] = rng.standard_normal((int(bad.sum()), d))
+            norms = np.linalg.norm(u, axis=2, keepdims=True)
+        u /= norms
+        r = np.take_along_axis(radii, shell, axis=1) + noise * rng.standard_normal((B, n))
+        X = center + r[:, :, None] * u
+        return np.ascontiguousarray(X[:, :m]), np.ascontiguousarray(X[:, m:])
+
+
+# --------------------------------------------------------------------------------------
+# real data: classes as tasks
+# --------------------------------------------------------------------------------------
+class ClassTasks(_TaskDistribution):
+    """Tasks from a labelled data set: every class is one task.
+
+    A task draws a class uniformly at random among the classes of the requested split
+    that have at least 2 rows, then ``n_support + n_query`` rows of that class. The rows
+    are distinct (drawn without replacement) when the class has enough rows; otherwise
+    they are drawn with replacement and a :class:`UserWarning` is emitted once per
+    instance. The first ``n_support`` rows are the support, the rest the query.
+
+    Nothing is fitted: on first use the data are validated and each class's rows are
+    split into a train and a validation part (``validation_fraction`` of the rows of each
+    class, rounded, go to validation), seeded by ``random_state``.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features)
+        Finite numeric data.
+    y : array-like of shape (n_samples,)
+        Class labels; each class is a task.
+    validation_fraction : float in [0, 1), default=0.0
+        Fraction of each class's rows held out for ``split="validation"``.
+    random_state : None, int, RandomState or Generator, default=None
+        Seeds the train/validation split (not the sampling of tasks). Use an int for a
+        reproducible split.
+    standardize : bool, default=False
+        If True, returned rows are standardized with the mean and standard deviation of
+        the train split (features with zero spread are only centered).
+
+    Attributes
+    ----------
+    classes_ : ndarray
+        Labels of the classes that can be drawn (at least 2 rows in total), sorted.
+    n_features : int
+        Number of columns of ``X``.
+    mean_, scale_ : ndarray of shape (n_features,)
+        Standardization statistics (zeros and ones when ``standardize=False``).
+
+    Notes
+    -----
+    Classes with fewer than 2 rows in total are dropped with a :class:`UserWarning`; a
+    class whose split part has fewer than 2 rows is not drawn for that split. A
+    :class:`ValueError` is raised when no class can be drawn.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skflow.tasks import ClassTasks
+    >>> X = np.arange(60.0).reshape(20, 3)
+    >>> y = np.repeat([0, 1], 10)
+    >>> tasks = ClassTasks(X, y, validation_fraction=0.2, random_state=0)
+    >>> S, Q = tasks.sample_task(3, 4, random_state=0)
+    >>> S.shape, Q.shape, tasks.n_features, tasks.classes_.tolist()
+    ((3, 3), (4, 3), 3, [0, 1])
+    >>> Ss, Qs = tasks.sample_tasks(5, 2, 0, split="validation", random_state=0)
+    >>> Ss.shape, Qs.shape
+    ((5, 2, 3), (5, 0, 3))
+    """
+
+    def __init__(self, X, y, *, validation_fraction=0.0, random_state=None, standardize=False):
+        self.X = X
+        self.y = y
+        self.validation_fraction = validation_fraction
+        self.random_state = random_state
+        self.standardize = standardize
+
+    def __repr__(self):
+        shape = getattr(self.X, "shape", None)
+        return (
+            f"ClassTasks(X=<{'x'.join(map(str, shape)) if shape else type(self.X).__name__}>, "
+            f"y=..., validation_fraction={self.validation_fraction!r}, "
+            f"random_state={self.random_state!r}, standardize={self.standardize!r})"
+        )
+
+    # ---- lazy preparation ------------------------------------------------------------
+    def _prepare(self):
+        if getattr(self, "_prepared", None) is not None:
+            return self._prepared
+        try:
+            X = np.asarray(self.X, dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"X must be a numeric array, could not convert: {exc}") from None
+        if X.ndim != 2:
+            raise ValueError(f"X must be 2-D (n_samples, n_features), got {X.ndim}-D.")
+        if X.shape[0] == 0 or X.shape[1] == 0:
+            raise ValueError(f"X must be non-empty, got shape {X.shape}.")
+        if not np.all(np.isfinite(X)):
+            raise ValueError("X contains NaN or infinity.")
+        y = np.asarray(self.y)
+        if y.ndim != 1:
+            if y.ndim == 2 and y.shape[1] == 1:
+                y = y[:, 0]
+            else:
+                raise ValueError(f"y must be 1-D, got shape {y.shape}.")
+        if len(y) != len(X):
+            raise ValueError(f"len(y)={len(y)} does not match len(X)={len(X)}.")
+        vf = _check_float(self.validation_fraction, "validation_fraction", low=0.0)
+        if vf >= 1.0:
+            raise ValueError(f"validation_fraction must be in [0, 1), got {vf}.")
+        if not isinstance(self.standardize, bool | np.bool_):
+            raise ValueError(f"standardize must be a bool, got {self.standardize!r}.")
+        split_rng = _rng(self.random_state)
+
+        labels, inverse, counts = np.unique(y, return_inverse=True, return_counts=True)
+        small = counts < 2
+        if small.all():
+            raise ValueError(
+                "ClassTasks needs at least one class with 2 or more rows; every class has "
+                "fewer than 2."
+            )
+        if small.any():
+            warnings.warn(
+                f"{int(small.sum())} class(es) with fewer than 2 rows are excluded: "
+                f"{labels[small][:10].tolist()}{' ...' if small.sum() > 10 else ''}",
+                UserWarning,
+                stacklevel=3,
+            )
+        keep = np.flatnonzero(~small)
+        order = np.argsort(inverse, kind="stable")
+        starts = np.concatenate([[0], np.cumsum(counts)])
+
+        train_rows, val_rows = [], []
+        for c in keep:  # one permutation per class (setup only, not per sampled point)
+            rows = order[starts[c] : starts[c + 1]]
+            rows = rows[split_rng.permutation(len(rows))]
+            n_val = int(round(vf * len(rows)))
+            val_rows.append(np.sort(rows[:n_val]))
+            train_rows.append(np.sort(rows[n_val:]))
+
+        if self.standardize:
+            all_train = np.concatenate(train_rows)
+            mean = X[all_train].mean(axis=0)
+            scale = X[all_train].std(axis=0)
+            scale[scale == 0] = 1.0
+        else:
+            mean = np.zeros(X.shape[1])
+            scale = np.ones(X.shape[1])
+        Xs = (X - mean) / scale if self.standardize else X
+
+        def pack(parts):
+            sizes = np.array([len(p) for p in parts], dtype=np.int64)
+            ok = sizes >= 2
+            rows = [p for p, o in zip(parts, ok, strict=True) if o]
+            flat = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
+            sz = sizes[ok]
+            return {
+                "classes": labels[keep][ok],
+                "rows": flat,
+                "sizes": sz,
+                "offsets": np.concatenate([[0], np.cumsum(sz)[:-1]]).astype(np.int64),
+            }
+
+        self._prepared = {
+            "X": Xs,
+            "classes": labels[keep],
+            "mean": mean,
+            "scale": scale,
+            "validation_fraction": vf,
+            "train": pack(train_rows),
+            "validation": pack(val_rows),
+        }
+        return self._prepared
+
+    @property
+    def classes_(self):
+        return self._prepare()["classes"]
+
+    @property
+    def n_features(self):
+        return self._prepare()["X"].shape[1]
+
+    @property
+    def mean_(self):
+        return self._prepare()["mean"]
+
+    @property
+    def scale_(self):
+        return self._prepare()["scale"]
+
+    # ---- sampling --------------------------------------------------------------------
+    def sample_task(self, n_support, n_query, random_state=None, *, split="train"):
+        """Draw one task (one class).
+
+        Parameters
+        ----------
+        n_support : int >= 1
+            Number of support rows.
+        n_query : int >= 0
+            Number of query rows.
+        random_state : None, int, RandomState or Generator, default=None
+            Source of randomness for the task draw.
+        split : {"train", "validation"}, default="train"
+            Which part of each class's rows to draw from.
+
+        Returns
+        -------
+        support : ndarray of shape (n_support, n_features), float64
+        query : ndarray of shape (n_query, n_features), float64
+        """
+        supports, queries = self.sample_tasks(
+            1, n_support, n_query, random_state=random_state, split=split
+        )
+        return supports[0], queries[0]
+
+    def sample_tasks(self, n_tasks, n_support, n_query, random_state=None, *, split="train"):
+        """Draw a batch of tasks (classes drawn independently, with repetition).
+
+        Parameters
+        ----------
+        n_tasks : int >= 1
+            Number of tasks ``B``.
+        n_support : int >= 1
+            Number of support rows per task.
+        n_query : int >= 0
+            Number of query rows per task.
+        random_state : None, int, RandomState or Generator, default=None
+            Source of randomness for the task draws.
+        split : {"train", "validation"}, default="train"
+            Which part of each class's rows to draw from.
+
+        Returns
+        -------
+        supports : ndarray of shape (n_tasks, n_support, n_features), float64
+        queries : ndarray of shape (n_tasks, n_query, n_features), float64
+        """
+        if split not in ("train", "validation"):
+            raise ValueError(f"split must be 'train' or 'validation', got {split!r}.")
+        B, m, q = _check_sizes(n_tasks, n_support, n_query)
+        prep = self._prepare()
+        part = prep[split]
+        if len(part["sizes"]) == 0:
+            if split == "validation" and prep["validation_fraction"] == 0:
+                raise ValueError(
+                    "split='validation' needs validation_fraction > 0 (it is 0, so there "
+                    "is no validation split)."
+                )
+            raise ValueError(
+                f"No class has at least 2 rows in the {split} split; lower or raise "
+                "validation_fraction."
+            )
+        rng = _rng(random_state)
+        n = m + q
+
+        cls = rng.integers(0, len(part["sizes"]), size=B)
+        sizes = part["sizes"][cls]  # (B,)
+        enough = sizes >= n
+        local = np.empty((B, n), dtype=np.int64)
+
+        # without replacement: the n smallest of iid uniform keys over each class's rows,
+        # ordered by key, form a uniformly random ordered sample (chunked over tasks)
+        idx_enough = np.flatnonzero(enough)
+        if idx_enough.size:
+            width = int(sizes[idx_enough].max())
+            chunk = max(1, _MAX_KEYS_PER_CHUNK // width)
+            for start in range(0, idx_enough.size, chunk):
+                tasks = idx_enough[start : start + chunk]
+                keys = rng.random((tasks.size, width))
+                keys[np.arange(width)[None, :] >= sizes[tasks][:, None]] = 2.0
+                if n < width:
+                    cand = np.argpartition(keys, n - 1, axis=1)[:, :n]
+                else:
+                    cand = np.broadcast_to(np.arange(width), (tasks.size, width))
+                ck = np.take_along_axis(keys, cand, axis=1)
+                local[tasks] = np.take_along_axis(cand, np.argsort(ck, axis=1), axis=1)
+
+        idx_short = np.flatnonzero(~enough)
+        if idx_short.size:
+            if not getattr(self, "_warned_replacement", False):
+                warnings.warn(
+                    f"Some classes have fewer than n_support + n_query = {n} rows in the "
+                    f"{split} split; their rows are drawn with replacement.",
+                    UserWarning,
+                    stacklevel=2,
+                )
+                self._warned_replacement = True
+            u = rng.random((idx_short.size, n))
+            local[idx_short] = np.minimum(
+                (u * sizes[idx_short][:, None]).astype(np.int64), sizes[idx_short][:, None] - 1
+            )
+
+        rows = part["rows"][part["offsets"][cls][:, None] + local]  # (B, n)
+        X = prep["X"][rows]  # (B, n, d)
+        return np.ascontiguousarray(X[:, :m]), np.ascontiguousarray(X[:, m:])

@@ -1,0 +1,437 @@
+"""Tests for skflow.tasks (task meta-distributions)."""
+
+import doctest
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import skflow.tasks as tasks_module
+from skflow.tasks import ClassTasks, GaussianMixtureTasks, SphericalShellTasks
+
+
+def _min_cover(values, width):
+    """Minimal number of intervals of length ``width`` covering the 1-D ``values``."""
+    values = np.sort(values)
+    count, i = 0, 0
+    while i < len(values):
+        count += 1
+        i = np.searchsorted(values, values[i] + width, side="right")
+    return count
+
+
+def _class_data(n_per_class=(30, 20, 12), d=3, seed=0):
+    """Data whose first column is the row index, so returned rows can be identified."""
+    rng = np.random.default_rng(seed)
+    y = np.repeat(np.arange(len(n_per_class)), n_per_class)
+    n = len(y)
+    X = np.column_stack([np.arange(n, dtype=float), rng.normal(size=(n, d - 1))])
+    return X, y
+
+
+SYNTHETIC = [
+    lambda d: GaussianMixtureTasks(n_features=d),
+    lambda d: GaussianMixtureTasks(n_features=d, anisotropic=False, n_components=3),
+    lambda d: SphericalShellTasks(n_features=d),
+    lambda d: SphericalShellTasks(n_features=d, center_box=2.0, n_shells=1),
+]
+
+
+# --------------------------------------------------------------------------------------
+# shared interface
+# --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("make", SYNTHETIC)
+@pytest.mark.parametrize("d", [1, 2, 5])
+def test_shapes_dtypes_and_finiteness(make, d):
+    t = make(d)
+    S, Q = t.sample_task(7, 11, random_state=0)
+    assert S.shape == (7, d) and Q.shape == (11, d)
+    assert S.dtype == np.float64 and Q.dtype == np.float64
+    Ss, Qs = t.sample_tasks(4, 7, 11, random_state=0)
+    assert Ss.shape == (4, 7, d) and Qs.shape == (4, 11, d)
+    assert Ss.dtype == np.float64 and Qs.dtype == np.float64
+    assert np.isfinite(Ss).all() and np.isfinite(Qs).all()
+    assert t.n_features == d
+    # empty query set is allowed
+    S0, Q0 = t.sample_task(3, 0, random_state=1)
+    assert S0.shape == (3, d) and Q0.shape == (0, d)
+
+
+@pytest.mark.parametrize("make", SYNTHETIC)
+def test_determinism_and_seed_dependence(make):
+    t = make(3)
+    a = t.sample_tasks(5, 6, 7, random_state=42)
+    b = t.sample_tasks(5, 6, 7, random_state=42)
+    c = t.sample_tasks(5, 6, 7, random_state=43)
+    np.testing.assert_array_equal(a[0], b[0])
+    np.testing.assert_array_equal(a[1], b[1])
+    assert not np.allclose(a[0], c[0])
+    # Generator and RandomState are accepted and reproducible
+    g1 = t.sample_tasks(2, 4, 4, random_state=np.random.default_rng(3))
+    g2 = t.sample_tasks(2, 4, 4, random_state=np.random.default_rng(3))
+    np.testing.assert_array_equal(g1[0], g2[0])
+    r1 = t.sample_tasks(2, 4, 4, random_state=np.random.RandomState(3))
+    r2 = t.sample_tasks(2, 4, 4, random_state=np.random.RandomState(3))
+    np.testing.assert_array_equal(r1[1], r2[1])
+    # sample_task is task 0 of sample_tasks(1, ...)
+    S, Q = t.sample_task(6, 7, random_state=9)
+    Ss, Qs = t.sample_tasks(1, 6, 7, random_state=9)
+    np.testing.assert_array_equal(S, Ss[0])
+    np.testing.assert_array_equal(Q, Qs[0])
+    # tasks in a batch differ from each other
+    assert not np.allclose(a[0][0], a[0][1])
+
+
+def test_pickle_roundtrip_keeps_sampling():
+    t = GaussianMixtureTasks(n_features=2, n_components=(1, 3))
+    t2 = pickle.loads(pickle.dumps(t))
+    np.testing.assert_array_equal(
+        t.sample_tasks(3, 4, 5, random_state=0)[0], t2.sample_tasks(3, 4, 5, random_state=0)[0]
+    )
+    assert "n_components=(1, 3)" in repr(t)
+
+
+@pytest.mark.parametrize("make", SYNTHETIC)
+@pytest.mark.parametrize(
+    "args, match",
+    [
+        ((0, 5, 5), "n_tasks"),
+        ((2, 0, 5), "n_support"),
+        ((2, 5, -1), "n_query"),
+        ((2.5, 5, 5), "n_tasks"),
+        ((2, True, 5), "n_support"),
+    ],
+)
+def test_size_validation(make, args, match):
+    with pytest.raises(ValueError, match=match):
+        make(2).sample_tasks(*args)
+
+
+def test_sample_task_size_validation():
+    with pytest.raises(ValueError, match="n_support"):
+        GaussianMixtureTasks().sample_task(0, 3)
+    with pytest.raises(ValueError, match="n_query"):
+        SphericalShellTasks().sample_task(3, -2)
+
+
+@pytest.mark.parametrize("bad", [-1, "seed", 1.5])
+def test_bad_random_state(bad):
+    with pytest.raises(ValueError):
+        GaussianMixtureTasks().sample_task(3, 3, random_state=bad)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"n_features": 0}, "n_features"),
+        ({"n_features": 2.0}, "n_features"),
+        ({"n_components": 0}, "n_components"),
+        ({"n_components": (5, 2)}, "n_components"),
+        ({"n_components": (0, 2)}, "n_components"),
+        ({"n_components": "many"}, "n_components"),
+        ({"box": 0.0}, "box"),
+        ({"box": np.inf}, "box"),
+        ({"scale": 0.0}, "scale"),
+        ({"scale": (1.0, 0.5)}, "scale"),
+        ({"scale": (-0.1, 0.5)}, "scale"),
+        ({"anisotropic": "yes"}, "anisotropic"),
+    ],
+)
+def test_gmm_param_validation(kwargs, match):
+    t = GaussianMixtureTasks(**kwargs)  # constructor only stores
+    with pytest.raises(ValueError, match=match):
+        t.sample_task(3, 3, random_state=0)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"n_features": -3}, "n_features"),
+        ({"n_shells": (3, 2)}, "n_shells"),
+        ({"n_shells": 0}, "n_shells"),
+        ({"max_radius": 0.5}, "max_radius"),
+        ({"max_radius": np.nan}, "max_radius"),
+        ({"radial_noise": -0.1}, "radial_noise"),
+        ({"center_box": -1.0}, "center_box"),
+    ],
+)
+def test_shell_param_validation(kwargs, match):
+    t = SphericalShellTasks(**kwargs)
+    with pytest.raises(ValueError, match=match):
+        t.sample_tasks(2, 3, 3, random_state=0)
+
+
+def test_vectorized_batch_d16():
+    for t in (GaussianMixtureTasks(n_features=16), SphericalShellTasks(n_features=16)):
+        Ss, Qs = t.sample_tasks(256, 50, 256, random_state=0)
+        assert Ss.shape == (256, 50, 16) and Qs.shape == (256, 256, 16)
+        assert np.isfinite(Ss).all() and np.isfinite(Qs).all()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    d=st.integers(1, 6),
+    B=st.integers(1, 4),
+    m=st.integers(1, 9),
+    q=st.integers(0, 9),
+    seed=st.integers(0, 2**32 - 1),
+    which=st.sampled_from(["gmm", "gmm_iso", "shell"]),
+)
+def test_property_shapes_and_reproducibility(d, B, m, q, seed, which):
+    t = {
+        "gmm": GaussianMixtureTasks(n_features=d, n_components=(1, 4)),
+        "gmm_iso": GaussianMixtureTasks(n_features=d, anisotropic=False),
+        "shell": SphericalShellTasks(n_features=d, n_shells=(1, 3), center_box=1.0),
+    }[which]
+    Ss, Qs = t.sample_tasks(B, m, q, random_state=seed)
+    assert Ss.shape == (B, m, d) and Qs.shape == (B, q, d)
+    assert np.isfinite(Ss).all() and np.isfinite(Qs).all()
+    Ss2, Qs2 = t.sample_tasks(B, m, q, random_state=seed)
+    np.testing.assert_array_equal(Ss, Ss2)
+    np.testing.assert_array_equal(Qs, Qs2)
+
+
+# --------------------------------------------------------------------------------------
+# Gaussian mixtures
+# --------------------------------------------------------------------------------------
+def test_gmm_points_stay_near_box_and_cluster():
+    box, sigma = 2.0, 0.01
+    t = GaussianMixtureTasks(n_features=3, n_components=(2, 4), box=box, scale=sigma)
+    Ss, Qs = t.sample_tasks(20, 500, 500, random_state=0)
+    X = np.concatenate([Ss, Qs], axis=1)  # (20, 1000, 3)
+    assert np.abs(X).max() <= box + 6 * sigma
+    # per task, points form at most n_components[1] tight clusters
+    for Xt in X:
+        centers = []
+        for x in Xt:
+            if not any(np.linalg.norm(x - c) < 0.2 for c in centers):
+                centers.append(x)
+        assert 1 <= len(centers) <= 4
+    # the means spread over the box (not all near the origin)
+    assert np.abs(X).max() > box / 2
+
+
+def test_gmm_fixed_components_count():
+    t = GaussianMixtureTasks(n_features=2, n_components=3, box=10.0, scale=0.001)
+    S, _ = t.sample_task(3000, 0, random_state=1)
+    centers = []
+    for x in S:
+        if not any(np.linalg.norm(x - c) < 0.05 for c in centers):
+            centers.append(x)
+    assert len(centers) <= 3
+
+
+@pytest.mark.parametrize("anisotropic", [True, False])
+def test_gmm_single_component_covariance(anisotropic):
+    lo, hi = 0.3, 1.0
+    t = GaussianMixtureTasks(n_features=3, n_components=1, scale=(lo, hi), anisotropic=anisotropic)
+    Ss, _ = t.sample_tasks(6, 20000, 0, random_state=0)
+    ratios = []
+    for S in Ss:
+        sd = np.sqrt(np.linalg.eigvalsh(np.cov(S.T)))
+        assert sd.min() > 0.9 * lo and sd.max() < 1.1 * hi
+        ratios.append(sd.max() / sd.min())
+    if anisotropic:
+        assert max(ratios) > 1.3  # axes get different scales
+    else:
+        assert max(ratios) < 1.1  # one sigma per component
+
+
+def test_gmm_anisotropic_axes_are_rotated():
+    # with random rotations the principal axes are not the coordinate axes
+    t = GaussianMixtureTasks(n_features=2, n_components=1, scale=(0.1, 1.0))
+    Ss, _ = t.sample_tasks(8, 5000, 0, random_state=2)
+    off_diag = [abs(np.corrcoef(S.T)[0, 1]) for S in Ss]
+    assert max(off_diag) > 0.3
+
+
+# --------------------------------------------------------------------------------------
+# spherical shells
+# --------------------------------------------------------------------------------------
+def test_shell_norms_cluster_around_few_radii():
+    t = SphericalShellTasks(n_features=8, radial_noise=0.01, max_radius=5.0)
+    Ss, Qs = t.sample_tasks(30, 1000, 1000, random_state=0)
+    X = np.concatenate([Ss, Qs], axis=1)
+    norms = np.linalg.norm(X, axis=2)
+    assert norms.min() > 0.5 - 0.05 and norms.max() <= 5.0 + 0.05
+    n_clusters = []
+    for r in norms:
+        # every norm within 0.05 of one of at most 5 radii
+        k = _min_cover(r, 0.1)
+        assert k <= 5
+        n_clusters.append(k)
+    assert max(n_clusters) >= 2  # several shells occur
+
+
+def test_shell_noiseless_and_directions_uniform():
+    t = SphericalShellTasks(n_features=4, n_shells=1, radial_noise=0.0)
+    S, Q = t.sample_task(20000, 10, random_state=0)
+    norms = np.linalg.norm(S, axis=1)
+    np.testing.assert_allclose(norms, norms[0])  # one exact radius
+    assert 0.5 < norms[0] <= 5.0
+    # directions uniform: mean near 0, covariance near r^2/d I
+    assert np.linalg.norm(S.mean(axis=0)) < 0.1 * norms[0]
+    np.testing.assert_allclose(
+        np.cov(S.T), norms[0] ** 2 / 4 * np.eye(4), atol=0.05 * norms[0] ** 2
+    )
+
+
+def test_shell_centers():
+    t = SphericalShellTasks(n_features=3, n_shells=1, radial_noise=0.0, center_box=3.0)
+    Ss, _ = t.sample_tasks(10, 4000, 0, random_state=1)
+    centers = Ss.mean(axis=1)
+    assert np.abs(centers).max() <= 3.0 + 0.2
+    assert np.ptp(centers[:, 0]) > 1.0  # centers vary between tasks
+    # default: centered at the origin
+    S0, _ = SphericalShellTasks(n_features=3).sample_task(4000, 0, random_state=1)
+    assert np.linalg.norm(S0.mean(axis=0)) < 0.3
+
+
+# --------------------------------------------------------------------------------------
+# ClassTasks
+# --------------------------------------------------------------------------------------
+def test_class_tasks_rows_come_from_one_class():
+    X, y = _class_data()
+    t = ClassTasks(X, y, random_state=0)
+    assert t.n_features == 3
+    np.testing.assert_array_equal(t.classes_, [0, 1, 2])
+    Ss, Qs = t.sample_tasks(40, 5, 6, random_state=0)
+    assert Ss.shape == (40, 5, 3) and Qs.shape == (40, 6, 3)
+    seen = set()
+    for S, Q in zip(Ss, Qs, strict=True):
+        rows = np.concatenate([S, Q])
+        ids = rows[:, 0].astype(int)
+        np.testing.assert_array_equal(rows, X[ids])  # actual rows of X
+        assert len(np.unique(y[ids])) == 1  # a single class
+        assert len(np.unique(ids)) == len(ids)  # distinct (enough rows)
+        seen.add(int(y[ids[0]]))
+    assert seen == {0, 1, 2}
+    # reproducible
+    Ss2, _ = t.sample_tasks(40, 5, 6, random_state=0)
+    np.testing.assert_array_equal(Ss, Ss2)
+    S, Q = t.sample_task(5, 6, random_state=7)
+    S1, Q1 = t.sample_tasks(1, 5, 6, random_state=7)
+    np.testing.assert_array_equal(S, S1[0])
+    np.testing.assert_array_equal(Q, Q1[0])
+
+
+def test_class_tasks_without_replacement_uses_all_rows_when_exact():
+    X, y = _class_data(n_per_class=(8, 8))
+    t = ClassTasks(X, y)
+    Ss, Qs = t.sample_tasks(10, 3, 5, random_state=0)
+    for S, Q in zip(Ss, Qs, strict=True):
+        ids = np.sort(np.concatenate([S, Q])[:, 0].astype(int))
+        cls = y[ids[0]]
+        np.testing.assert_array_equal(ids, np.flatnonzero(y == cls))
+
+
+def test_class_tasks_with_replacement_warns_once():
+    X, y = _class_data(n_per_class=(4, 30))
+    t = ClassTasks(X, y)
+    with pytest.warns(UserWarning, match="with replacement"):
+        Ss, Qs = t.sample_tasks(30, 5, 5, random_state=0)
+    assert Ss.shape == (30, 5, 3)
+    for S, Q in zip(Ss, Qs, strict=True):
+        ids = np.concatenate([S, Q])[:, 0].astype(int)
+        assert len(np.unique(y[ids])) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        t.sample_tasks(30, 5, 5, random_state=1)  # no second warning
+
+
+def test_class_tasks_validation_split_disjoint():
+    X, y = _class_data(n_per_class=(40, 30, 20))
+    t = ClassTasks(X, y, validation_fraction=0.25, random_state=0)
+    train_ids, val_ids = set(), set()
+    for split, ids in (("train", train_ids), ("validation", val_ids)):
+        Ss, Qs = t.sample_tasks(200, 2, 2, random_state=0, split=split)
+        rows = np.concatenate([Ss, Qs], axis=1).reshape(-1, 3)
+        ids.update(rows[:, 0].astype(int).tolist())
+    assert train_ids and val_ids
+    assert train_ids.isdisjoint(val_ids)
+    # roughly a quarter of each class goes to validation
+    assert 0.15 * len(y) < len(val_ids) <= 0.25 * len(y) + 3
+    # the split is seeded by the constructor's random_state
+    t2 = ClassTasks(X, y, validation_fraction=0.25, random_state=0)
+    a = t.sample_tasks(5, 2, 2, random_state=3, split="validation")[0]
+    b = t2.sample_tasks(5, 2, 2, random_state=3, split="validation")[0]
+    np.testing.assert_array_equal(a, b)
+
+
+def test_class_tasks_standardize():
+    X, y = _class_data()
+    X = X * 10 + 5
+    t = ClassTasks(X, y, standardize=True)
+    S, _ = t.sample_task(4, 0, random_state=0)
+    Z = (X - X.mean(axis=0)) / X.std(axis=0)
+    for row in S:
+        assert np.isclose(Z, row).all(axis=1).any()
+    np.testing.assert_allclose(t.mean_, X.mean(axis=0))
+    np.testing.assert_allclose(t.scale_, X.std(axis=0))
+
+
+def test_class_tasks_small_class_excluded_with_warning():
+    X, y = _class_data(n_per_class=(10, 1, 10))
+    t = ClassTasks(X, y)
+    with pytest.warns(UserWarning, match="fewer than 2 rows"):
+        classes = t.classes_
+    np.testing.assert_array_equal(classes, [0, 2])
+    Ss, _ = t.sample_tasks(50, 2, 0, random_state=0)
+    assert not np.isin(Ss[..., 0].astype(int), np.flatnonzero(y == 1)).any()
+
+
+def test_class_tasks_string_labels():
+    X, y = _class_data(n_per_class=(5, 5))
+    labels = np.where(y == 0, "cat", "dog")
+    t = ClassTasks(X, labels)
+    assert t.classes_.tolist() == ["cat", "dog"]
+    assert t.sample_task(2, 2, random_state=0)[0].shape == (2, 3)
+
+
+@pytest.mark.parametrize(
+    "X, y, kwargs, match",
+    [
+        (np.array([[0.0, np.nan], [1.0, 2.0]]), [0, 0], {}, "NaN"),
+        (np.array([[0.0, np.inf], [1.0, 2.0]]), [0, 0], {}, "NaN or inf"),
+        (np.arange(4.0), [0, 0, 1, 1], {}, "2-D"),
+        (np.zeros((4, 2)), [0, 0, 1], {}, "len"),
+        (np.zeros((0, 2)), [], {}, "non-empty"),
+        ([["a", "b"], ["c", "d"]], [0, 0], {}, "numeric"),
+        (np.zeros((3, 2)), [0, 1, 2], {}, "at least one class"),
+        (np.zeros((4, 2)), [0, 0, 1, 1], {"validation_fraction": 1.0}, "validation_fraction"),
+        (np.zeros((4, 2)), [0, 0, 1, 1], {"validation_fraction": -0.1}, "validation_fraction"),
+        (np.zeros((4, 2)), [0, 0, 1, 1], {"standardize": "yes"}, "standardize"),
+    ],
+)
+def test_class_tasks_input_validation(X, y, kwargs, match):
+    t = ClassTasks(X, y, **kwargs)  # nothing validated at construction
+    with pytest.raises(ValueError, match=match):
+        t.sample_task(1, 1, random_state=0)
+
+
+def test_class_tasks_split_errors():
+    X, y = _class_data(n_per_class=(6, 6))
+    with pytest.raises(ValueError, match="validation_fraction > 0"):
+        ClassTasks(X, y).sample_task(2, 2, split="validation")
+    with pytest.raises(ValueError, match="split"):
+        ClassTasks(X, y).sample_tasks(2, 2, 2, split="test")
+    with pytest.raises(ValueError, match="n_support"):
+        ClassTasks(X, y).sample_tasks(2, 0, 2)
+    # validation part too small in every class
+    with pytest.raises(ValueError, match="No class has at least 2 rows"):
+        ClassTasks(X, y, validation_fraction=0.1).sample_task(1, 1, split="validation")
+
+
+# --------------------------------------------------------------------------------------
+# documentation
+# --------------------------------------------------------------------------------------
+def test_docstring_examples_run():
+    result = doctest.testmod(tasks_module, optionflags=doctest.ELLIPSIS)
+    assert result.attempted >= 3
+    assert result.failed == 0
+    for cls in (GaussianMixtureTasks, SphericalShellTasks, ClassTasks):
+        doc = cls.__doc__
+        assert "Parameters" in doc and "Examples" in doc and ">>>" in doc
