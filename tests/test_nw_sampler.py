@@ -1,0 +1,183 @@
+"""NWFlowSampler: sklearn conformance, the KDE terminal law, straight lines for m = 1, errors."""
+
+import pickle
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.neighbors import KernelDensity
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from skflow import NWFlowSampler
+from skflow.metrics import mmd2_test
+from skflow.solvers import METHODS
+
+
+@parametrize_with_checks([NWFlowSampler(n_steps=5, random_state=0)])
+def test_sklearn_compatible(estimator, check):
+    check(estimator)
+
+
+@pytest.fixture
+def support():
+    rng = np.random.default_rng(0)
+    centers = np.array([[-2.0, 0.0], [2.0, 1.0], [0.0, -2.0]])
+    return centers[rng.integers(0, 3, 30)] + 0.5 * rng.normal(size=(30, 2))
+
+
+def test_sample_shape_dtype_and_fitted_attributes(support):
+    s = NWFlowSampler(random_state=0).fit(support)
+    assert s.n_features_in_ == 2 and s.support_.shape == (30, 2)
+    X = s.sample(7)
+    assert X.shape == (7, 2) and X.dtype == np.float64
+    X32 = NWFlowSampler(random_state=0).fit(support.astype(np.float32)).sample(7)
+    assert X32.dtype == np.float32
+    np.testing.assert_allclose(X32, X, rtol=1e-3, atol=1e-3)
+
+
+def _kde_vs_flow_pvalue(support, sigma_min, kde_bandwidth, seed=0):
+    flow = NWFlowSampler(sigma_min=sigma_min, solver="rk4", n_steps=200).fit(support)
+    generated = flow.sample(400, random_state=seed)
+    kde = KernelDensity(bandwidth=kde_bandwidth).fit(support).sample(400, random_state=seed + 1)
+    # A kernel at the scale of the KDE's bumps (not the median heuristic, which sees only the
+    # three clusters) gives the test power against a wrong bandwidth.
+    test = mmd2_test(generated, kde, n_permutations=400, bandwidth=0.3, random_state=seed)
+    return test.pvalue
+
+
+def test_samples_follow_the_kde_terminal_law(support):
+    """Two-sample permutation test: flow samples vs KernelDensity(sigma_min) samples.
+
+    The threshold is the permutation null's 1% level; the same test rejects a KDE of a
+    different bandwidth, so it has power to see a wrong terminal law.
+    """
+    assert _kde_vs_flow_pvalue(support, 0.3, 0.3) > 0.01
+    assert _kde_vs_flow_pvalue(support, 0.3, 0.6) < 0.01
+
+
+def test_score_samples_equals_kernel_density(support):
+    X = np.random.default_rng(1).normal(size=(50, 2)) * 2
+    for smin in (0.01, 0.2):
+        s = NWFlowSampler(sigma_min=smin).fit(support)
+        kde = KernelDensity(bandwidth=smin).fit(support)
+        np.testing.assert_allclose(s.score_samples(X), kde.score_samples(X), rtol=1e-10)
+
+
+def test_ode_log_density_agrees_with_closed_form(support):
+    """The change-of-variables path (used for non-OT bandwidths) reproduces the KDE."""
+    s = NWFlowSampler(sigma_min=0.2, solver="rk4", n_steps=200).fit(support)
+    X = s.sample(20, random_state=3)
+    np.testing.assert_allclose(s._ode_log_density(X, None), s.score_samples(X), atol=1e-4)
+    scaled = NWFlowSampler(bandwidth=1.5, sigma_min=0.2, solver="rk4", n_steps=100).fit(support)
+    assert np.all(np.isfinite(scaled.score_samples(X)))
+
+
+@pytest.mark.parametrize("solver", METHODS)
+def test_single_support_point_gives_straight_lines(solver):
+    s1 = np.array([[3.0, -1.0, 0.5]])
+    s = NWFlowSampler(sigma_min=0.05, solver=solver, n_steps=10, random_state=0).fit(s1)
+    t, paths = s.sample_trajectories(20, n_points=11)
+    x0 = paths[0]
+    sigma_t = 1 - 0.95 * t
+    expected = t[:, None, None] * s1[None] + sigma_t[:, None, None] * x0[None]
+    np.testing.assert_allclose(paths, expected, atol=1e-6)
+    np.testing.assert_allclose(paths[-1], s1 + 0.05 * x0, atol=1e-6)
+
+
+def test_trajectories_end_where_sample_ends(support):
+    s = NWFlowSampler(n_steps=20, random_state=4).fit(support)
+    t, paths = s.sample_trajectories(5)
+    assert t.shape == (21,) and paths.shape == (21, 5, 2) and t[0] == 0.0 and t[-1] == 1.0
+    np.testing.assert_array_equal(paths[-1], s.sample(5))
+
+
+def test_in_context_support_needs_no_refit(support):
+    s = NWFlowSampler(random_state=0).fit(support)
+    other = support + 10.0
+    X = s.sample(50, support=other)
+    assert np.abs(X.mean(0) - other.mean(0)).max() < 1.5
+    np.testing.assert_array_equal(s.support_, support)
+    ref = NWFlowSampler(random_state=0).fit(other).sample(50)
+    np.testing.assert_array_equal(X, ref)
+
+
+def test_field_methods(support):
+    s = NWFlowSampler().fit(support)
+    X = np.random.default_rng(0).normal(size=(4, 2))
+    np.testing.assert_allclose(s.weights(X, 0.5).sum(1), 1.0)
+    np.testing.assert_allclose(s.effective_sample_size(X, 0.0), 30.0)
+    assert s.velocity(X, np.array([0.0, 0.3, 0.6, 1.0])).shape == (4, 2)
+    assert s.divergence(X, 0.5).shape == (4,)
+
+
+def test_same_seed_same_samples_pickle_and_clone(support):
+    s = NWFlowSampler(random_state=0).fit(support)
+    a = s.sample(10)
+    np.testing.assert_array_equal(a, s.sample(10))
+    np.testing.assert_array_equal(a, s.sample(10, random_state=0))
+    assert not np.array_equal(a, s.sample(10, random_state=1))
+    np.testing.assert_array_equal(a, pickle.loads(pickle.dumps(s)).sample(10))
+    np.testing.assert_array_equal(a, clone(s).fit(support).sample(10))
+
+
+def test_torch_backend_matches_numpy(support):
+    a = NWFlowSampler(random_state=0, backend="numpy").fit(support).sample(10)
+    b = NWFlowSampler(random_state=0, backend="torch").fit(support).sample(10)
+    np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10)
+
+
+def test_score_is_negative_mmd_and_deterministic(support):
+    rng = np.random.default_rng(5)
+    s = NWFlowSampler(random_state=0, n_steps=20).fit(support)
+    near = support + 0.05 * rng.normal(size=support.shape)
+    far = near + 3.0
+    assert s.score(near) == s.score(near)
+    assert s.score(near) > s.score(far)
+    y = np.repeat([0, 1], 15)
+    assert np.isfinite(s.score(near, y))
+
+
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        ({"sigma_min": 0.0}, "sigma_min"),
+        ({"sigma_min": 1.5}, "sigma_min"),
+        ({"solver": "leapfrog"}, "solver"),
+        ({"bandwidth": "scott"}, "bandwidth"),
+        ({"bandwidth": 0.0}, "bandwidth"),
+        ({"n_steps": 0}, "n_steps"),
+        ({"backend": "jax"}, "backend"),
+        ({"device": "tpu"}, "device"),
+    ],
+)
+def test_bad_parameters(params, match):
+    with pytest.raises(ValueError, match=match):
+        NWFlowSampler(**params).fit(np.ones((3, 2)))
+
+
+def test_bad_inputs(support):
+    s = NWFlowSampler().fit(support)
+    with pytest.raises(ValueError, match="NaN"):
+        NWFlowSampler().fit(np.array([[0.0, np.nan]]))
+    with pytest.raises(ValueError, match="infinity"):
+        s.velocity(np.array([[0.0, np.inf]]), 0.5)
+    with pytest.raises(ValueError, match="NaN"):
+        s.sample(3, support=np.array([[np.nan, 1.0]]))
+    with pytest.raises(ValueError, match="0 sample"):
+        NWFlowSampler().fit(np.empty((0, 2)))
+    with pytest.raises(ValueError, match="0 sample"):
+        s.sample(3, support=np.empty((0, 2)))
+    with pytest.raises(ValueError, match="2D array"):
+        NWFlowSampler().fit(np.ones(3))
+    with pytest.raises(ValueError, match="features"):
+        s.velocity(np.ones((2, 3)), 0.5)
+    with pytest.raises(ValueError, match="features"):
+        s.sample(3, support=np.ones((4, 5)))
+    with pytest.raises(ValueError, match="n_samples"):
+        s.sample(0)
+    with pytest.raises(TypeError, match="n_samples"):
+        s.sample(2.5)
+    with pytest.raises(ValueError, match="t must lie in"):
+        s.velocity(np.ones((2, 2)), 1.2)
+    with pytest.raises(ValueError, match="could not convert|numeric"):
+        NWFlowSampler().fit(np.array([["a", "b"]]))
