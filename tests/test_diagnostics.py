@@ -1,0 +1,287 @@
+"""Tests of skflow.diagnostics: the three failure regimes of the plug-in flow."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from skflow.diagnostics import FailureReport, diagnose, neff_along_path
+from skflow.field import nw_effective_sample_size, nw_velocity
+from skflow.solvers import integrate
+from skflow.tasks import GaussianMixtureTasks, SphericalShellTasks
+
+FAST = {"n_trajectories": 32, "n_steps": 20}
+
+
+# --------------------------------------------------------------------------------------------
+# regime 1: collapse
+# --------------------------------------------------------------------------------------------
+
+
+def test_neff_along_path_matches_direct_computation():
+    S = np.random.default_rng(1).standard_normal((15, 3))
+    times, neff = neff_along_path(S, n_trajectories=8, n_steps=10, random_state=3)
+    # oracle: same noise, same grid, integrate and evaluate directly
+    x0 = np.random.default_rng(3).standard_normal((8, 3))
+    grid = np.linspace(0.0, 1.0, 11)
+    traj = integrate(
+        lambda t, x: nw_velocity(x, S, t), x0, grid, method="heun", return_trajectory=True
+    ).y
+    expected = np.stack([nw_effective_sample_size(traj[k], S, t) for k, t in enumerate(grid)])
+    np.testing.assert_allclose(times, grid)
+    np.testing.assert_allclose(neff, expected, rtol=1e-12)
+    np.testing.assert_allclose(neff[0], 15.0)  # uniform weights at t = 0
+    assert np.all(neff >= 1.0 - 1e-9) and np.all(neff <= 15.0 + 1e-9)
+
+
+def test_neff_along_path_requested_times_and_determinism():
+    S = np.random.default_rng(0).standard_normal((10, 2))
+    t1, n1 = neff_along_path(S, times=[0.75, 0.25, 0.25], n_trajectories=5, random_state=7)
+    t2, n2 = neff_along_path(S, times=[0.25, 0.75], n_trajectories=5, random_state=7)
+    assert t1.tolist() == [0.25, 0.75] and n1.shape == (2, 5)
+    np.testing.assert_array_equal(n1, n2)
+    # default grid: uniform steps plus t = 0.5 even when n_steps is odd
+    t3, _ = neff_along_path(S, n_steps=3, n_trajectories=2, random_state=0)
+    assert 0.5 in t3.tolist() and t3[0] == 0.0 and t3[-1] == 1.0
+
+
+def _median_neff_mid(d, n_tasks=6, m=50, seed=0):
+    supports, _ = GaussianMixtureTasks(n_features=d).sample_tasks(n_tasks, m, 0, random_state=seed)
+    meds = []
+    for i, S in enumerate(supports):
+        times, neff = neff_along_path(
+            S, times=[0.5], n_trajectories=64, n_steps=20, random_state=100 + i
+        )
+        meds.append(np.median(neff[0]))
+    return float(np.mean(meds))
+
+
+def test_neff_falls_with_dimension_on_gaussian_mixtures():
+    """The paper's kernel collapse: n_eff at t = 0.5 falls from d = 2 to d = 16 (m = 50)."""
+    values = [_median_neff_mid(d) for d in (2, 4, 8, 16)]
+    assert all(a > b for a, b in zip(values, values[1:], strict=False)), values
+    assert values[-1] < 3.0, values
+    assert values[0] > 5.0, values
+
+
+def test_collapse_flagged_on_high_dimensional_gaussian():
+    S = np.random.default_rng(0).standard_normal((20, 64))
+    report = diagnose(S, random_state=0, **FAST)
+    assert report.flags["collapse"]
+    assert report.neff_mid < 2.0
+    assert report.collapse_time is not None and report.collapse_time <= 0.5
+    assert report.flags["scarcity"]  # m = 20 < 2 d = 128
+    assert not report.flags["mismatch"]  # isotropic: small sample, not anisotropy
+    assert report.anisotropy == pytest.approx(1.0, abs=0.2)
+
+
+# --------------------------------------------------------------------------------------------
+# regime 2: geometric mismatch
+# --------------------------------------------------------------------------------------------
+
+
+def test_mismatch_flagged_on_spherical_shell():
+    S, _ = SphericalShellTasks(n_features=8).sample_task(200, 0, random_state=1)
+    report = diagnose(S, random_state=0, **FAST)
+    assert report.flags["mismatch"]
+    assert report.details["radial"] and not report.details["anisotropic"]
+    assert report.radial_metric == "mahalanobis"
+    # an exactly thin shell (no radial noise): radial spread far below a Gaussian's
+    thin, _ = SphericalShellTasks(n_features=8, n_shells=1, radial_noise=0.0).sample_task(
+        100, 0, random_state=0
+    )
+    report = diagnose(thin, random_state=0, **FAST)
+    assert report.flags["mismatch"] and report.details["shell_like"]
+    assert report.radial_ratio < 0.2
+
+
+def test_mismatch_rate_shells_vs_gaussians():
+    """Most shell supports are flagged, isotropic Gaussian supports of the same size never."""
+    shells, _ = SphericalShellTasks(n_features=8).sample_tasks(20, 200, 0, random_state=0)
+    gauss = np.random.default_rng(0).standard_normal((20, 200, 8))
+    kw = {"n_trajectories": 4, "n_steps": 4, "random_state": 0}
+    shell_rate = np.mean([diagnose(S, **kw).flags["mismatch"] for S in shells])
+    gauss_rate = np.mean([diagnose(G, **kw).flags["mismatch"] for G in gauss])
+    assert shell_rate >= 0.4
+    assert gauss_rate == 0.0
+
+
+def test_anisotropy_flagged_on_elongated_data():
+    rng = np.random.default_rng(0)
+    S = rng.standard_normal((200, 4)) * np.array([10.0, 0.5, 0.5, 0.5])
+    report = diagnose(S, random_state=0, **FAST)
+    assert report.flags["mismatch"] and report.details["anisotropic"]
+    assert report.effective_dimension < 1.5
+    assert report.condition_number > 100
+
+
+def test_geometry_numbers():
+    rng = np.random.default_rng(0)
+    S = rng.standard_normal((400, 3)) * np.array([3.0, 2.0, 1.0])
+    report = diagnose(S, random_state=0, **FAST)
+    lam = np.linalg.eigvalsh(np.cov(S.T))[::-1]
+    np.testing.assert_allclose(report.eigenvalues, lam, rtol=1e-10)
+    assert report.condition_number == pytest.approx(lam[0] / lam[-1])
+    assert report.effective_dimension == pytest.approx(lam.sum() ** 2 / (lam**2).sum())
+    n, d = 399, 3
+    assert report.isotropic_effective_dimension == pytest.approx((n * d + 2) / (n + d + 1))
+    assert 0.4 < report.radial_ratio < 2.5
+    assert report.support_ratio == pytest.approx(400 / 3)
+
+
+# --------------------------------------------------------------------------------------------
+# healthy support, scarcity
+# --------------------------------------------------------------------------------------------
+
+
+def test_nothing_flagged_on_low_dimensional_gaussian():
+    S = np.random.default_rng(0).standard_normal((500, 2))
+    report = diagnose(S, random_state=0, **FAST)
+    assert report.flags == {"collapse": False, "mismatch": False, "scarcity": False}
+    assert report.neff_mid > 50
+    assert report.collapse_time is not None and report.collapse_time > 0.8
+
+
+def test_scarcity_rule():
+    rng = np.random.default_rng(0)
+    assert diagnose(rng.standard_normal((9, 1)), **FAST).flags["scarcity"]  # m < 10
+    assert diagnose(rng.standard_normal((15, 8)), **FAST).flags["scarcity"]  # m < 2d
+    assert not diagnose(rng.standard_normal((16, 8)), **FAST).flags["scarcity"]
+
+
+def test_degenerate_supports():
+    one = diagnose(np.ones((1, 3)), **FAST)
+    assert one.flags["collapse"] and one.flags["scarcity"] and not one.flags["mismatch"]
+    assert one.neff_mid == pytest.approx(1.0)
+    same = diagnose(np.ones((20, 2)), **FAST)  # all points coincide: no geometry
+    assert not same.flags["mismatch"]
+    assert math.isnan(same.effective_dimension)
+    small = diagnose(np.random.default_rng(0).standard_normal((5, 2)), **FAST)
+    assert not small.details["geometry_assessed"] and not small.flags["mismatch"]
+
+
+# --------------------------------------------------------------------------------------------
+# validation
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("func", [diagnose, neff_along_path])
+@pytest.mark.parametrize(
+    "support, match",
+    [
+        (np.array([[0.0, np.nan], [1.0, 2.0]]), "NaN"),
+        (np.array([[0.0, np.inf], [1.0, 2.0]]), "NaN or infinity"),
+        (np.arange(5.0), "2-D"),
+        (np.zeros((0, 3)), "empty"),
+        (np.zeros((3, 0)), "0 features"),
+    ],
+)
+def test_bad_support(func, support, match):
+    with pytest.raises(ValueError, match=match):
+        func(support)
+
+
+def test_non_numeric_support():
+    with pytest.raises(TypeError, match="numeric"):
+        diagnose(np.array([["a", "b"]]))
+
+
+@pytest.mark.parametrize("sigma_min", [0.0, 1.0, -0.1, 1.5, float("nan"), "0.1", True, None])
+def test_bad_sigma_min(sigma_min):
+    with pytest.raises(ValueError, match="sigma_min"):
+        diagnose(np.zeros((3, 2)), sigma_min=sigma_min)
+
+
+@pytest.mark.parametrize("times", [[-0.1, 0.5], [0.5, 1.2], [float("nan")], [], [[0.1, 0.2]]])
+def test_bad_times(times):
+    with pytest.raises(ValueError, match="times"):
+        diagnose(np.zeros((3, 2)), times=times)
+
+
+@pytest.mark.parametrize("name", ["n_trajectories", "n_steps"])
+@pytest.mark.parametrize("value", [0, -1, 2.5, True])
+def test_bad_counts(name, value):
+    with pytest.raises(ValueError, match=name):
+        diagnose(np.zeros((3, 2)), **{name: value})
+
+
+def test_bad_random_state():
+    with pytest.raises(ValueError, match="random_state"):
+        diagnose(np.zeros((3, 2)), random_state="seed")
+
+
+# --------------------------------------------------------------------------------------------
+# report: summary, to_dict, plot, reproducibility
+# --------------------------------------------------------------------------------------------
+
+
+def test_report_summary_and_dict():
+    S = np.random.default_rng(0).standard_normal((20, 64))
+    report = diagnose(S, times=[0.25, 0.5, 0.75], random_state=0, **FAST)
+    assert isinstance(report, FailureReport)
+    assert report.times.tolist() == [0.25, 0.5, 0.75]
+    assert report.neff_median.shape == report.neff_q25.shape == (3,)
+    assert np.all(report.neff_q25 <= report.neff_median + 1e-12)
+    assert np.all(report.neff_median <= report.neff_q75 + 1e-12)
+    text = report.summary()
+    assert str(report) == text and len(text.splitlines()) >= 5
+    for number in (
+        f"{report.neff_mid:.3g}",
+        f"{report.effective_dimension:.3g}",
+        f"{report.anisotropy:.3g}",
+        f"{report.radial_ratio:.3g}",
+        f"{report.collapse_time:.3g}",
+        "m=20",
+        "d=64",
+    ):
+        assert number in text, number
+    assert "collapse=True" in text and "scarcity=True" in text and "mismatch=False" in text
+    data = report.to_dict()
+    json.dumps(data)  # plain Python values only
+    assert data["flags"] == report.flags
+    assert data["eigenvalues"] == report.eigenvalues.tolist()
+    assert data["n_support"] == 20 and data["n_features"] == 64
+
+
+def test_report_reproducible():
+    S = np.random.default_rng(0).standard_normal((30, 4))
+    a = diagnose(S, random_state=5, **FAST)
+    b = diagnose(S, random_state=np.random.default_rng(5), **FAST)
+    np.testing.assert_array_equal(a.neff_median, b.neff_median)
+    assert a.to_dict() == b.to_dict()
+
+
+def test_report_plot_agg():
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    report = diagnose(np.random.default_rng(0).standard_normal((20, 16)), random_state=0, **FAST)
+    fig, axes = report.plot()
+    assert len(axes) == 2
+    assert axes[0].get_yscale() == "log" and len(axes[0].lines) >= 2
+    assert len(axes[1].lines) == 1
+    plt.close(fig)
+    fig2, given = plt.subplots(1, 2)
+    fig_out, axes_out = report.plot(ax=given)
+    assert fig_out is fig2 and axes_out[0] is given[0]
+    with pytest.raises(ValueError, match="two"):
+        report.plot(ax=given[:1])
+    plt.close(fig2)
+
+
+def test_plot_without_matplotlib(monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def fake_import(name, *args, **kwargs):
+        if name.startswith("matplotlib"):
+            raise ImportError("no matplotlib")
+        return real_import(name, *args, **kwargs)
+
+    report = diagnose(np.zeros((3, 2)) + np.arange(3.0)[:, None], **FAST)
+    monkeypatch.setattr(builtins, "__import__", fake_import)
+    with pytest.raises(ImportError, match="pip install matplotlib"):
+        report.plot()
