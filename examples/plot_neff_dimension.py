@@ -1,4 +1,8 @@
-"""Kernel collapse with dimension: n_eff of the plug-in flow on Gaussian-mixture tasks.
+"""
+Kernel collapse with dimension
+==============================
+
+n_eff of the plug-in flow on Gaussian-mixture tasks.
 
 Reproduces the "n_eff falls from about 9 at d = 2 to about 1 at d = 16" panel of the paper
 ("Support-Conditioned Flow Matching Is Kernel Smoothing", Fig. 1b) with skflow's public API:
@@ -43,7 +47,7 @@ T_MID, T_PAPER = 0.5, 0.56
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description="Kernel collapse with dimension")
     p.add_argument("--preset", choices=sorted(PRESETS), default="quick")
     p.add_argument("--dims", type=int, nargs="+", help="dimensions (overrides the preset)")
     p.add_argument("--n-tasks", type=int, help="tasks per dimension (overrides the preset)")
@@ -139,7 +143,6 @@ def main(argv=None):
     out.mkdir(parents=True, exist_ok=True)
     path = out / "neff_dimension.png"
     fig.savefig(path, dpi=120)
-    plt.close(fig)
     print()
     print(f"saved {path}")
 

@@ -39,7 +39,7 @@ class OTPath:
     --------
     >>> from skflow.paths import OTPath
     >>> path = OTPath(sigma_min=0.01)
-    >>> float(path.sigma(0.0)), float(path.sigma(1.0))
+    >>> float(path.sigma(0.0)), round(float(path.sigma(1.0)), 12)
     (1.0, 0.01)
     >>> round(float(path.bandwidth(0.5)), 4)  # h(t) = sigma_t / t
     1.01
