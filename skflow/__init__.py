@@ -5,8 +5,16 @@ parameter update, through the exact Nadaraya-Watson velocity field of ``S``
 (:class:`NWFlowSampler`) or a meta-trained cross-attention model.
 """
 
+from .pipeline import SamplingPipeline, make_sampling_pipeline
+from .projection import FlowProjection
 from .samplers import NWFlowSampler
 
 __version__ = "0.1.0.dev0"
 
-__all__ = ["NWFlowSampler", "__version__"]
+__all__ = [
+    "FlowProjection",
+    "NWFlowSampler",
+    "SamplingPipeline",
+    "__version__",
+    "make_sampling_pipeline",
+]

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
 import numpy as np
+from sklearn.base import clone
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .. import field as F
@@ -14,6 +16,74 @@ from ..solvers import integrate
 from ._base import BaseFlowSampler
 
 __all__ = ["NWFlowSampler"]
+
+KERNELS = ("isotropic", "diagonal", "mahalanobis")
+
+
+def _kernel_shape(cov: np.ndarray, kernel: str, reg: float) -> np.ndarray | None:
+    """Shape matrix ``G`` (k, k) of a kernel geometry for data with covariance ``cov`` (k, k).
+
+    ``"diagonal"``: ``G = diag(1 / sqrt(var_j + r))``; ``"mahalanobis"``:
+    ``G = (cov + r I)^(-1/2)`` (symmetric inverse square root), with the ridge
+    ``r = reg * tr(cov) / k`` relative to the mean variance. ``G`` is then rescaled so that
+    ``tr(G^T G cov) = tr(cov)``: the mean squared distance between support points is the same
+    as under the isotropic kernel, only the shape changes. Returns None (isotropic) when the
+    covariance is zero, where no shape can be estimated.
+    """
+    k = cov.shape[0]
+    total = float(np.trace(cov))
+    if kernel == "isotropic" or not total > 0:
+        return None
+    ridge = reg * total / k
+    if kernel == "diagonal":
+        G = np.diag(1.0 / np.sqrt(np.diag(cov) + ridge))
+    else:
+        evals, evecs = np.linalg.eigh(cov + ridge * np.eye(k))
+        evals = np.maximum(evals, ridge)  # guard rounding; cov + ridge I is PD
+        G = (evecs / np.sqrt(evals)) @ evecs.T
+    scale2 = total / float(np.trace(G.T @ G @ cov))
+    return np.sqrt(scale2) * G
+
+
+def _is_transformer(obj: Any) -> bool:
+    return hasattr(obj, "fit") and hasattr(obj, "transform")
+
+
+def _linear_part(transformer: Any, X: np.ndarray) -> np.ndarray:
+    """Matrix ``P`` (k, d) of a fitted affine transformer ``T(x) = P x + b``.
+
+    ``b = T(0)`` and ``P[:, j] = T(e_j) - b``; affinity is then verified on the rows of ``X``.
+    """
+    name = type(transformer).__name__
+    d = X.shape[1]
+
+    def apply(A):
+        out = transformer.transform(A)
+        if hasattr(out, "toarray"):
+            out = out.toarray()
+        out = np.asarray(out, dtype=np.float64)
+        if out.ndim != 2 or out.shape[0] != A.shape[0]:
+            raise ValueError(
+                f"projection {name} returned an array of shape {out.shape}; expected "
+                f"({A.shape[0]}, k)."
+            )
+        return out
+
+    offset = apply(np.zeros((1, d)))[0]
+    P = (apply(np.eye(d)) - offset).T
+    got = apply(np.asarray(X, dtype=np.float64))
+    pred = X.astype(np.float64) @ P.T + offset
+    tol = 1e-6 * (1.0 + np.max(np.abs(got))) if got.size else 0.0
+    if got.shape != pred.shape or np.max(np.abs(got - pred), initial=0.0) > tol:
+        raise ValueError(
+            f"projection {name} is not affine on the support (transform(x) != P x + b): "
+            "only linear/affine transformers (PCA, TruncatedSVD, random projections, "
+            "FlowProjection, ...) can define a kernel geometry. Use a SamplingPipeline for "
+            "nonlinear transformers."
+        )
+    if not np.all(np.isfinite(P)):
+        raise ValueError(f"projection {name} has a non-finite linear part.")
+    return P
 
 
 class NWFlowSampler(BaseFlowSampler):
@@ -27,6 +97,28 @@ class NWFlowSampler(BaseFlowSampler):
     density in closed form. Nothing is learned: conditioning on a new support is free
     (``sample(n, support=S_new)``).
 
+    **Kernel geometry.** The weights can use an anisotropic metric,
+    ``w_i ∝ exp(-||P (x - t s_i)||^2 / (2 sigma_t^2))``, while the values stay the support
+    points ``s_i`` in input space, so samples always live in input space. The matrix
+    ``P = projection_`` (k, d) combines a linear map ``L`` (the ``projection``; the identity
+    when None) and a shape ``G`` (k, k) estimated, at ``fit``, from the covariance ``C`` of the
+    projected support ``L S`` (the ``kernel``): ``P = G L``.
+
+    - ``kernel="isotropic"``: ``G = I``.
+    - ``kernel="diagonal"``: ``G = diag(1 / sqrt(C_jj + r))`` (per-feature scale).
+    - ``kernel="mahalanobis"``: ``G = (C + r I)^(-1/2)``, the symmetric inverse square root.
+
+    The ridge is relative, ``r = kernel_reg * tr(C) / k``. ``G`` is normalized so that
+    ``tr(G^T G C) = tr(C)``: the mean squared distance between support points, hence the
+    overall kernel width relative to the data, equals that of the isotropic kernel, and only
+    the *shape* changes. (Normalizing the singular values of ``G`` instead would let directions
+    with no support variance, e.g. when ``m < d``, dominate the normalization; those directions
+    cancel from the weights anyway.) The result is invariant to a global rescaling of the data.
+    The ``projection`` itself is used as given (not rescaled); an orthonormal one such as
+    ``PCA(whiten=False)`` keeps input-space distances inside the retained subspace. Only the
+    linear part of an affine transformer matters: the kernel sees differences
+    ``x - t s_i``. An in-context ``support=`` reuses the fitted ``projection_``.
+
     Parameters
     ----------
     bandwidth : {"ot"} or float or callable, default="ot"
@@ -35,6 +127,21 @@ class NWFlowSampler(BaseFlowSampler):
         weights change; the affine map of the path stays the same.
     sigma_min : float, default=0.01
         Path noise at ``t = 1`` (in (0, 1)); the terminal KDE's bandwidth.
+    kernel : {"isotropic", "diagonal", "mahalanobis"}, default="isotropic"
+        Shape of the kernel of the weights, estimated from the (projected) support at ``fit``
+        and normalized as described above.
+    projection : None, array-like of shape (k, n_features) or transformer, default=None
+        Linear map applied before the kernel. An array is used as is. A scikit-learn
+        transformer (PCA, TruncatedSVD, GaussianRandomProjection,
+        :class:`~skflow.projection.FlowProjection`, ...) is cloned and fitted on the support in
+        ``fit``; it must be affine: its linear part is read off by transforming the identity
+        matrix and the zero vector, and checked on the support rows (``ValueError``
+        otherwise). Its parameters are searchable (``projection__n_components``).
+    kernel_reg : float, default=0.1
+        Relative ridge of the ``"diagonal"`` and ``"mahalanobis"`` kernels:
+        ``kernel_reg * mean variance`` is added to the diagonal of the (projected) support
+        covariance, which keeps few-shot supports (``m`` close to or below ``d``) from
+        amplifying directions they barely sample.
     solver : {"euler", "midpoint", "heun", "rk4", "dopri5"}, default="heun"
         ODE solver (see :mod:`skflow.solvers`).
     n_steps : int, default=100
@@ -50,6 +157,11 @@ class NWFlowSampler(BaseFlowSampler):
         Queries per block of the ``(chunk, m)`` kernel matrix; default keeps it near 64 MiB.
     support_size : int, optional
         Support rows per task in the few-shot :meth:`score` (half of each task when None).
+    n_jobs : int, optional
+        Workers for sampling: rows are split into batches of 4096 that are integrated
+        independently with joblib (``None`` or 1: serially). Results do not depend on
+        ``n_jobs``; under ``joblib.parallel_config(backend="dask")`` the batches run on a Dask
+        cluster.
     random_state : int, RandomState instance or None, default=None
         Seed of the starting noise when a method is not given one.
 
@@ -61,6 +173,11 @@ class NWFlowSampler(BaseFlowSampler):
         Number of features.
     path_ : OTPath
         The probability path.
+    projection_ : ndarray of shape (k, n_features) or None
+        The matrix ``P = G L`` of the weights (float64); None for the isotropic kernel
+        without projection.
+    projection_transformer_ : transformer or None
+        The fitted clone of ``projection`` when it is a transformer.
 
     See Also
     --------
@@ -76,6 +193,15 @@ class NWFlowSampler(BaseFlowSampler):
     (5, 2)
     >>> sampler.weights(np.zeros((3, 2)), 0.0).sum(axis=1)
     array([1., 1., 1.])
+
+    An anisotropic kernel, and a PCA projection of the weights (samples stay 2-D):
+
+    >>> NWFlowSampler(kernel="mahalanobis").fit(S).projection_.shape
+    (2, 2)
+    >>> from sklearn.decomposition import PCA
+    >>> proj = NWFlowSampler(projection=PCA(n_components=1), random_state=0).fit(S)
+    >>> proj.projection_.shape, proj.sample(3).shape
+    ((1, 2), (3, 2))
     """
 
     def __init__(
@@ -83,6 +209,9 @@ class NWFlowSampler(BaseFlowSampler):
         bandwidth: Any = "ot",
         sigma_min: float = 0.01,
         *,
+        kernel: str = "isotropic",
+        projection: Any = None,
+        kernel_reg: float = 0.1,
         solver: str = "heun",
         n_steps: int = 100,
         rtol: float = 1e-5,
@@ -91,10 +220,14 @@ class NWFlowSampler(BaseFlowSampler):
         device: str = "cpu",
         chunk_size: int | None = None,
         support_size: int | None = None,
+        n_jobs: int | None = None,
         random_state: Any = None,
     ):
         self.bandwidth = bandwidth
         self.sigma_min = sigma_min
+        self.kernel = kernel
+        self.projection = projection
+        self.kernel_reg = kernel_reg
         self.solver = solver
         self.n_steps = n_steps
         self.rtol = rtol
@@ -103,6 +236,7 @@ class NWFlowSampler(BaseFlowSampler):
         self.device = device
         self.chunk_size = chunk_size
         self.support_size = support_size
+        self.n_jobs = n_jobs
         self.random_state = random_state
 
     # -- fitting ---------------------------------------------------------------------------
@@ -115,6 +249,50 @@ class NWFlowSampler(BaseFlowSampler):
             from ._base import _check_positive_int
 
             _check_positive_int(self.chunk_size, "chunk_size")
+        if not isinstance(self.kernel, str) or self.kernel not in KERNELS:
+            raise ValueError(f"kernel must be one of {KERNELS}, got {self.kernel!r}.")
+        reg = self.kernel_reg
+        if isinstance(reg, bool) or not isinstance(reg, numbers.Real) or not reg > 0:
+            raise ValueError(f"kernel_reg must be a positive float, got {reg!r}.")
+        if not np.isfinite(reg):
+            raise ValueError(f"kernel_reg must be finite, got {reg!r}.")
+        proj = self.projection
+        if proj is not None and not _is_transformer(proj):
+            if isinstance(proj, str) or hasattr(proj, "fit"):
+                raise TypeError(
+                    "projection must be None, an array of shape (k, n_features) or a "
+                    f"transformer with fit and transform, got {proj!r}."
+                )
+
+    def _fit_geometry(self, X: np.ndarray) -> None:
+        """Set ``projection_`` (and ``projection_transformer_``) from the support ``X``."""
+        d = X.shape[1]
+        proj = self.projection
+        self.projection_transformer_ = None
+        if proj is None:
+            L = None
+        elif _is_transformer(proj):
+            self.projection_transformer_ = clone(proj).fit(X)
+            L = _linear_part(self.projection_transformer_, X)
+        else:
+            try:
+                L = np.asarray(proj, dtype=np.float64)
+            except (TypeError, ValueError):
+                raise TypeError(
+                    f"projection must be a numeric array of shape (k, {d}), got {proj!r}."
+                ) from None
+            if L.ndim != 2 or L.shape[0] < 1 or L.shape[1] != d:
+                raise ValueError(f"projection must have shape (k, {d}) with k >= 1, got {L.shape}.")
+            if not np.all(np.isfinite(L)):
+                raise ValueError("projection contains NaN or infinite values.")
+        Xc = X.astype(np.float64) - X.mean(axis=0, dtype=np.float64)
+        Z = Xc if L is None else Xc @ L.T
+        cov = Z.T @ Z / X.shape[0]
+        G = _kernel_shape(cov, self.kernel, float(self.kernel_reg))
+        if G is None:
+            self.projection_ = None if L is None else L
+        else:
+            self.projection_ = G if L is None else G @ L
 
     def fit(self, X: Any, y: Any = None) -> NWFlowSampler:
         """Condition on the support set ``X``.
@@ -132,6 +310,7 @@ class NWFlowSampler(BaseFlowSampler):
         """
         self._validate_params()
         X = validate_data(self, X, dtype=[np.float64, np.float32], ensure_min_samples=1)
+        self._fit_geometry(X)
         self.support_ = X.copy()
         return self
 
@@ -146,10 +325,15 @@ class NWFlowSampler(BaseFlowSampler):
 
         return torch.as_tensor(a, device=resolve_device(self.device))
 
+    def _projection(self) -> Any:
+        P = getattr(self, "projection_", None)
+        return None if P is None else self._to_backend(P)
+
     def _kwargs(self) -> dict:
         return {
             "sigma_min": self.sigma_min,
             "bandwidth": self.bandwidth,
+            "projection": self._projection(),
             "chunk_size": self.chunk_size,
         }
 
@@ -200,7 +384,8 @@ class NWFlowSampler(BaseFlowSampler):
         W : ndarray of shape (n, m)
             Rows are probability vectors.
         """
-        kw = {"sigma_min": self.sigma_min, "bandwidth": self.bandwidth}
+        kw = self._kwargs()
+        del kw["chunk_size"]
         return self._call(F.nw_weights, X, t, support, **kw)
 
     def effective_sample_size(self, X: Any, t: Any, *, support: Any = None) -> np.ndarray:
@@ -229,9 +414,11 @@ class NWFlowSampler(BaseFlowSampler):
         With ``bandwidth="ot"`` the exactly integrated flow samples the Gaussian KDE of the
         support with bandwidth ``sigma_min``, whose log-density is returned in closed form
         (identical to ``KernelDensity(bandwidth=sigma_min).score_samples``). For any other
-        bandwidth there is no closed form; the log-density is then obtained by integrating the
-        flow backwards from ``t = 1`` to ``t = 0`` with the exact divergence (instantaneous
-        change of variables), using this sampler's solver and ``n_steps``.
+        bandwidth, and for any non-isotropic geometry (``kernel`` or ``projection``), there is
+        no closed form; the log-density is then obtained by integrating the flow backwards from
+        ``t = 1`` to ``t = 0`` with the exact divergence (instantaneous change of variables,
+        the divergence including the metric ``P^T P``), using this sampler's solver and
+        ``n_steps``.
 
         Parameters
         ----------
@@ -242,7 +429,8 @@ class NWFlowSampler(BaseFlowSampler):
         -------
         log_density : ndarray of shape (n,)
         """
-        if self.bandwidth == "ot":
+        check_is_fitted(self)
+        if self.bandwidth == "ot" and getattr(self, "projection_", None) is None:
             return self._call(
                 F.nw_log_density,
                 X,

@@ -1,0 +1,39 @@
+"""Scale-out: sampling split over joblib workers (and a Dask cluster) gives identical samples."""
+
+import numpy as np
+import pytest
+from joblib import parallel_config
+
+from skflow import NWFlowSampler
+from skflow.samplers._base import SAMPLING_BATCH_SIZE
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    support = np.random.default_rng(0).normal(size=(40, 3))
+    return NWFlowSampler(n_steps=4, random_state=0).fit(support)
+
+
+def _with_jobs(sampler, n_jobs):
+    return sampler.set_params(n_jobs=n_jobs)
+
+
+def test_n_jobs_two_equals_serial(fitted):
+    n = 2 * SAMPLING_BATCH_SIZE + 10
+    serial = _with_jobs(fitted, 1).sample(n, random_state=3)
+    parallel = _with_jobs(fitted, 2).sample(n, random_state=3)
+    np.testing.assert_array_equal(serial, parallel)
+    t, traj = _with_jobs(fitted, 2).sample_trajectories(n, random_state=3)
+    np.testing.assert_array_equal(traj[-1], serial)
+
+
+def test_dask_cluster_equals_serial(fitted):
+    distributed = pytest.importorskip("distributed")
+    n = 2 * SAMPLING_BATCH_SIZE + 10
+    serial = _with_jobs(fitted, 1).sample(n, random_state=5)
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as cluster, distributed.Client(cluster):
+        with parallel_config(backend="dask"):
+            on_cluster = _with_jobs(fitted, 2).sample(n, random_state=5)
+    np.testing.assert_array_equal(serial, on_cluster)
