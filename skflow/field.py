@@ -22,6 +22,33 @@ weights unchanged and keeps the cancellation between the two terms small. Memory
 
 Every function accepts NumPy arrays or Torch tensors (on any device) and returns the same kind.
 ``t`` is a scalar or an array of shape ``(n,)`` (one time per query).
+
+Engines
+-------
+*NumPy*: chunked GEMMs (``(chunk, m)`` logits blocks of about 64 MiB).
+
+*Torch*: :func:`nw_local_mean` and :func:`nw_velocity` run the attention realization: one
+``scaled_dot_product_attention`` call per query block with query ``a x``, keys ``s_i``, values
+``s_i``, scale 1 and the per-key bias ``-b ||s_i||^2`` either as a broadcast additive mask (one
+time for all queries, on CPU) or as a lifted coordinate (query ``[a x, -b]``, key
+``[s_i, ||s_i||^2]``; per-row times, and CUDA), see :mod:`skflow._attention`. On CPU (any float
+dtype) and on CUDA (float16/bfloat16/float32) it runs fused kernels in memory linear in
+``n + m``; where only the reference (math) kernel applies (e.g. float64 on CUDA) queries are
+processed in blocks sized from the free memory. The weights, ``n_eff`` and the divergence need
+explicit logits and keep the GEMM path. Per-row time tensors stay on the device.
+
+Precision
+---------
+float64 results equal a float64 brute force to about ``1e-12`` relative. In float32 the
+expansion costs about ``eps_32 * a(t) * R^2`` in the logits, ``R = max_i ||s_i - mu||`` (after
+the projection, if any), which grows like ``1 / sigma_t^2`` as ``t -> 1``. When
+``a(t) R^2 > FLOAT32_LOGIT_LIMIT`` (``1e4``; for standardized data that is ``t`` above about
+0.92 in d = 64 and 0.975 in d = 2) float32 inputs are computed in float64 and the result is
+cast back to float32, so the float32 velocity stays within ``1e-4`` (normwise relative:
+``max |v_32 - v_64| / max |v_64|``) of the float64 field at every ``t`` in ``[0, 1]`` on
+standardized data; without the fallback it reaches ~2e-4 in d = 2 at ``t >= 0.99``. Set
+``skflow.field.FLOAT32_LOGIT_LIMIT = float("inf")`` to stay in float32 throughout. See
+``docs/performance.md`` for the measurements.
 """
 
 from __future__ import annotations
@@ -31,6 +58,7 @@ from typing import Any
 
 import numpy as np
 
+from ._attention import bias_attention_mean, lifted_attention_mean, torch_coefficients
 from ._backend import get_namespace, is_torch
 from .paths import OTPath
 
@@ -51,10 +79,53 @@ Bandwidth = str | float | Callable[[np.ndarray], np.ndarray]
 
 # Budget for one (chunk, m) block of logits, in elements: 2**23 float64 values = 64 MiB.
 _BLOCK_ELEMENTS = 2**23
+# On CUDA a block may use this fraction of the free device memory (a few temporaries of the
+# block's size are alive at once: logits, exponentials, weights).
+_CUDA_MEMORY_FRACTION = 0.0625
+_CUDA_MAX_ELEMENTS = 2**31 - 1
+
+#: float32 inputs are computed in float64 where ``a(t) * max_i ||s_i - mu||^2`` exceeds this:
+#: the logits' float32 rounding error is about ``eps_32`` times that product.
+FLOAT32_LOGIT_LIMIT = 1e4
 
 
-def default_chunk_size(n_support: int, budget: int = _BLOCK_ELEMENTS) -> int:
-    """Number of queries per block so that a ``(chunk, m)`` logits block fits ``budget``."""
+def default_chunk_size(
+    n_support: int, budget: int | None = None, *, device: Any = None, itemsize: int = 8
+) -> int:
+    """Number of queries per block so that a ``(chunk, m)`` logits block fits ``budget``.
+
+    Parameters
+    ----------
+    n_support : int
+        Number of support points ``m`` (columns of the block).
+    budget : int, optional
+        Elements per block. By default ``2**23`` (64 MiB of float64) on the host and, for a
+        CUDA ``device``, ``1/16`` of the free device memory (``torch.cuda.mem_get_info``)
+        divided by ``itemsize``.
+    device : str or torch.device, optional
+        Where the block lives; only a CUDA device changes the default budget.
+    itemsize : int, default=8
+        Bytes per element of the block (CUDA budget only).
+
+    Returns
+    -------
+    chunk : int
+        At least 1.
+
+    Examples
+    --------
+    >>> default_chunk_size(1000)
+    8388
+    """
+    if budget is None:
+        budget = _BLOCK_ELEMENTS
+        if device is not None and str(device).startswith("cuda"):
+            import torch
+
+            free, _ = torch.cuda.mem_get_info(torch.device(device))
+            budget = int(
+                min(_CUDA_MAX_ELEMENTS, max(budget, free * _CUDA_MEMORY_FRACTION // itemsize))
+            )
     return int(max(1, budget // max(1, n_support)))
 
 
@@ -115,7 +186,7 @@ def kernel_coefficients(
     --------
     >>> a, b, s = kernel_coefficients(0.5, sigma_min=0.01)
     >>> round(float(a), 4), round(float(b), 4), round(float(s), 3)
-    (1.9604, 0.4901, 0.505)
+    (1.9606, 0.4901, 0.505)
     """
     _check_bandwidth(bandwidth)
     t_arr = _times_to_numpy(t)
@@ -193,6 +264,7 @@ class _Geometry:
 
     def __init__(self, xp, support, projection):
         self.xp = xp
+        self.support = support
         self.mean = xp.mean(support, axis=0, keepdims=True)
         self.values = support - self.mean
         if projection is None:
@@ -214,32 +286,214 @@ class _Geometry:
         return xc if self.proj is None else xc @ self.proj.T
 
 
+class _RadiusCache:
+    """One-entry cache of ``max_i ||P(s_i - mu)||^2`` for a Torch support.
+
+    The float32 precision check needs this number on the host; an ODE solver evaluates the
+    field many times with the same support tensor, so caching it avoids a device sync at every
+    step. Keyed on the tensors' identity, version counter, dtype and device; tensors that
+    require grad are not cached. Only the radius is cached (it only steers the float32
+    fallback), never the centred support itself, so a stale entry (a tensor sharing memory
+    with a NumPy array that was modified in place) cannot change a result beyond that choice.
+    """
+
+    def __init__(self):
+        self._entry = None
+
+    @staticmethod
+    def _key(support, projection):
+        import weakref
+
+        items = [support] if projection is None else [support, projection]
+        if not all(is_torch(z) and not z.requires_grad for z in items):
+            return None
+        return tuple((weakref.ref(z), z._version, z.dtype, z.device) for z in items)
+
+    def radius2(self, geom, support, projection) -> float:
+        key = self._key(support, projection)
+        entry = self._entry
+        if key is not None and entry is not None and len(key) == len(entry[0]):
+            if all(
+                a[0]() is not None and a[0]() is b[0]() and a[1:] == b[1:]
+                for a, b in zip(key, entry[0], strict=True)
+            ):
+                return entry[1]
+        value = float(geom.sq_norms.max())
+        if key is not None:
+            self._entry = (key, value)
+        return value
+
+
+_TORCH_RADIUS = _RadiusCache()
+
+
+def _is_float32(xp, a) -> bool:
+    return a.dtype == (xp.torch.float32 if xp.name == "torch" else np.float32)
+
+
+def _to_float64(xp, a):
+    if a is None or isinstance(a, float):
+        return a
+    if xp.name == "torch":
+        return a.to(xp.torch.float64)
+    return np.asarray(a, dtype=np.float64)
+
+
 class _Problem:
-    """Validated inputs of one field evaluation: queries, support geometry and coefficients."""
+    """Validated inputs of one field evaluation: queries, support geometry and coefficients.
+
+    Float32 inputs whose logits would lose too much precision (``a R^2`` above
+    :data:`FLOAT32_LOGIT_LIMIT`) are promoted to float64 here; :meth:`finish` casts results
+    back to the caller's dtype.
+    """
 
     def __init__(self, x, support, t, *, sigma_min, bandwidth, projection, chunk_size):
         self.xp, self.x, support = _prepare(x, support)
-        a, b, sigma_t = kernel_coefficients(t, sigma_min=sigma_min, bandwidth=bandwidth)
         n = self.x.shape[0]
-        self.geom = _Geometry(self.xp, support, projection)
-        self.t = _as_column(_times_to_numpy(t), self.xp, self.x, n)
-        self.a = _as_column(a, self.xp, self.x, n)
-        self.b = _as_column(b, self.xp, self.x, n)
-        self.sigma_t = _as_column(sigma_t, self.xp, self.x, n)
+        self.out_dtype = self.x.dtype
         self.decay = 1.0 - float(sigma_min)
-        self.step = chunk_size or default_chunk_size(support.shape[0])
+        self.user_chunk = chunk_size
+        self.a_max = self._coefficients(t, n, sigma_min, bandwidth)
+        self.geom = _Geometry(self.xp, support, projection)
+        if (
+            _is_float32(self.xp, self.x)
+            and self.a_max > 0.0
+            and not (self.xp.name == "torch" and self.x.device.type == "mps")
+            and self.a_max * self._radius2(support, projection) > FLOAT32_LOGIT_LIMIT
+        ):
+            self._promote(support, projection)
+
+    def _radius2(self, support, projection) -> float:
+        if self.xp.name == "torch":
+            return _TORCH_RADIUS.radius2(self.geom, support, projection)
+        return float(self.geom.sq_norms.max())
+
+    def _coefficients(self, t, n, sigma_min, bandwidth) -> float:
+        """Set ``t, a, b, sigma_t`` (floats or (n, 1) columns); return ``max a`` (host float)."""
+        xp = self.xp
+        if xp.name == "torch" and is_torch(t) and t.ndim == 1:
+            # Per-row times on the device: coefficients with Torch ops, no host round trip
+            # (range check and max only; the check is skipped for tensors on accelerators).
+            if t.shape[0] != n:
+                raise ValueError(f"t has {t.shape[0]} entries but x has {n} rows.")
+            _check_bandwidth(bandwidth)
+            dev = self.x.device
+            a, b, sig = torch_coefficients(
+                t,
+                sigma_min=sigma_min,
+                bandwidth=bandwidth,
+                dtype=self.x.dtype,
+                device=dev,
+                validate=t.device.type == "cpu",
+            )
+            self.t = t.to(device=dev, dtype=self.x.dtype)[:, None]
+            self.a, self.b, self.sigma_t = a[:, None], b[:, None], sig[:, None]
+            if not _is_float32(xp, self.x) or n == 0:
+                return 0.0
+            return float(a.max())
+        t_arr = _times_to_numpy(t)
+        a, b, sigma_t = kernel_coefficients(t_arr, sigma_min=sigma_min, bandwidth=bandwidth)
+        self.t = _as_column(t_arr, xp, self.x, n)
+        self.a = _as_column(a, xp, self.x, n)
+        self.b = _as_column(b, xp, self.x, n)
+        self.sigma_t = _as_column(sigma_t, xp, self.x, n)
+        return float(np.max(a)) if a.size else 0.0
+
+    def _promote(self, support, projection):
+        xp = self.xp
+        self.x = _to_float64(xp, self.x)
+        self.t, self.a, self.b, self.sigma_t = (
+            _to_float64(xp, c) for c in (self.t, self.a, self.b, self.sigma_t)
+        )
+        proj = None if projection is None else _to_float64(xp, xp.asarray(projection, support))
+        self.geom = _Geometry(xp, _to_float64(xp, support), proj)
+
+    def finish(self, result):
+        """Cast a result back to the caller's dtype (after a float64 promotion)."""
+        if result.dtype == self.out_dtype:
+            return result
+        if self.xp.name == "torch":
+            return result.to(self.out_dtype)
+        return result.astype(self.out_dtype)
+
+    @property
+    def step(self) -> int:
+        """Queries per explicit ``(chunk, m)`` logits block."""
+        if self.user_chunk:
+            return int(self.user_chunk)
+        m = self.geom.keys.shape[0]
+        if self.xp.name == "torch" and self.x.device.type == "cuda":
+            return default_chunk_size(m, device=self.x.device, itemsize=self.x.element_size())
+        return default_chunk_size(m)
 
     def chunks(self):
         """Yield ``(start, stop, logits)`` over query blocks: the only O(n m) work."""
         g = self.geom
-        for start in range(0, self.x.shape[0], self.step):
-            stop = min(self.x.shape[0], start + self.step)
+        step = self.step
+        for start in range(0, self.x.shape[0], step):
+            stop = min(self.x.shape[0], start + step)
             q = g.queries(self.x[start:stop], _slice(self.t, start, stop))
             logits = _slice(self.a, start, stop) * (q @ g.keys.T)
             yield start, stop, logits - _slice(self.b, start, stop) * g.sq_norms
 
-    def velocity(self, centred_mean):
-        return (centred_mean + self.geom.mean - self.decay * self.x) / self.sigma_t
+    def attention_rows(self) -> int:
+        """Queries per ``scaled_dot_product_attention`` call."""
+        if self.user_chunk:
+            return int(self.user_chunk)
+        torch = self.xp.torch
+        dev = self.x.device
+        fused = dev.type == "cpu" or (
+            dev.type == "cuda" and self.x.dtype in (torch.float16, torch.bfloat16, torch.float32)
+        )
+        if fused:  # flash / memory-efficient kernels: memory linear in n + m
+            return max(1, self.x.shape[0])
+        return self.step
+
+    def velocity(self, mean):
+        """``(m(x, t) - (1 - sigma_min) x) / sigma_t`` from the (uncentred) local mean."""
+        if self.xp.name == "torch":  # two passes instead of three
+            return self.xp.torch.sub(mean, self.x, alpha=self.decay).div_(self.sigma_t)
+        return (mean - self.decay * self.x) / self.sigma_t
+
+
+def _attention_mean(prob):
+    """Local mean ``sum_i w_i s_i`` (n, d) through the attention realization (Torch only).
+
+    The weights see the centred queries and keys; the values are the support itself."""
+    g = prob.geom
+    n = prob.x.shape[0]
+    if n == 0:
+        return prob.x[:, :0] @ g.support[:0]
+    rows = prob.attention_rows()
+    out = []
+    for start in range(0, n, rows):
+        stop = min(n, start + rows)
+        q = g.queries(prob.x[start:stop], _slice(prob.t, start, stop))
+        a = _slice(prob.a, start, stop)
+        b = _slice(prob.b, start, stop)
+        if isinstance(a, float) and _SCALAR_TIME_ENGINE.get(q.device.type) == "mask":
+            out.append(bias_attention_mean(q, g.keys, g.support, a, b, g.sq_norms))
+        else:
+            out.append(lifted_attention_mean(q, g.keys, g.support, a, b))
+    return out[0] if len(out) == 1 else prob.xp.concat(out, axis=0)
+
+
+def _local_mean(prob):
+    """Local mean ``sum_i w_i s_i``: attention engine on Torch, chunked GEMMs on NumPy."""
+    if prob.xp.name == "torch" and _USE_ATTENTION:
+        return _attention_mean(prob)
+    return _reduce(prob, want_second=False)[0] + prob.geom.mean
+
+
+# The Torch engine of the local mean / velocity ("attention" or the explicit GEMM blocks);
+# a module switch for benchmarks and cross-checks, not public API.
+_USE_ATTENTION = True
+# How the per-key bias reaches SDPA when one time is shared by all queries, per device type:
+# "mask" (broadcast additive mask, width d) or "lift" (extra key coordinate, width d + 1).
+# Per-row times always lift. CPU: "mask", the faster of the two in benchmarks/bench_field.py
+# (column "lift/SDPA, mask/SDPA" of docs/performance.md). CUDA: "lift" until measured there
+# (`bench_field.py --device cuda` reports both).
+_SCALAR_TIME_ENGINE = {"cpu": "mask", "cuda": "lift"}
 
 
 def nw_logits(
@@ -288,7 +542,7 @@ def nw_logits(
         projection=projection,
         chunk_size=None,
     )
-    return prob.xp.concat([logits for _, _, logits in prob.chunks()], axis=0)
+    return prob.finish(prob.xp.concat([logits for _, _, logits in prob.chunks()], axis=0))
 
 
 def nw_weights(
@@ -314,12 +568,20 @@ def nw_weights(
     >>> import numpy as np
     >>> S = np.array([[0.0], [1.0]])
     >>> nw_weights(np.array([[0.9]]), S, 1.0, sigma_min=0.5).round(3)
-    array([[0.105, 0.895]])
+    array([[0.168, 0.832]])
     """
-    logits = nw_logits(
-        x, support, t, sigma_min=sigma_min, bandwidth=bandwidth, projection=projection
+    prob = _Problem(
+        x,
+        support,
+        t,
+        sigma_min=sigma_min,
+        bandwidth=bandwidth,
+        projection=projection,
+        chunk_size=None,
     )
-    return get_namespace(logits).softmax(logits, axis=1)
+    xp = prob.xp
+    blocks = [xp.softmax(logits, axis=1) for _, _, logits in prob.chunks()]
+    return prob.finish(xp.concat(blocks, axis=0))
 
 
 def _reduce(prob, *, want_second, values=None):
@@ -376,8 +638,7 @@ def nw_local_mean(
         projection=projection,
         chunk_size=chunk_size,
     )
-    centred, _ = _reduce(prob, want_second=False)
-    return centred + prob.geom.mean
+    return prob.finish(_local_mean(prob))
 
 
 def nw_velocity(
@@ -425,8 +686,7 @@ def nw_velocity(
         projection=projection,
         chunk_size=chunk_size,
     )
-    centred, _ = _reduce(prob, want_second=False)
-    return prob.velocity(centred)
+    return prob.finish(prob.velocity(_local_mean(prob)))
 
 
 def nw_velocity_and_divergence(
@@ -478,7 +738,7 @@ def nw_velocity_and_divergence(
     a = prob.a if isinstance(prob.a, float) else prob.a[:, 0]
     sig = prob.sigma_t if isinstance(prob.sigma_t, float) else prob.sigma_t[:, 0]
     divergence = (a * trace - prob.decay * prob.x.shape[1]) / sig
-    return prob.velocity(centred), divergence
+    return prob.finish(prob.velocity(centred + g.mean)), prob.finish(divergence)
 
 
 def nw_divergence(
@@ -554,7 +814,7 @@ def nw_effective_sample_size(
         xp.exp(2.0 * xp.logsumexp(logits, axis=1) - xp.logsumexp(2.0 * logits, axis=1))
         for _, _, logits in prob.chunks()
     ]
-    return xp.concat(out, axis=0)
+    return prob.finish(xp.concat(out, axis=0))
 
 
 def nw_log_density(

@@ -149,8 +149,10 @@ class NWFlowSampler(BaseFlowSampler):
     rtol, atol : float, default=1e-5
         Tolerances of ``"dopri5"``.
     backend : {"auto", "numpy", "torch"}, default="auto"
-        Array library of the field and the solver. ``"auto"`` picks Torch on a CUDA device and
-        NumPy otherwise. Inputs and outputs are NumPy arrays whatever the backend.
+        Array library of the field and the solver. ``"auto"`` picks Torch on a CUDA device, and
+        on CPU when the fitted support has at least 1024 points (fused attention wins there);
+        NumPy otherwise (see :func:`skflow._device.use_torch_backend`). Inputs and outputs are
+        NumPy arrays whatever the backend.
     device : {"cpu", "cuda", "auto"} or "cuda:N", default="cpu"
         Torch device (Torch backend only).
     chunk_size : int, optional
@@ -316,7 +318,10 @@ class NWFlowSampler(BaseFlowSampler):
 
     # -- backend ---------------------------------------------------------------------------
     def _use_torch(self) -> bool:
-        return use_torch_backend(self.backend, self.device)
+        # "auto" decides from the fitted support's size, so one estimator keeps one backend
+        # even when it is conditioned in context on supports of other sizes.
+        m = self.support_.shape[0] if hasattr(self, "support_") else None
+        return use_torch_backend(self.backend, self.device, n_support=m)
 
     def _to_backend(self, a: np.ndarray) -> Any:
         if not self._use_torch():

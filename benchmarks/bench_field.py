@@ -1,0 +1,537 @@
+#!/usr/bin/env python
+"""Benchmark of the exact NW field engine (``skflow.field``, Torch backend).
+
+One run prints, for each shape ``(n, m, d)`` (queries, support points, features):
+
+* ``field``: time of ``nw_velocity(x, S, t=0.5)`` (float32 in and out, Torch backend: the
+  lifted ``scaled_dot_product_attention`` engine), median of repeats;
+* ``GFLOP/s``: effective rate ``4 n m d / time`` (two ``n x m x d`` products);
+* ``sdpa``: one bare ``scaled_dot_product_attention`` call on ``(1, 1, n, d)`` queries and
+  ``(1, 1, m, d)`` keys/values (the same FLOPs, no lift, no centring, no affine map);
+* ``2 matmul``: ``(x @ S.T) @ S`` in row blocks of at most 2**26 logits (the same FLOPs as
+  plain GEMMs, no softmax);
+* the ratios ``field / sdpa`` and ``field / matmul``;
+* ``peak extra``: peak memory of one field call beyond its inputs. CPU: measured in a fresh
+  subprocess per shape as the peak resident set size after the call (``VmHWM`` of
+  ``/proc/self/status``, reset to the current RSS through ``/proc/self/clear_refs`` just
+  before the call) minus the resident set size just before it; being the first call of the
+  process, it also counts one-time allocations (thread pools, kernels: ~45 MiB), so it is
+  conservative. CUDA: ``torch.cuda.max_memory_allocated`` minus the allocated memory before
+  the call;
+* ``broadcast``: a straightforward ``(n, m, d)`` broadcast implementation (the paper's research
+  code style: ``x[:, None] - t * S[None]``), and the field's speed-up over it; skipped where its
+  two ``(n, m, d)`` float32 temporaries would need more than 4 GiB.
+
+Then a sampling benchmark (``NWFlowSampler``, n = m = 4096, d = 64, Heun, 100 steps, Torch
+backend, float32) and the float32 precision of the velocity against a float64 brute force on
+standardized data, for ``t`` up to 1, with and without the float64 fallback.
+
+Usage::
+
+    python benchmarks/bench_field.py [--quick] [--device cpu|cuda] [--threads N] [--write-docs]
+
+``--quick`` drops the (65536, 65536, 64) shape and the NumPy sampling comparison.
+``--write-docs`` writes the tables into ``docs/performance.md`` (the section of this device;
+the rest of the file is kept).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from skflow import field  # noqa: E402
+from skflow.field import nw_velocity  # noqa: E402
+
+SHAPES = [(8192, 8192, 64), (8192, 8192, 2), (2048, 50, 16), (2048, 2048, 64)]
+BIG = (65536, 65536, 64)
+BROADCAST_LIMIT = 4 * 2**30  # bytes of (n, m, d) temporaries
+MATMUL_BLOCK = 2**26  # logits per block of the matmul reference
+DOCS = ROOT / "docs" / "performance.md"
+T = 0.5
+SIGMA_MIN = 0.01
+
+TARGETS = {
+    "sdpa": 1.25,  # field <= 1.25 x one SDPA call at (8192, 8192, 64)
+    "matmul": 1.0,  # field <= the two matmuls at (8192, 8192, 64)
+    "broadcast": 20.0,  # >= 20 x faster than broadcast at (2048, 2048, 64)
+    "memory": 2**30,  # peak extra memory at (65536, 65536, 64) < 1 GiB
+}
+
+
+# -- timing helpers ---------------------------------------------------------------------------
+def _sync(device):
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def _once(fn, device):
+    t0 = time.perf_counter()
+    fn()
+    _sync(device)
+    return time.perf_counter() - t0
+
+
+def timeit_interleaved(fns, device, repeats, warmup=1):
+    """Time several contenders in turns (``a b c a b c ...``) so that they see the same machine
+    load; returns, per name, the median time and the list of times."""
+    for _ in range(warmup):
+        for fn in fns.values():
+            fn()
+    _sync(device)
+    times = {name: [] for name in fns}
+    names = list(fns)
+    for r in range(repeats):
+        # rotate the order so that no contender always runs first (after the others' memory
+        # traffic) or last
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            times[name].append(_once(fns[name], device))
+    return {name: float(np.median(ts)) for name, ts in times.items()}, times
+
+
+def _paired_ratio(a, b):
+    """Median of the per-round ratios a_i / b_i (robust to load changes between rounds)."""
+    return float(np.median(np.asarray(a) / np.asarray(b)))
+
+
+def repeats_for(n, m, d, device):
+    flops = 4.0 * n * m * d
+    if flops > 1e11:
+        return 1, 0
+    if device.startswith("cuda"):
+        return 20, 3
+    return (9 if flops > 5e9 else 11), 1
+
+
+# -- the contenders ---------------------------------------------------------------------------
+def inputs(n, m, d, device, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, d, generator=gen).to(device)
+    s = torch.randn(m, d, generator=gen).to(device)
+    return x, s
+
+
+def field_call(x, s):
+    return nw_velocity(x, s, T, sigma_min=SIGMA_MIN)
+
+
+def field_lift_call(x, s):
+    """The field with the lifted-key engine (instead of the broadcast mask) for scalar t."""
+    saved = dict(field._SCALAR_TIME_ENGINE)
+    field._SCALAR_TIME_ENGINE.update({"cpu": "lift", "cuda": "lift"})
+    try:
+        return field_call(x, s)
+    finally:
+        field._SCALAR_TIME_ENGINE.clear()
+        field._SCALAR_TIME_ENGINE.update(saved)
+
+
+def field_mask_call(x, s):
+    """The field with the broadcast-mask engine for scalar t."""
+    saved = dict(field._SCALAR_TIME_ENGINE)
+    field._SCALAR_TIME_ENGINE.update({"cpu": "mask", "cuda": "mask"})
+    try:
+        return field_call(x, s)
+    finally:
+        field._SCALAR_TIME_ENGINE.clear()
+        field._SCALAR_TIME_ENGINE.update(saved)
+
+
+def sdpa_call(q, k, v):
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v)
+
+
+def matmul_call(x, s):
+    rows = max(1, MATMUL_BLOCK // s.shape[0])
+    out = []
+    for i in range(0, x.shape[0], rows):
+        out.append((x[i : i + rows] @ s.T) @ s)
+    return out
+
+
+def broadcast_call(x, s, t=T, sigma_min=SIGMA_MIN):
+    """The straightforward reference: materializes (n, m, d) differences."""
+    sigma_t = 1 - (1 - sigma_min) * t
+    diff = x[:, None, :] - t * s[None, :, :]
+    logits = -(diff**2).sum(-1) / (2 * sigma_t**2)
+    w = torch.softmax(logits, dim=-1)
+    return (w @ s - (1 - sigma_min) * x) / sigma_t
+
+
+# -- memory -----------------------------------------------------------------------------------
+def _rss_bytes():
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def memory_probe(n, m, d, device):
+    """Peak extra bytes of one field call (see the module docstring)."""
+    if device.startswith("cuda"):
+        x, s = inputs(n, m, d, device)
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        out = field_call(x, s)
+        torch.cuda.synchronize()
+        peak = torch.cuda.max_memory_allocated() - base
+        del out
+        return int(peak), "cuda max_memory_allocated delta"
+    cmd = [sys.executable, __file__, "--_probe", str(n), str(m), str(d)]
+    cmd += ["--threads", str(torch.get_num_threads())]
+    res = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    extra = json.loads(res.stdout.strip().splitlines()[-1])["extra"]
+    return int(extra), "fresh subprocess per shape, peak RSS (VmHWM) minus RSS before the call"
+
+
+def _hwm_bytes():
+    """Peak resident set size of this process image (``VmHWM``; unlike ``ru_maxrss`` it is not
+    inherited from the parent through fork/exec)."""
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _probe_main(n, m, d):
+    x, s = inputs(n, m, d, "cpu")
+    x.add_(0.0)
+    s.add_(0.0)
+    try:  # reset the peak to the current RSS (Linux >= 4.0)
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+    except OSError:
+        pass
+    before = _rss_bytes()
+    field_call(x, s)
+    print(json.dumps({"extra": max(0, _hwm_bytes() - before)}))
+
+
+# -- benchmarks -------------------------------------------------------------------------------
+def bench_shape(n, m, d, device):
+    row = _time_shape(n, m, d, device)  # its tensors are freed on return
+    row["memory"], row["memory_method"] = memory_probe(n, m, d, device)
+    return row
+
+
+def _time_shape(n, m, d, device):
+    rep, warm = repeats_for(n, m, d, device)
+    x, s = inputs(n, m, d, device)
+    q, k, v = x[None, None], s[None, None], s[None, None].clone()
+    row = {"shape": (n, m, d)}
+    fns = {
+        "field": lambda: field_call(x, s),
+        "sdpa": lambda: sdpa_call(q, k, v),
+        "matmul": lambda: matmul_call(x, s),
+    }
+    if 4.0 * n * m * d < 1e11:  # both bias engines, to choose the default per device
+        fns["lift"] = lambda: field_lift_call(x, s)
+        fns["mask"] = lambda: field_mask_call(x, s)
+    med, times = timeit_interleaved(fns, device, rep, warm)
+    need = 2 * n * m * d * 4
+    if need <= BROADCAST_LIMIT:
+        # timed in its own rounds, paired with the field: its GiB-sized temporaries would
+        # otherwise disturb the timings of the other contenders
+        bmed, btimes = timeit_interleaved(
+            {"field": fns["field"], "broadcast": lambda: broadcast_call(x, s)},
+            device,
+            min(rep, 3),
+            warm,
+        )
+        med["broadcast"] = bmed["broadcast"]
+        times["broadcast"], times["field_b"] = btimes["broadcast"], btimes["field"]
+    row.update(med)
+    row.setdefault("broadcast", None)
+    row["gflops"] = 4.0 * n * m * d / row["field"] / 1e9
+    row["field/sdpa"] = _paired_ratio(times["field"], times["sdpa"])
+    row["field/matmul"] = _paired_ratio(times["field"], times["matmul"])
+    for engine in ("lift", "mask"):
+        if engine in times:
+            row[f"{engine}/sdpa"] = _paired_ratio(times[engine], times["sdpa"])
+    if row["broadcast"] is not None:
+        row["speedup"] = _paired_ratio(times["broadcast"], times["field_b"])
+    row["broadcast_need"] = need
+    row["repeats"] = rep
+    return row
+
+
+def bench_sampling(device, with_numpy):
+    from skflow import NWFlowSampler
+
+    rng = np.random.default_rng(0)
+    support = rng.standard_normal((4096, 64)).astype(np.float32)
+    res = {}
+    backends = ["torch"] + (["numpy"] if with_numpy else [])
+    for backend in backends:
+        sampler = NWFlowSampler(
+            solver="heun",
+            n_steps=100,
+            backend=backend,
+            device=device if backend == "torch" else "cpu",
+            random_state=0,
+        ).fit(support)
+        sampler.sample(8)  # warm-up
+        _sync(device)
+        t0 = time.perf_counter()
+        out = sampler.sample(4096)
+        _sync(device)
+        res[backend] = time.perf_counter() - t0
+        assert out.shape == (4096, 64) and out.dtype == np.float32
+    return res
+
+
+def bench_precision(device):
+    """Normwise relative error of float32 velocities vs the float64 brute force."""
+
+    def brute(x, s, t):
+        sigma_t = 1 - (1 - SIGMA_MIN) * t
+        d2 = ((x[:, None, :] - t * s[None, :, :]) ** 2).sum(-1)
+        w = torch.softmax(-d2 / (2 * sigma_t**2), -1)
+        return (w @ s - (1 - SIGMA_MIN) * x) / sigma_t
+
+    times = [0.0, 0.5, 0.9, 0.95, 0.98, 0.99, 0.995, 0.999, 1.0]
+    table = {}
+    saved = field.FLOAT32_LOGIT_LIMIT
+    try:
+        for d in (2, 16, 64):
+            gen = torch.Generator().manual_seed(d)
+            s = torch.randn(1000, d, generator=gen, dtype=torch.float64)
+            s = (s - s.mean(0)) / s.std(0)
+            for t in times:
+                idx = torch.randint(0, 1000, (500,), generator=gen)
+                noise = torch.randn(500, d, generator=gen, dtype=torch.float64)
+                x = t * s[idx] + (1 - (1 - SIGMA_MIN) * t) * noise
+                ref = brute(x, s, t)
+                errs = []
+                for limit in (saved, float("inf")):
+                    field.FLOAT32_LOGIT_LIMIT = limit
+                    v = nw_velocity(x.float().to(device), s.float().to(device), t).double().cpu()
+                    errs.append(float((v - ref).abs().max() / ref.abs().max()))
+                table[(d, t)] = errs
+    finally:
+        field.FLOAT32_LOGIT_LIMIT = saved
+    return times, table
+
+
+# -- reporting --------------------------------------------------------------------------------
+def machine(device):
+    cpu = "unknown"
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    info = {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "device": device,
+    }
+    if device.startswith("cuda"):
+        info["gpu"] = torch.cuda.get_device_name(torch.device(device))
+    return info
+
+
+def _ms(sec):
+    return "-" if sec is None else (f"{sec * 1e3:.2f} ms" if sec < 10 else f"{sec:.1f} s")
+
+
+def _mib(b):
+    return f"{b / 2**20:.1f} MiB"
+
+
+def render(device, info, rows, sampling, precision, load, command, elapsed):
+    lines = []
+    lines.append(f"Command: `{command}` (total {elapsed:.0f} s).")
+    lines.append("")
+    gpu = f", GPU {info['gpu']}" if "gpu" in info else ""
+    lines.append(
+        f"Machine: {info['cpu']}, {info['cores']} cores ({info['torch_threads']} Torch "
+        f"threads){gpu}; torch {info['torch']}, Python {info['python']}; load average "
+        f"(1/5/15 min) {load[0]} at start, {load[1]} at end."
+    )
+    lines.append("")
+    lines.append(
+        "| n, m, d | field | GFLOP/s | 1 SDPA | 2 matmul | field/SDPA | field/matmul "
+        "| peak extra memory | broadcast | speed-up vs broadcast | lift/SDPA, mask/SDPA |"
+    )
+    lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        n, m, d = r["shape"]
+        if "lift/sdpa" in r:
+            engines = f"{r['lift/sdpa']:.2f}, {r['mask/sdpa']:.2f}"
+        else:
+            engines = "-"
+        if r["broadcast"] is None:
+            bc = f"skipped (needs {r['broadcast_need'] / 2**30:.0f} GiB > 4 GiB)"
+            su = "-"
+        else:
+            bc = _ms(r["broadcast"])
+            su = f"{r['speedup']:.1f}x"
+        lines.append(
+            f"| {n}, {m}, {d} | {_ms(r['field'])} | {r['gflops']:.1f} | {_ms(r['sdpa'])} "
+            f"| {_ms(r['matmul'])} | {r['field/sdpa']:.2f} | "
+            f"{r['field/matmul']:.2f} | {_mib(r['memory'])} | {bc} | {su} | {engines} |"
+        )
+    lines.append("")
+    lines.append(
+        f"Times: medians over interleaved rounds (contenders run in turns, rotating order, "
+        f"{rows[0]['repeats']} rounds for the first shape, one for the largest; the broadcast in "
+        "separate rounds paired with the field); ratios: medians of the per-round ratios. "
+        "`lift/SDPA, mask/SDPA`: the field with the per-key bias as a lifted key "
+        "coordinate or as a broadcast mask (the default for one shared t is the mask on CPU "
+        "and the lift on CUDA, `skflow.field._SCALAR_TIME_ENGINE`)."
+    )
+    lines.append("")
+    lines.append(f"Peak extra memory method: {rows[0]['memory_method']}.")
+    lines.append("")
+    # targets
+    by = {r["shape"]: r for r in rows}
+    lines.append("| target | measured | met |")
+    lines.append("|---|---|---|")
+
+    def verdict(ok):
+        return "yes" if ok else "**no**"
+
+    r = by.get((8192, 8192, 64))
+    if r:
+        ratio = r["field/sdpa"]
+        lines.append(
+            f"| field <= 1.25x one SDPA call at (8192, 8192, 64) | {ratio:.2f}x | "
+            f"{verdict(ratio <= TARGETS['sdpa'])} |"
+        )
+        ratio = r["field/matmul"]
+        lines.append(
+            f"| field <= the two matmuls at (8192, 8192, 64) | {ratio:.2f}x | "
+            f"{verdict(ratio <= TARGETS['matmul'])} |"
+        )
+    r = by.get((2048, 2048, 64))
+    if r and r["broadcast"]:
+        su = r["speedup"]
+        lines.append(
+            f"| >= 20x faster than broadcast at (2048, 2048, 64) | {su:.1f}x | "
+            f"{verdict(su >= TARGETS['broadcast'])} |"
+        )
+    r = by.get(BIG)
+    if r:
+        lines.append(
+            f"| peak extra memory at (65536, 65536, 64) < 1 GiB | {_mib(r['memory'])} | "
+            f"{verdict(r['memory'] < TARGETS['memory'])} |"
+        )
+    else:
+        lines.append("| peak extra memory at (65536, 65536, 64) < 1 GiB | not run (--quick) | - |")
+    lines.append("")
+    lines.append(
+        "Sampling (NWFlowSampler, n = m = 4096, d = 64, float32, Heun, 100 steps = 200 field "
+        "evaluations): " + ", ".join(f"backend {k}: {_ms(v)}" for k, v in sampling.items()) + "."
+    )
+    lines.append("")
+    times, table = precision
+    lines.append(
+        "Float32 precision: normwise relative error `max|v32 - v64| / max|v64|` of "
+        "`nw_velocity` in float32 against a float64 brute force; 1000 standardized Gaussian "
+        "support points, 500 states on the path (`x = t s_j + sigma_t z`), sigma_min = 0.01. "
+        "First number: default (float64 fallback where `a(t) R^2 > FLOAT32_LOGIT_LIMIT`), "
+        "second: pure float32 (`FLOAT32_LOGIT_LIMIT = inf`)."
+    )
+    lines.append("")
+    lines.append("| d | " + " | ".join(f"t = {t:g}" for t in times) + " |")
+    lines.append("|---|" + "---|" * len(times))
+    for d in (2, 16, 64):
+        cells = [f"{table[(d, t)][0]:.1e} / {table[(d, t)][1]:.1e}" for t in times]
+        lines.append(f"| {d} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def write_docs(device, text, threads=None, path=DOCS):
+    """Replace this device's block of ``docs/performance.md`` (a run with ``--threads N`` has
+    its own block, placed after the device's default block)."""
+    kind = "cuda" if device.startswith("cuda") else "cpu"
+    base_end = f"<!-- bench:{kind}:end -->"
+    if threads:
+        kind += f"-threads{threads}"
+        text = f"With `--threads {threads}`:\n\n{text}"
+    start, end = f"<!-- bench:{kind}:start -->", f"<!-- bench:{kind}:end -->"
+    block = f"{start}\n{text}\n{end}"
+    doc = path.read_text() if path.exists() else ""
+    if start in doc and end in doc:
+        doc = re.sub(re.escape(start) + r".*?" + re.escape(end), lambda _: block, doc, flags=re.S)
+    elif threads and base_end in doc:
+        doc = doc.replace(base_end, base_end + "\n\n" + block, 1)
+    else:
+        doc = doc.rstrip() + "\n\n" + block + "\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(doc)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="drop the (65536, 65536, 64) shape")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda")
+    ap.add_argument("--write-docs", action="store_true", help="update docs/performance.md")
+    ap.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (CPU)")
+    ap.add_argument("--_probe", nargs=3, type=int, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args._probe:
+        _probe_main(*args._probe)
+        return
+    device = args.device
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        ap.error("CUDA is not available")
+    t_start = time.perf_counter()
+    load0 = "{:.2f}/{:.2f}/{:.2f}".format(*os.getloadavg())
+    info = machine(device)
+    print(json.dumps(info))
+    print(f"load average at start: {load0}")
+    shapes = SHAPES + ([] if args.quick else [BIG])
+    rows = []
+    for n, m, d in shapes:
+        row = bench_shape(n, m, d, device)
+        rows.append(row)
+        print(
+            f"({n}, {m}, {d}): field {_ms(row['field'])} ({row['gflops']:.1f} GFLOP/s), "
+            f"sdpa {_ms(row['sdpa'])}, 2 matmul {_ms(row['matmul'])}, "
+            f"field/sdpa {row['field/sdpa']:.2f}, "
+            f"field/matmul {row['field/matmul']:.2f}, "
+            f"peak extra {_mib(row['memory'])}, broadcast {_ms(row['broadcast'])}",
+            flush=True,
+        )
+    sampling = bench_sampling(device, with_numpy=not args.quick and device == "cpu")
+    print("sampling:", {k: _ms(v) for k, v in sampling.items()}, flush=True)
+    precision = bench_precision(device)
+    load1 = "{:.2f}/{:.2f}/{:.2f}".format(*os.getloadavg())
+    elapsed = time.perf_counter() - t_start
+    command = "python benchmarks/bench_field.py" + (" --quick" if args.quick else "")
+    command += f" --threads {args.threads}" if args.threads else ""
+    command += f" --device {device}" + (" --write-docs" if args.write_docs else "")
+    text = render(device, info, rows, sampling, precision, (load0, load1), command, elapsed)
+    print()
+    print(text)
+    if args.write_docs:
+        write_docs(device, text, args.threads)
+        print(f"\nwrote {DOCS.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
