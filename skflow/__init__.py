@@ -7,12 +7,13 @@ parameter update, through the exact Nadaraya-Watson velocity field of ``S``
 
 from .pipeline import SamplingPipeline, make_sampling_pipeline
 from .projection import FlowProjection
-from .samplers import NWFlowSampler
+from .samplers import LearnedFlowSampler, NWFlowSampler
 
 __version__ = "0.1.0.dev0"
 
 __all__ = [
     "FlowProjection",
+    "LearnedFlowSampler",
     "NWFlowSampler",
     "SamplingPipeline",
     "__version__",

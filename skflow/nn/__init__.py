@@ -1,5 +1,6 @@
 """Torch modules of skflow: the exact NW attention head and multi-head NW smoothers."""
 
 from .heads import MultiHeadNW, NWAttentionHead
+from .transformer import CrossAttentionVelocity
 
-__all__ = ["MultiHeadNW", "NWAttentionHead"]
+__all__ = ["CrossAttentionVelocity", "MultiHeadNW", "NWAttentionHead"]

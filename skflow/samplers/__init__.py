@@ -1,5 +1,6 @@
 """Support-conditioned samplers (scikit-learn estimators)."""
 
+from .learned import LearnedFlowSampler
 from .nw import NWFlowSampler
 
-__all__ = ["NWFlowSampler"]
+__all__ = ["LearnedFlowSampler", "NWFlowSampler"]

@@ -1,0 +1,358 @@
+"""The learned velocity network: a cross-attention transformer conditioned on a support set.
+
+:class:`CrossAttentionVelocity` maps noisy query points ``x`` at times ``t`` and a support set
+``S`` (batched over tasks) to velocities. Query tokens attend to support tokens through
+``n_layers`` pre-norm blocks of multi-head cross-attention and an MLP. Optionally a frozen,
+zero-parameter exact head (:class:`skflow.nn.heads.NWAttentionHead`) computes the plug-in
+field ``u_NW(x, t; S)``; its (normalized) local mean is an input of the network and the exact
+field is added back as a residual,
+
+.. math::
+
+    v_\\theta(x, t; S) = u_{NW}(x, t; S) + g_\\theta \\, (u_{NW}(x, t; S) - \\bar s)
+                         + c \\cdot o_\\theta(x, t; S),
+
+where ``s_bar`` is the support mean, ``g`` a scalar gate per query and ``o`` the learned
+correction. The last linear layers of ``g`` and ``o`` are zero-initialized, so an untrained
+model *is* the exact NW field, and the gate lets the network cancel the plug-in field (whose
+magnitude grows like ``1 / sigma_t`` near ``t = 1``) where it is harmful, with one output
+instead of regressing a large value. All inputs of the learned branch stay ``O(1)``:
+coordinates are centred on the support mean and divided by ``input_scale``; the exact field is
+fed as ``sigma_t (u_NW - s_bar)``, which is bounded (it is the centred NW local mean minus
+``(1 - sigma_min)`` times the centred query).
+
+This module depends only on Torch and :mod:`skflow.nn.heads`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+import torch.nn.functional as tnf
+from torch import nn
+
+from .heads import NWAttentionHead
+
+__all__ = ["CrossAttentionVelocity", "FourierTimeEmbedding"]
+
+
+def _check_int(value: Any, name: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}.")
+    return int(value)
+
+
+class FourierTimeEmbedding(nn.Module):
+    """Fourier features of ``t`` in [0, 1] plus ``log sigma_t``, mapped by a small MLP.
+
+    Features: ``sin(pi 2^k t), cos(pi 2^k t)`` for ``k < n_frequencies``, ``t`` and
+    ``log(sigma_t) / log(sigma_min)`` (0 at ``t = 0``, 1 at ``t = 1``), which resolves the
+    last few percent of the flow where the field changes fastest.
+
+    Parameters
+    ----------
+    d_model : int
+        Output width.
+    sigma_min : float
+        Path noise at ``t = 1``.
+    n_frequencies : int, default=8
+    """
+
+    def __init__(self, d_model: int, sigma_min: float, n_frequencies: int = 8):
+        super().__init__()
+        self.sigma_min = float(sigma_min)
+        self.n_frequencies = n_frequencies
+        n_in = 2 * n_frequencies + 2
+        self.mlp = nn.Sequential(nn.Linear(n_in, d_model), nn.SiLU(), nn.Linear(d_model, d_model))
+
+    def features(self, t: torch.Tensor) -> torch.Tensor:
+        """Raw features of ``t`` (any shape), shape ``(*t.shape, 2 n_frequencies + 2)``."""
+        freqs = math.pi * 2.0 ** torch.arange(self.n_frequencies, device=t.device, dtype=t.dtype)
+        arg = t[..., None] * freqs
+        sigma_t = 1.0 - (1.0 - self.sigma_min) * t
+        log_sigma = torch.log(sigma_t) / math.log(self.sigma_min)
+        return torch.cat([arg.sin(), arg.cos(), t[..., None], log_sigma[..., None]], dim=-1)
+
+    def forward(self, t: torch.Tensor) -> torch.Tensor:
+        return self.mlp(self.features(t))
+
+
+class _CrossAttention(nn.Module):
+    """Multi-head cross-attention; queries (B, n, D) attend to keys/values (B, m, D)."""
+
+    def __init__(self, d_model: int, n_heads: int):
+        super().__init__()
+        self.n_heads = n_heads
+        self.d_head = d_model // n_heads
+        self.q = nn.Linear(d_model, d_model)
+        self.kv = nn.Linear(d_model, 2 * d_model)
+        self.out = nn.Linear(d_model, d_model)
+
+    def _split(self, a: torch.Tensor) -> torch.Tensor:
+        B, L, _ = a.shape
+        return a.view(B, L, self.n_heads, self.d_head).transpose(1, 2)  # (B, H, L, dh)
+
+    def forward(self, h: torch.Tensor, s: torch.Tensor, return_attention: bool = False):
+        q = self._split(self.q(h))
+        k, v = (self._split(a) for a in self.kv(s).chunk(2, dim=-1))
+        if return_attention:
+            # Explicit softmax(QK^T / sqrt(dk)): same numbers as SDPA, weights kept.
+            attn = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(self.d_head), dim=-1)
+            o = attn @ v
+        else:
+            attn = None
+            o = tnf.scaled_dot_product_attention(q, k, v)
+        B, H, n, dh = o.shape
+        return self.out(o.transpose(1, 2).reshape(B, n, H * dh)), attn
+
+
+class _Block(nn.Module):
+    """Pre-norm residual block: cross-attention to the support, then an MLP."""
+
+    def __init__(self, d_model: int, n_heads: int, mlp_ratio: int):
+        super().__init__()
+        self.norm_q = nn.LayerNorm(d_model)
+        self.norm_kv = nn.LayerNorm(d_model)
+        self.attn = _CrossAttention(d_model, n_heads)
+        self.norm_mlp = nn.LayerNorm(d_model)
+        self.mlp = nn.Sequential(
+            nn.Linear(d_model, mlp_ratio * d_model),
+            nn.GELU(),
+            nn.Linear(mlp_ratio * d_model, d_model),
+        )
+
+    def forward(self, h, s, return_attention=False):
+        a, attn = self.attn(self.norm_q(h), self.norm_kv(s), return_attention)
+        h = h + a
+        h = h + self.mlp(self.norm_mlp(h))
+        return h, attn
+
+
+class CrossAttentionVelocity(nn.Module):
+    """Support-conditioned velocity network (cross-attention transformer).
+
+    Parameters
+    ----------
+    n_features : int
+        Dimension ``d`` of the data.
+    d_model : int, default=64
+        Token width; must be divisible by ``n_heads``.
+    n_heads : int, default=4
+        Attention heads per layer.
+    n_layers : int, default=2
+        Cross-attention blocks.
+    mlp_ratio : int, default=2
+        Hidden width of the block MLPs, in units of ``d_model``.
+    exact_head : bool, default=True
+        Add the frozen exact NW head: its output is an input of the network and a residual of
+        the output (see the module docstring). With zero-initialized output layers (the
+        default initialization) the untrained model equals the exact NW field.
+    sigma_min : float, default=0.01
+        Path noise at ``t = 1`` (the exact head's and the time embedding's).
+    support_summary : bool, default=True
+        Add a learned summary of the whole support (mean of an MLP over support tokens, plus
+        the support mean) to every query token.
+    n_frequencies : int, default=8
+        Fourier frequencies of the time embedding.
+
+    Attributes
+    ----------
+    input_scale, output_scale : tensor buffers (scalars)
+        Coordinates are divided by ``input_scale`` before embedding; the learned correction is
+        multiplied by ``output_scale``. Both default to 1; the estimator sets them from the
+        training data. They are part of the ``state_dict``.
+
+    Notes
+    -----
+    ``forward(x, support, t)`` takes ``x`` of shape (B, n, d), ``support`` (B, m, d) and ``t``
+    a float or a tensor broadcastable to (B, n) (for example (B, n), (B, 1) or (n,)). The
+    exact head runs in the dtype of ``x`` (float64 inputs give a float64 exact field), the
+    learned branch in the dtype of the parameters.
+
+    Examples
+    --------
+    >>> import torch
+    >>> net = CrossAttentionVelocity(3, d_model=16, n_heads=2, n_layers=1)
+    >>> x, S = torch.randn(2, 5, 3), torch.randn(2, 7, 3)
+    >>> net(x, S, torch.rand(2, 5)).shape
+    torch.Size([2, 5, 3])
+    >>> v, attn = net(x, S, 0.5, return_attention=True)
+    >>> attn.shape  # (n_layers, B, n_heads, n, m)
+    torch.Size([1, 2, 2, 5, 7])
+    """
+
+    def __init__(
+        self,
+        n_features: int,
+        d_model: int = 64,
+        n_heads: int = 4,
+        n_layers: int = 2,
+        mlp_ratio: int = 2,
+        exact_head: bool = True,
+        sigma_min: float = 0.01,
+        support_summary: bool = True,
+        n_frequencies: int = 8,
+    ):
+        super().__init__()
+        d = _check_int(n_features, "n_features", 1)
+        _check_int(d_model, "d_model", 1)
+        _check_int(n_heads, "n_heads", 1)
+        _check_int(n_layers, "n_layers", 1)
+        _check_int(mlp_ratio, "mlp_ratio", 1)
+        _check_int(n_frequencies, "n_frequencies", 1)
+        if d_model % n_heads:
+            raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}.")
+        if not 0.0 < float(sigma_min) < 1.0:
+            raise ValueError(f"sigma_min must be in (0, 1), got {sigma_min!r}.")
+        self.config = {
+            "n_features": d,
+            "d_model": d_model,
+            "n_heads": n_heads,
+            "n_layers": n_layers,
+            "mlp_ratio": mlp_ratio,
+            "exact_head": bool(exact_head),
+            "sigma_min": float(sigma_min),
+            "support_summary": bool(support_summary),
+            "n_frequencies": n_frequencies,
+        }
+        self.n_features = d
+        self.sigma_min = float(sigma_min)
+        self.exact_head = bool(exact_head)
+        self.support_summary = bool(support_summary)
+
+        self.register_buffer("input_scale", torch.ones(()))
+        self.register_buffer("output_scale", torch.ones(()))
+        self.time = FourierTimeEmbedding(d_model, sigma_min, n_frequencies)
+        n_query_in = 2 * d if self.exact_head else d
+        self.query_embed = nn.Linear(n_query_in, d_model)
+        self.support_embed = nn.Linear(d, d_model)
+        if self.support_summary:
+            self.summary_mlp = nn.Sequential(
+                nn.Linear(d_model, d_model), nn.GELU(), nn.Linear(d_model, d_model)
+            )
+            self.mean_embed = nn.Linear(d, d_model)
+        self.blocks = nn.ModuleList(_Block(d_model, n_heads, mlp_ratio) for _ in range(n_layers))
+        self.norm_out = nn.LayerNorm(d_model)
+        self.out = nn.Linear(d_model, d)
+        if self.exact_head:
+            self.head = NWAttentionHead(sigma_min=sigma_min)
+            self.gate = nn.Linear(d_model, 1)
+        self.reset_parameters()
+
+    # -- initialization ---------------------------------------------------------------------
+    @torch.no_grad()
+    def reset_parameters(self, generator: torch.Generator | None = None) -> None:
+        """(Re)initialize every parameter, drawing from ``generator``.
+
+        With ``generator=None`` (as in ``__init__``) the global Torch RNG is used, like any
+        ``nn.Module``; :class:`~skflow.samplers.learned.LearnedFlowSampler` passes a local,
+        seeded generator and builds the module inside ``torch.random.fork_rng``.
+
+        Linear layers get PyTorch's default uniform law ``U(-1/sqrt(fan_in), 1/sqrt(fan_in))``
+        for weights and biases, layer norms ones and zeros, and the output layers (``out`` and
+        ``gate``) zeros, so the untrained model is the exact NW field (``exact_head=True``) or
+        the constant support mean (``exact_head=False``).
+        """
+        for module in self.modules():
+            if isinstance(module, nn.Linear):
+                bound = 1.0 / math.sqrt(module.in_features)
+                module.weight.uniform_(-bound, bound, generator=generator)
+                if module.bias is not None:
+                    module.bias.uniform_(-bound, bound, generator=generator)
+            elif isinstance(module, nn.LayerNorm):
+                module.weight.fill_(1.0)
+                module.bias.zero_()
+        zero = [self.out] + ([self.gate] if self.exact_head else [])
+        for layer in zero:
+            layer.weight.zero_()
+            layer.bias.zero_()
+
+    # -- forward ----------------------------------------------------------------------------
+    def _times(self, t: Any, x: torch.Tensor) -> torch.Tensor:
+        tt = torch.as_tensor(t, device=x.device, dtype=x.dtype)
+        try:
+            return torch.broadcast_to(tt, x.shape[:-1])
+        except RuntimeError:
+            raise ValueError(
+                f"t of shape {tuple(tt.shape)} does not broadcast to {tuple(x.shape[:-1])}."
+            ) from None
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        support: torch.Tensor,
+        t: Any,
+        *,
+        return_attention: bool = False,
+    ):
+        """Velocity at ``(x, t)`` conditioned on ``support``.
+
+        Parameters
+        ----------
+        x : tensor of shape (B, n, d)
+        support : tensor of shape (B, m, d)
+        t : float or tensor broadcastable to (B, n)
+        return_attention : bool, default=False
+            Also return the attention weights ``softmax(Q K^T / sqrt(d_k))`` of every layer,
+            a tensor of shape (n_layers, B, n_heads, n, m) (computed explicitly instead of by
+            the fused kernel).
+
+        Returns
+        -------
+        v : tensor of shape (B, n, d), dtype of ``x``
+        attention : tensor, only if ``return_attention``
+        """
+        if x.ndim != 3 or support.ndim != 3:
+            raise ValueError(
+                f"x and support must have shape (B, n, d) and (B, m, d); got {tuple(x.shape)} "
+                f"and {tuple(support.shape)}."
+            )
+        if x.shape[-1] != self.n_features or support.shape[-1] != self.n_features:
+            raise ValueError(
+                f"expected {self.n_features} features, got x {tuple(x.shape)} and support "
+                f"{tuple(support.shape)}."
+            )
+        if support.shape[1] == 0:
+            raise ValueError("support is empty: at least one support point is required.")
+        io_dtype = x.dtype
+        support = support.to(io_dtype)
+        t_full = self._times(t, x)  # (B, n), dtype of x
+        t_col = t_full[..., None]
+        mu = support.mean(dim=1, keepdim=True)  # (B, 1, d)
+        x_c = x - t_col * mu
+        s_c = support - mu
+
+        wdtype = self.out.weight.dtype
+        scale = self.input_scale.to(io_dtype)
+        feats = [x_c / scale]
+        if self.exact_head:
+            # the exact field never runs under mixed precision
+            with torch.autocast(device_type=x.device.type, enabled=False):
+                u_nw = self.head(x, support, t_full)
+            u_c = u_nw - mu
+            sigma_t = 1.0 - (1.0 - self.sigma_min) * t_col
+            local_mean_c = sigma_t * u_c + (1.0 - self.sigma_min) * x_c
+            feats.append(local_mean_c / scale)
+        h = self.query_embed(torch.cat(feats, dim=-1).to(wdtype))
+        h = h + self.time(t_full.to(wdtype))
+        s_tok = self.support_embed((s_c / scale).to(wdtype))
+        if self.support_summary:
+            summary = self.summary_mlp(s_tok).mean(dim=1, keepdim=True)
+            h = h + summary + self.mean_embed((mu / scale).to(wdtype))
+
+        attns = []
+        for block in self.blocks:
+            h, attn = block(h, s_tok, return_attention)
+            attns.append(attn)
+        z = self.norm_out(h)
+        correction = (self.out(z) * self.output_scale).to(io_dtype)
+        if self.exact_head:
+            gate = self.gate(z).to(io_dtype)
+            v = u_nw + gate * u_c + correction
+        else:
+            v = mu + correction
+        if return_attention:
+            return v, torch.stack(attns, dim=0)
+        return v

@@ -1,0 +1,769 @@
+"""LearnedFlowSampler: a meta-trained cross-attention velocity field as a scikit-learn estimator."""
+
+from __future__ import annotations
+
+import numbers
+import warnings
+from typing import Any
+
+import numpy as np
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_array, check_is_fitted, validate_data
+
+from .._device import resolve_device
+from ..paths import OTPath
+from ._base import BaseFlowSampler, _check_positive_int
+
+__all__ = ["LearnedFlowSampler"]
+
+# Queries per forward pass at inference (bounds the (n, m) attention and (n, width) blocks).
+_INFERENCE_CHUNK = 16384
+
+
+def _is_task_source(X: Any) -> bool:
+    return hasattr(X, "sample_tasks") and callable(X.sample_tasks)
+
+
+def _check_real(value: Any, name: str, *, low: float, strict: bool, allow_none: bool = False):
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value):
+        raise ValueError(f"{name} must be a finite real number, got {value!r}.")
+    if value < low or (strict and value == low):
+        raise ValueError(f"{name} must be {'>' if strict else '>='} {low}, got {value!r}.")
+    return float(value)
+
+
+class _SingleTaskSource:
+    """Random support/query splits of one data set (``fit(X)``).
+
+    Each task takes ``k = min(n_support, len(X) - 1)`` distinct rows as support and draws the
+    query rows uniformly, with replacement, among the *other* rows, so the model learns to
+    generate points it has not been shown.
+    """
+
+    def __init__(self, X: np.ndarray):
+        self.X = np.asarray(X, dtype=np.float64)
+        self.n_features = self.X.shape[1]
+
+    def sample_tasks(self, n_tasks, n_support, n_query, random_state=None):
+        rng = random_state
+        N = self.X.shape[0]
+        k = min(n_support, N - 1)
+        if N <= 4096:
+            order = np.argsort(rng.random((n_tasks, N)), axis=1)
+            support_idx = order[:, :k]
+            pick = rng.integers(0, N - k, size=(n_tasks, n_query))
+            query_idx = np.take_along_axis(order[:, k:], pick, axis=1)
+            return self.X[support_idx], self.X[query_idx]
+        # large X: draw k distinct rows per task without permuting all N rows
+        support_idx = np.stack([rng.choice(N, size=k, replace=False) for _ in range(n_tasks)])
+        query_idx = rng.integers(0, N, size=(n_tasks, n_query))
+        clash = (query_idx[:, :, None] == support_idx[:, None, :]).any(axis=2)
+        while clash.any():
+            query_idx[clash] = rng.integers(0, N, size=int(clash.sum()))
+            clash = (query_idx[:, :, None] == support_idx[:, None, :]).any(axis=2)
+        return self.X[support_idx], self.X[query_idx]
+
+
+class LearnedFlowSampler(BaseFlowSampler):
+    """Meta-trained, support-conditioned flow: a cross-attention transformer velocity field.
+
+    The network (:class:`skflow.nn.transformer.CrossAttentionVelocity`) takes noisy points
+    ``x_t``, their times ``t`` and a support set ``S`` and returns a velocity. It is trained
+    once, with the flow-matching loss of the OT path, over many *tasks* (support set plus
+    target points from one distribution), then conditioned on new supports in context:
+    ``sample(n, support=S_new)`` needs no parameter update. With ``exact_head=True`` (default)
+    the frozen exact Nadaraya-Watson field of the support is an input and a residual of the
+    network, and the untrained model equals :class:`~skflow.NWFlowSampler`'s field exactly;
+    training learns where and how to depart from the plug-in field.
+
+    Parameters
+    ----------
+    d_model : int, default=64
+        Token width of the transformer.
+    n_heads : int, default=4
+        Attention heads per layer (``d_model`` must be divisible by it).
+    n_layers : int, default=2
+        Cross-attention blocks.
+    mlp_ratio : int, default=2
+        Hidden width of the block MLPs in units of ``d_model``.
+    exact_head : bool, default=True
+        Add the frozen exact NW head (input and gated residual of the output).
+    sigma_min : float, default=0.01
+        Path noise at ``t = 1``.
+    max_iter : int, default=2000
+        Training iterations (one batch of tasks each). ``0`` leaves the network untrained:
+        with ``exact_head=True`` that is exactly the plug-in NW field.
+    max_time : float, optional
+        Wall-clock training budget in seconds; training stops at ``max_iter`` or ``max_time``,
+        whichever comes first, and the cosine schedule follows the larger fraction. Results
+        then depend on the machine's speed (not reproducible bit for bit).
+    batch_tasks : int, default=32
+        Tasks per training batch.
+    support_size : int, default=50
+        Support points per training task; also the support rows per task of the few-shot
+        :meth:`score` and the size of ``support_`` after ``fit(X)``.
+    n_targets : int, default=128
+        Target points per training task (each with its own noise and time).
+    learning_rate : float, default=1e-3
+        Peak AdamW learning rate.
+    weight_decay : float, default=1e-4
+        AdamW weight decay.
+    warmup : int, default=100
+        Linear warmup iterations.
+    lr_schedule : {"cosine", "constant"}, default="cosine"
+        Learning rate after warmup: cosine decay to 0 at the end of training, or constant.
+    clip_grad : float or None, default=1.0
+        Maximal gradient norm (None: no clipping).
+    time_sampling : {"uniform", "log-bandwidth"}, default="uniform"
+        Law of the training times: uniform on [0, 1], or log-uniform OT bandwidth
+        ``h(t) = sigma_t / t`` on ``[sigma_min, 100]`` (more samples at late times).
+    validation_fraction : float in [0, 1), default=0.0
+        If > 0, a fixed set of ``batch_tasks`` validation tasks is scored (minus the
+        flow-matching loss, with fixed noise and times) every ``validation_interval``
+        iterations and the best weights are kept. Labelled data (``fit(X, y)``) hold out this
+        fraction of every class's rows for it; a task source draws separate validation tasks
+        (new distributions); ``fit(X)`` uses fresh random splits of ``X`` (monitoring only).
+    n_iter_no_change : int, optional
+        Stop when the validation score (or, without validation, minus the training loss
+        averaged over an interval) has not improved by ``tol`` for this many checks.
+    tol : float, default=1e-4
+        Improvement threshold of early stopping.
+    validation_interval : int, default=50
+        Iterations between validation checks and log lines.
+    solver : {"euler", "midpoint", "heun", "rk4", "dopri5"}, default="heun"
+        ODE solver of sampling.
+    n_steps : int, default=100
+        Steps of the fixed-step solvers.
+    rtol, atol : float, default=1e-5
+        Tolerances of ``"dopri5"``.
+    device : {"cpu", "cuda", "auto"} or "cuda:N", default="cpu"
+        Torch device of training and sampling. A model unpickled where the requested CUDA
+        device is missing runs on the CPU (with a warning).
+    mixed_precision : bool, default=False
+        bfloat16 autocast of the learned branch during training (CUDA only; the exact head
+        always runs in float32 or better).
+    compile : bool, default=False
+        Train through ``torch.compile`` (CUDA only).
+    random_state : int, RandomState instance or None, default=None
+        Seeds the weights, the training tasks, noise and times (through local generators;
+        no global seed is touched) and the sampling noise.
+    verbose : int, default=0
+        Print the training loss (and validation loss) every ``validation_interval``
+        iterations when > 0.
+
+    Attributes
+    ----------
+    model_ : CrossAttentionVelocity
+        The trained network (in eval mode).
+    support_ : ndarray of shape (k, n_features) or None
+        Default support of :meth:`sample`: after ``fit(X)``, ``X`` itself when it has at most
+        ``support_size`` rows, else a random subset of ``support_size`` rows (seeded by
+        ``random_state``). None after ``fit(X, y)`` or ``fit(task_source)``: pass ``support=``.
+    n_features_in_ : int
+        Number of features.
+    n_iter_ : int
+        Training iterations run.
+    loss_curve_ : list of float
+        Training loss of every iteration.
+    validation_scores_ : list of float or None
+        Minus the validation loss at every check (None without validation).
+    training_time_ : float
+        Wall-clock seconds of the training loop.
+    best_validation_score_ : float or None
+        Best validation score (improvements count only above ``tol``); its weights are kept.
+    path_ : OTPath
+        The probability path.
+
+    See Also
+    --------
+    NWFlowSampler : the exact, zero-parameter plug-in field.
+
+    Notes
+    -----
+    ``fit`` accepts three kinds of training data. ``fit(X, y)``: every label of ``y`` is a
+    task (:class:`skflow.tasks.ClassTasks` semantics: classes with fewer than 2 rows are
+    dropped with a warning, small classes are drawn with replacement with a warning).
+    ``fit(X)``: ``X`` is one task; training tasks are random support/query splits of it.
+    ``fit(task_source)``: any object with ``sample_tasks(n_tasks, n_support, n_query,
+    random_state)`` (a meta-distribution of :mod:`skflow.tasks`) streams fresh tasks.
+
+    Coordinates fed to the network are centred on each support's mean and divided by a
+    global scale estimated from the training tasks (``model_.input_scale``); the flow itself
+    runs in the original coordinates. See ``docs/learned.md`` for the design.
+
+    Examples
+    --------
+    >>> from skflow.samplers.learned import LearnedFlowSampler
+    >>> from skflow.tasks import GaussianMixtureTasks
+    >>> tasks = GaussianMixtureTasks(n_features=2)
+    >>> lf = LearnedFlowSampler(d_model=16, n_layers=1, max_iter=5, batch_tasks=4,
+    ...                         support_size=10, n_targets=16, n_steps=10, random_state=0)
+    >>> lf = lf.fit(tasks)
+    >>> S, _ = tasks.sample_task(10, 0, random_state=1)
+    >>> lf.sample(3, support=S, random_state=0).shape
+    (3, 2)
+    >>> lf.attention_weights(S[:4], 0.5, support=S).shape  # (n_layers, n_heads, n, m)
+    (1, 4, 4, 10)
+    """
+
+    def __init__(
+        self,
+        d_model: int = 64,
+        n_heads: int = 4,
+        n_layers: int = 2,
+        mlp_ratio: int = 2,
+        exact_head: bool = True,
+        sigma_min: float = 0.01,
+        *,
+        max_iter: int = 2000,
+        max_time: float | None = None,
+        batch_tasks: int = 32,
+        support_size: int = 50,
+        n_targets: int = 128,
+        learning_rate: float = 1e-3,
+        weight_decay: float = 1e-4,
+        warmup: int = 100,
+        lr_schedule: str = "cosine",
+        clip_grad: float | None = 1.0,
+        time_sampling: str = "uniform",
+        validation_fraction: float = 0.0,
+        n_iter_no_change: int | None = None,
+        tol: float = 1e-4,
+        validation_interval: int = 50,
+        solver: str = "heun",
+        n_steps: int = 100,
+        rtol: float = 1e-5,
+        atol: float = 1e-5,
+        device: str = "cpu",
+        mixed_precision: bool = False,
+        compile: bool = False,
+        random_state: Any = None,
+        verbose: int = 0,
+    ):
+        self.d_model = d_model
+        self.n_heads = n_heads
+        self.n_layers = n_layers
+        self.mlp_ratio = mlp_ratio
+        self.exact_head = exact_head
+        self.sigma_min = sigma_min
+        self.max_iter = max_iter
+        self.max_time = max_time
+        self.batch_tasks = batch_tasks
+        self.support_size = support_size
+        self.n_targets = n_targets
+        self.learning_rate = learning_rate
+        self.weight_decay = weight_decay
+        self.warmup = warmup
+        self.lr_schedule = lr_schedule
+        self.clip_grad = clip_grad
+        self.time_sampling = time_sampling
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.tol = tol
+        self.validation_interval = validation_interval
+        self.solver = solver
+        self.n_steps = n_steps
+        self.rtol = rtol
+        self.atol = atol
+        self.device = device
+        self.mixed_precision = mixed_precision
+        self.compile = compile
+        self.random_state = random_state
+        self.verbose = verbose
+
+    # -- presets ---------------------------------------------------------------------------
+    @classmethod
+    def paper_config(cls) -> dict:
+        """Parameters of the paper's models (GPU scale): ``LearnedFlowSampler(**cfg)``.
+
+        d_model 128, 4 heads, 3 layers, MLP ratio 4, 256 tasks x 256 targets per batch, m = 50,
+        AdamW 1e-4 (weight decay 1e-5) with 1000 warmup steps then constant, 100k steps,
+        gradient clipping 1.0, Euler with 100 steps. Add ``device="cuda"`` (and optionally
+        ``mixed_precision=True``) to run it.
+
+        Examples
+        --------
+        >>> cfg = LearnedFlowSampler.paper_config()
+        >>> LearnedFlowSampler(**cfg).get_params()["d_model"]
+        128
+        """
+        return {
+            "d_model": 128,
+            "n_heads": 4,
+            "n_layers": 3,
+            "mlp_ratio": 4,
+            "exact_head": True,
+            "sigma_min": 0.01,
+            "max_iter": 100_000,
+            "batch_tasks": 256,
+            "support_size": 50,
+            "n_targets": 256,
+            "learning_rate": 1e-4,
+            "weight_decay": 1e-5,
+            "warmup": 1000,
+            "lr_schedule": "constant",
+            "clip_grad": 1.0,
+            "time_sampling": "uniform",
+            "solver": "euler",
+            "n_steps": 100,
+        }
+
+    # -- validation ------------------------------------------------------------------------
+    def _validate_params(self) -> None:
+        self.path_ = OTPath(self.sigma_min)
+        for name in ("d_model", "n_heads", "n_layers", "mlp_ratio", "batch_tasks"):
+            _check_positive_int(getattr(self, name), name)
+        _check_positive_int(self.max_iter, "max_iter", minimum=0)
+        _check_positive_int(self.support_size, "support_size")
+        _check_positive_int(self.n_targets, "n_targets")
+        _check_positive_int(self.validation_interval, "validation_interval")
+        _check_positive_int(self.warmup, "warmup", minimum=0)
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}.")
+        if self.n_iter_no_change is not None:
+            _check_positive_int(self.n_iter_no_change, "n_iter_no_change")
+        _check_real(self.learning_rate, "learning_rate", low=0.0, strict=True)
+        _check_real(self.weight_decay, "weight_decay", low=0.0, strict=False)
+        _check_real(self.tol, "tol", low=0.0, strict=False)
+        _check_real(self.clip_grad, "clip_grad", low=0.0, strict=True, allow_none=True)
+        _check_real(self.max_time, "max_time", low=0.0, strict=True, allow_none=True)
+        vf = _check_real(self.validation_fraction, "validation_fraction", low=0.0, strict=False)
+        if vf >= 1.0:
+            raise ValueError(f"validation_fraction must be in [0, 1), got {vf}.")
+        from ..nn._training import LR_SCHEDULES, TIME_SAMPLINGS
+
+        if self.time_sampling not in TIME_SAMPLINGS:
+            raise ValueError(
+                f"time_sampling must be one of {TIME_SAMPLINGS}, got {self.time_sampling!r}."
+            )
+        if self.lr_schedule not in LR_SCHEDULES:
+            raise ValueError(
+                f"lr_schedule must be one of {LR_SCHEDULES}, got {self.lr_schedule!r}."
+            )
+        for name in ("exact_head", "mixed_precision", "compile"):
+            if not isinstance(getattr(self, name), bool | np.bool_):
+                raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}.")
+        if isinstance(self.verbose, bool) or not isinstance(self.verbose, numbers.Integral):
+            raise ValueError(f"verbose must be an int, got {self.verbose!r}.")
+        self._validate_solver_params()
+        resolve_device(self.device)
+
+    def _train_device(self) -> str:
+        import torch
+
+        device = resolve_device(self.device)
+        if device.startswith("cuda") and not torch.cuda.is_available():
+            raise ValueError(f"device={self.device!r} but CUDA is not available.")
+        return device
+
+    def _inference_device(self) -> str:
+        import torch
+
+        device = resolve_device(self.device)
+        if device.startswith("cuda") and not torch.cuda.is_available():
+            warnings.warn(
+                f"device={self.device!r} is not available here; running on the CPU.",
+                UserWarning,
+                stacklevel=3,
+            )
+            return "cpu"
+        return device
+
+    # -- fitting ---------------------------------------------------------------------------
+    def _task_sources(self, X: Any, y: Any, rng: np.random.RandomState):
+        """(training source, validation source or None, split kwargs, default support)."""
+        from ..tasks import ClassTasks
+
+        if _is_task_source(X) and not hasattr(X, "__array__"):
+            if y is not None:
+                raise ValueError("y must be None when fitting on a task source.")
+            d = getattr(X, "n_features", None)
+            if d is None:
+                probe, _ = X.sample_tasks(1, 1, 0, random_state=np.random.default_rng(0))
+                d = probe.shape[-1]
+            self.n_features_in_ = _check_positive_int(int(d), "n_features of the task source")
+            if hasattr(self, "feature_names_in_"):
+                del self.feature_names_in_
+            val = X if self.validation_fraction > 0 else None
+            return X, {}, val, {}, None
+
+        X = validate_data(self, X, dtype=[np.float64, np.float32], ensure_min_samples=1)
+        if y is None:
+            if X.shape[0] < 2:
+                raise ValueError(
+                    f"fit(X) needs at least 2 samples (1 support and 1 target row), got "
+                    f"{X.shape[0]} sample."
+                )
+            source = _SingleTaskSource(X)
+            if X.shape[0] > self.support_size:
+                rows = np.sort(rng.choice(X.shape[0], self.support_size, replace=False))
+                default = X[rows].copy()
+            else:
+                default = X.copy()
+            val = source if self.validation_fraction > 0 else None
+            return source, {}, val, {}, default
+
+        y = check_array(y, ensure_2d=False, dtype=None, input_name="y")
+        if y.ndim != 1:
+            raise ValueError(f"y must be 1-D task labels, got shape {y.shape}.")
+        if y.shape[0] != X.shape[0]:
+            raise ValueError(f"y has {y.shape[0]} entries but X has {X.shape[0]} rows.")
+        source = ClassTasks(
+            X,
+            y,
+            validation_fraction=self.validation_fraction,
+            random_state=int(rng.randint(2**31 - 1)),
+        )
+        _ = source.classes_  # validate now (NaN, classes with < 2 rows, ...)
+        if self.validation_fraction > 0:
+            return source, {"split": "train"}, source, {"split": "validation"}, None
+        return source, {"split": "train"}, None, {}, None
+
+    def fit(self, X: Any, y: Any = None) -> LearnedFlowSampler:
+        """Meta-train the velocity network.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features) or task source
+            Training rows (with ``y``: rows of many tasks; without: one task), or an object
+            with ``sample_tasks`` (a meta-distribution, e.g. ``GaussianMixtureTasks``).
+        y : array-like of shape (n_samples,), optional
+            Task labels: every label is one task.
+
+        Returns
+        -------
+        self : LearnedFlowSampler
+        """
+        import torch
+
+        from ..nn._training import train_flow_model
+        from ..nn.transformer import CrossAttentionVelocity
+
+        self._validate_params()
+        device = self._train_device()
+        rng = check_random_state(self.random_state)
+        source, kw, val_source, val_kw, default = self._task_sources(X, y, rng)
+        seeds = rng.randint(0, 2**31 - 1, size=5)
+        task_rng = np.random.default_rng(int(seeds[0]))
+        d = self.n_features_in_
+
+        def draw(source_, rng_, n_tasks, kwargs):
+            S, Q = source_.sample_tasks(
+                n_tasks, self.support_size, self.n_targets, random_state=rng_, **kwargs
+            )
+            S, Q = np.asarray(S), np.asarray(Q)
+            if S.ndim != 3 or S.shape[-1] != d or Q.shape[-1] != d:
+                raise ValueError(
+                    f"the task source returned supports {S.shape} and targets {Q.shape}; "
+                    f"expected (B, m, {d}) and (B, n, {d})."
+                )
+            if not (np.all(np.isfinite(S)) and np.all(np.isfinite(Q))):
+                raise ValueError("the task source returned NaN or infinite values.")
+            return S, Q
+
+        # Global coordinate scale (spread of targets around their support mean).
+        scale_rng = np.random.default_rng(int(seeds[1]))
+        S, Q = draw(source, scale_rng, self.batch_tasks, kw)
+        spread = float(np.sqrt(np.mean((Q - S.mean(axis=1, keepdims=True)) ** 2)))
+        input_scale = spread if spread > 1e-12 else 1.0
+        validation = None
+        if val_source is not None:
+            validation = draw(
+                val_source, np.random.default_rng(int(seeds[2])), self.batch_tasks, val_kw
+            )
+
+        config = {
+            "n_features": d,
+            "d_model": self.d_model,
+            "n_heads": self.n_heads,
+            "n_layers": self.n_layers,
+            "mlp_ratio": self.mlp_ratio,
+            "exact_head": bool(self.exact_head),
+            "sigma_min": float(self.sigma_min),
+        }
+        generator = torch.Generator(device=device)
+        generator.manual_seed(int(seeds[3]))
+        model = _build_model(CrossAttentionVelocity, config)
+        init_gen = torch.Generator().manual_seed(int(seeds[4]))
+        model.reset_parameters(init_gen)
+        model.input_scale.fill_(input_scale)
+        model.output_scale.fill_(float(np.sqrt(input_scale**2 + 1.0)))
+        model.to(device)
+
+        forward = model
+        cuda = device.startswith("cuda")
+        if (self.compile or self.mixed_precision) and not cuda:
+            warnings.warn(
+                "compile and mixed_precision apply on CUDA devices only; ignored on the CPU.",
+                UserWarning,
+                stacklevel=2,
+            )
+        if self.compile and cuda:
+            forward = torch.compile(model)
+
+        result = train_flow_model(
+            model,
+            lambda: draw(source, task_rng, self.batch_tasks, kw),
+            sigma_min=float(self.sigma_min),
+            max_iter=self.max_iter,
+            learning_rate=float(self.learning_rate),
+            weight_decay=float(self.weight_decay),
+            warmup=self.warmup,
+            lr_schedule=self.lr_schedule,
+            clip_grad=self.clip_grad,
+            time_sampling=self.time_sampling,
+            generator=generator,
+            device=device,
+            validation=validation,
+            validation_interval=self.validation_interval,
+            n_iter_no_change=self.n_iter_no_change,
+            tol=float(self.tol),
+            max_time=self.max_time,
+            verbose=self.verbose,
+            mixed_precision=bool(self.mixed_precision),
+            forward=forward,
+        )
+        model.eval()
+        self.model_ = model
+        self.support_ = default
+        self.n_iter_ = result.n_iter
+        self.loss_curve_ = result.loss_curve
+        self.validation_scores_ = result.validation_scores if validation is not None else None
+        self.best_validation_score_ = result.best_validation_score
+        self.training_time_ = result.elapsed
+        return self
+
+    # -- support and backend ---------------------------------------------------------------
+    def _check_support(self, support: Any) -> np.ndarray:
+        check_is_fitted(self)
+        if support is None:
+            if self.support_ is None:
+                raise ValueError(
+                    f"{type(self).__name__} was fitted on labelled tasks or a task source and "
+                    "has no default support; pass support=array of shape (m, n_features)."
+                )
+            return self.support_
+        shape = getattr(support, "shape", None)
+        if shape is not None and len(shape) == 2 and shape[0] == 0:
+            raise ValueError("support is empty: at least one support point is required.")
+        return super()._check_support(support)
+
+    def _model(self):
+        device = self._inference_device()
+        model = self.model_
+        if next(model.parameters()).device.type != device.split(":")[0]:
+            model.to(device)
+        return model, device
+
+    def _to_backend(self, a: np.ndarray) -> Any:
+        import torch
+
+        return torch.as_tensor(a, device=self._model()[1])
+
+    def _predict(self, x, support, t, *, return_attention=False):
+        """Model output for torch ``x`` (n, d) or (B, n, d), ``support`` (m, d) or (B, m, d)
+        and ``t`` a float or per-query times of shape (n,) or (B, n)."""
+        import torch
+
+        model, _ = self._model()
+        batched = x.ndim == 3
+        if not batched:
+            x, support = x[None], support[None]
+        if not torch.is_tensor(t) and np.ndim(t) == 0:
+            t = float(t)
+        else:
+            t = torch.as_tensor(np.asarray(t) if not torch.is_tensor(t) else t, device=x.device)
+            t = t.to(x.dtype).reshape(x.shape[:2])
+        step = max(1, _INFERENCE_CHUNK // x.shape[0])
+        out, attn = [], []
+        with torch.no_grad():
+            for start in range(0, x.shape[1], step):
+                stop = min(x.shape[1], start + step)
+                tt = t if isinstance(t, float) else t[:, start:stop]
+                res = model(x[:, start:stop], support, tt, return_attention=return_attention)
+                if return_attention:
+                    out.append(res[0])
+                    attn.append(res[1])
+                else:
+                    out.append(res)
+        v = torch.cat(out, dim=1)
+        v = v if batched else v[0]
+        if not return_attention:
+            return v
+        a = torch.cat(attn, dim=-2)  # (n_layers, B, n_heads, n, m)
+        return v, (a if batched else a[:, 0])
+
+    def _field(self, support: Any):
+        def velocity(t, x):
+            return self._predict(x, support, t)
+
+        return velocity
+
+    def _prepare_call(self, X: Any, t: Any, support: Any):
+        check_is_fitted(self)
+        support = self._check_support(support)
+        X = self._check_queries(X)
+        t_arr = np.asarray(t, dtype=np.float64)
+        if t_arr.ndim > 1 or (t_arr.ndim == 1 and t_arr.shape[0] != X.shape[0]):
+            raise ValueError(
+                f"t must be a scalar or have shape ({X.shape[0]},), got shape {t_arr.shape}."
+            )
+        if not np.all(np.isfinite(t_arr)) or np.any((t_arr < 0) | (t_arr > 1)):
+            raise ValueError("t must lie in [0, 1] (finite); got values outside that interval.")
+        dtype = np.result_type(X.dtype, support.dtype)
+        return X.astype(dtype, copy=False), support.astype(dtype, copy=False), t_arr
+
+    # -- many supports at once -------------------------------------------------------------
+    def _check_supports(self, supports: Any) -> np.ndarray:
+        check_is_fitted(self)
+        try:
+            arr = np.asarray(supports)
+        except (TypeError, ValueError):
+            raise ValueError("supports must be a numeric array of shape (B, m, d).") from None
+        if arr.ndim != 3:
+            raise ValueError(f"supports must have shape (B, m, n_features), got {arr.shape}.")
+        if arr.shape[0] == 0 or arr.shape[1] == 0:
+            raise ValueError(f"supports is empty (shape {arr.shape}); need B >= 1 and m >= 1.")
+        if arr.shape[2] != self.n_features_in_:
+            raise ValueError(
+                f"supports have {arr.shape[2]} features, but {type(self).__name__} is "
+                f"expecting {self.n_features_in_} features as input."
+            )
+        if not np.issubdtype(arr.dtype, np.number) or np.iscomplexobj(arr):
+            raise ValueError(f"supports must be real numbers, got dtype {arr.dtype}.")
+        dtype = np.float32 if arr.dtype == np.float32 else np.float64
+        arr = arr.astype(dtype, copy=False)
+        if not np.all(np.isfinite(arr)):
+            raise ValueError("Input supports contains NaN or infinity.")
+        return arr
+
+    def sample_batch(
+        self, n_samples: int, supports: Any, *, random_state: Any = None
+    ) -> np.ndarray:
+        """Generate ``n_samples`` points for each of many supports in one batched flow.
+
+        Equivalent to calling :meth:`sample` once per support (with other noise), but with the
+        fixed-step solvers every network evaluation covers all tasks, which is much faster for
+        evaluation sweeps (``"dopri5"`` integrates task by task).
+
+        Parameters
+        ----------
+        n_samples : int
+            Samples per support.
+        supports : array-like of shape (B, m, n_features)
+            One support set per task.
+        random_state : int, RandomState instance or None, default=None
+            Seed of the starting noise (drawn as one (B, n_samples, n_features) array);
+            ``None`` uses the estimator's ``random_state``.
+
+        Returns
+        -------
+        X : ndarray of shape (B, n_samples, n_features)
+        """
+        from ..solvers import integrate
+
+        supports = self._check_supports(supports)
+        B, _, d = supports.shape
+        n = _check_positive_int(n_samples, "n_samples")
+        x0 = self._noise(B * n, d, supports.dtype, random_state)
+        S = self._to_backend(supports)
+        self._validate_solver_params()
+
+        x0 = x0.reshape(B, n, d)
+        grid = self._time_grid()
+        kw = {"method": self.solver, "rtol": self.rtol, "atol": self.atol}
+        if self.solver == "dopri5":
+            # adaptive steps act on subsets of rows: integrate task by task
+            out = [
+                integrate(self._field(S[b]), self._to_backend(x0[b]), grid, **kw).y
+                for b in range(B)
+            ]
+            return np.stack([self._to_numpy(o) for o in out])
+
+        def field(t, x):
+            return self._predict(x, S, t)
+
+        return self._to_numpy(integrate(field, self._to_backend(x0), grid, **kw).y)
+
+    # -- the field -------------------------------------------------------------------------
+    def velocity(self, X: Any, t: Any, *, support: Any = None) -> np.ndarray:
+        """Learned velocity ``v(X, t; S)``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, n_features)
+            States at time ``t``.
+        t : float or array-like of shape (n,)
+            Times in [0, 1].
+        support : array-like of shape (m, n_features), optional
+            In-context support; the fitted one when None.
+
+        Returns
+        -------
+        V : ndarray of shape (n, n_features)
+            float32 when ``X`` and the support are float32, float64 otherwise.
+        """
+        X, support, t = self._prepare_call(X, t, support)
+        out = self._predict(self._to_backend(X), self._to_backend(support), t)
+        return self._to_numpy(out)
+
+    def attention_weights(self, X: Any, t: Any, *, support: Any = None) -> np.ndarray:
+        """Learned cross-attention weights ``softmax(Q K^T / sqrt(d_k))`` of every layer/head.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, n_features)
+        t : float or array-like of shape (n,)
+        support : array-like of shape (m, n_features), optional
+
+        Returns
+        -------
+        W : ndarray of shape (n_layers, n_heads, n, m)
+            Rows are probability vectors over the support; compare them with
+            ``NWFlowSampler.weights`` (e.g. :func:`skflow.metrics.nw_weight_correlation`).
+        """
+        X, support, t = self._prepare_call(X, t, support)
+        _, attn = self._predict(
+            self._to_backend(X), self._to_backend(support), t, return_attention=True
+        )
+        return self._to_numpy(attn).astype(X.dtype, copy=False)
+
+    # -- persistence -----------------------------------------------------------------------
+    def __getstate__(self):
+        state = super().__getstate__()
+        model = state.get("model_")
+        if model is not None and not isinstance(model, dict):
+            state = dict(state)
+            state["model_"] = {
+                "__skflow_model__": True,
+                "config": dict(model.config),
+                "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+            }
+        return state
+
+    def __setstate__(self, state):
+        model = state.get("model_")
+        if isinstance(model, dict) and model.get("__skflow_model__"):
+            from ..nn.transformer import CrossAttentionVelocity
+
+            net = _build_model(CrossAttentionVelocity, model["config"])
+            net.load_state_dict(model["state_dict"])
+            net.eval()
+            state = dict(state)
+            state["model_"] = net
+        super().__setstate__(state)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = False
+        return tags
+
+
+def _build_model(cls, config: dict):
+    """Construct a network without consuming the global Torch RNG (its state is restored)."""
+    import torch
+
+    with torch.random.fork_rng(devices=[]):
+        return cls(**config)
