@@ -1,0 +1,21 @@
+"""Reproductions of the paper's four experiments, on skflow's public API.
+
+Each experiment is a module with ``PRESETS`` (``"quick"``: a CPU run of a few minutes;
+``"full"``: the paper's scale, meant for a GPU; ``"tiny"``: the end-to-end test) and
+``run(preset="quick", *, output_dir=..., n_jobs=None, random_state=0) -> dict``, which writes
+``results.json`` and a PNG figure into ``output_dir`` and returns the numbers. Run them with
+``python -m skflow.experiments NAME --quick`` (or ``--full``).
+
+========== ==================================================================
+name       experiment
+========== ==================================================================
+collapse   dimension collapse on Gaussian-mixture tasks (d = 2 ... 16)
+geometry   geometric mismatch on spherical shells
+scarcity   support scarcity on real data with classes as tasks
+attention  attention-vs-NW weight correlation of the learned model across t
+========== ==================================================================
+"""
+
+EXPERIMENTS = ("collapse", "geometry", "scarcity", "attention")
+
+__all__ = ["EXPERIMENTS"]

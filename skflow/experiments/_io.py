@@ -1,0 +1,45 @@
+"""Small helpers shared by the experiments: output folders, JSON and figures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def prepare_output(output_dir: str | Path) -> Path:
+    """Create ``output_dir`` (and parents) and return it as a Path."""
+    path = Path(output_dir)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def write_json(results: dict, output_dir: str | Path, name: str = "results.json") -> Path:
+    """Write ``results`` (NumPy values converted) as indented JSON; returns the path."""
+    path = prepare_output(output_dir) / name
+    path.write_text(json.dumps(_plain(results), indent=2))
+    return path
+
+
+def save_figure(fig: Any, output_dir: str | Path, name: str) -> Path:
+    """Save a matplotlib figure as PNG and close it; returns the path."""
+    import matplotlib.pyplot as plt
+
+    path = prepare_output(output_dir) / name
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return path
