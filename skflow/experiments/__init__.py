@@ -14,6 +14,12 @@ geometry   geometric mismatch on spherical shells
 scarcity   support scarcity on real data with classes as tasks
 attention  attention-vs-NW weight correlation of the learned model across t
 ========== ==================================================================
+
+Examples
+--------
+>>> from skflow.experiments import EXPERIMENTS
+>>> EXPERIMENTS
+('collapse', 'geometry', 'scarcity', 'attention')
 """
 
 EXPERIMENTS = ("collapse", "geometry", "scarcity", "attention")
