@@ -443,12 +443,15 @@ def _gallery_argv(gallery_conf, script_vars):
 
     Sphinx-gallery runs every example with ``cwd = examples/`` and an empty ``argv``; an
     example that accepts ``--output-dir`` is pointed at ``docs/_build/gallery_output/<name>``
-    so the build never writes into the source tree.
+    so the build never writes into the source tree, and one that has a ``--quick`` preset runs
+    it, so the gallery stays fast.
     """
     src = Path(script_vars["src_file"])
-    if "--output-dir" in src.read_text(encoding="utf-8"):
-        return ["--output-dir", str(GALLERY_OUTPUT / src.stem)]
-    return []
+    text = src.read_text(encoding="utf-8")
+    argv = ["--quick"] if '"--quick"' in text else []
+    if "--output-dir" in text:
+        argv += ["--output-dir", str(GALLERY_OUTPUT / src.stem)]
+    return argv
 
 
 sphinx_gallery_conf = {

@@ -1,4 +1,8 @@
-"""Generating new digits: a PCA + NW-flow sampling pipeline chosen by cross-validation.
+"""
+Generating new digits with a PCA + NW-flow pipeline
+===================================================
+
+Generating new digits: a PCA + NW-flow sampling pipeline chosen by cross-validation.
 
 The scikit-learn example "Kernel Density Estimation" (``plot_digits_kde_sampling``) projects
 the 8x8 digits on 15 PCA components, fits a Gaussian KDE whose bandwidth is chosen by
@@ -33,7 +37,7 @@ from skflow.pipeline import make_sampling_pipeline
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description="Generating new digits with a PCA + NW-flow pipeline")
     parser.add_argument("--quick", action="store_true", help="small grid, fewer ODE steps")
     parser.add_argument("--output-dir", default="output", help="where the PNG is written")
     args = parser.parse_args(argv)
@@ -127,7 +131,6 @@ def _plot(real: np.ndarray, new: np.ndarray, path: Path, params: dict) -> None:
         f"sigma_min {params['nwflowsampler__sigma_min']})"
     )
     fig.savefig(path, dpi=100)
-    plt.close(fig)
 
 
 if __name__ == "__main__":

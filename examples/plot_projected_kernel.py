@@ -1,4 +1,8 @@
-"""Projected and anisotropic kernels against the isotropic NW flow on high-d Gaussian mixtures.
+"""
+Projected and anisotropic kernels on high-d mixtures
+====================================================
+
+Projected and anisotropic kernels against the isotropic NW flow on high-d Gaussian mixtures.
 
 In high dimension the isotropic Nadaraya-Watson weights collapse onto one support point early in
 the flow (n_eff -> 1): the first failure regime of the plug-in field. Computing the weights in a
@@ -58,7 +62,7 @@ def _samplers(k: int, n_steps: int, flow_iter: int, seed: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description="Projected and anisotropic kernels on high-d mixtures")
     parser.add_argument("--quick", action="store_true", help="fewer and smaller tasks")
     parser.add_argument("--output-dir", default="output", help="where the PNG is written")
     args = parser.parse_args(argv)
@@ -133,7 +137,6 @@ def _plot(summary: dict, d: int, m: int, path: Path) -> None:
     ax1.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=100)
-    plt.close(fig)
 
 
 if __name__ == "__main__":
