@@ -83,6 +83,18 @@ class _NumpyNamespace:
     def maximum(a, b):
         return np.maximum(a, b)
 
+    @staticmethod
+    def amax(a, axis, keepdims=False):
+        return np.max(a, axis=axis, keepdims=keepdims)
+
+    @staticmethod
+    def log(a):
+        return np.log(a)
+
+    @staticmethod
+    def logaddexp(a, b):
+        return np.logaddexp(a, b)
+
 
 class _TorchNamespace:
     name = "torch"
@@ -137,6 +149,15 @@ class _TorchNamespace:
 
     def maximum(self, a, b):
         return self.torch.maximum(a, b)
+
+    def amax(self, a, axis, keepdims=False):
+        return self.torch.amax(a, dim=axis, keepdim=keepdims)
+
+    def log(self, a):
+        return self.torch.log(a)
+
+    def logaddexp(self, a, b):
+        return self.torch.logaddexp(a, b)
 
 
 _NUMPY = _NumpyNamespace()

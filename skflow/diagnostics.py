@@ -157,12 +157,18 @@ def _path_neff(support, sigma_min, grid, n_trajectories, random_state):
         return nw_velocity(x, support, t, sigma_min=sigma_min)
 
     states = integrate(velocity, x0, grid, method="heun", return_trajectory=True).y
-    return np.stack(
+    neff = np.stack(
         [
             np.asarray(nw_effective_sample_size(states[k], support, t, sigma_min=sigma_min))
             for k, t in enumerate(grid)
         ]
     )
+    if not np.all(np.isfinite(neff)):
+        raise ValueError(
+            "n_eff is not finite: the support's magnitude is too large for floating-point "
+            "arithmetic (squared distances overflow). Rescale it, e.g. with StandardScaler."
+        )
+    return neff
 
 
 def _grid(n_steps: int, times: np.ndarray | None) -> np.ndarray:

@@ -37,6 +37,18 @@ dtype) and on CUDA (float16/bfloat16/float32) it runs fused kernels in memory li
 processed in blocks sized from the free memory. The weights, ``n_eff`` and the divergence need
 explicit logits and keep the GEMM path. Per-row time tensors stay on the device.
 
+*Streaming over the support* (both libraries, every function): for supports too large for the
+dense path (``m * max(d, 64)`` above the block budget, e.g. ``m = 10^6`` in ``d = 64``) or when
+``support_chunk_size`` is given, the support is read in chunks of rows and the softmax is
+accumulated in one pass with an online log-sum-exp: per query a running maximum ``M`` of the
+logits, a running normaliser ``Z = sum_i exp(l_i - M)`` and running weighted sums
+``sum_i exp(l_i - M) v_i`` (and ``... ||k_i||^2`` for the divergence, ``exp(2 (l_i - M))`` for
+``n_eff``), all rescaled by ``exp(M_old - M_new)`` when the maximum grows. The support mean is
+computed once (chunked, float64 accumulation) and each chunk is centred (and cast, and
+projected) on its own, so no full-size copy of the support is made: memory is
+``O(n d + chunk * (d + k) + block)``. The result equals the dense one to rounding (~1e-15
+relative in float64).
+
 Precision
 ---------
 float64 results equal a float64 brute force to about ``1e-12`` relative. In float32 the
@@ -79,6 +91,12 @@ Bandwidth = str | float | Callable[[np.ndarray], np.ndarray]
 
 # Budget for one (chunk, m) block of logits, in elements: 2**23 float64 values = 64 MiB.
 _BLOCK_ELEMENTS = 2**23
+# The dense path keeps whole-support temporaries (the centred support, its keys: m * max(d, k)
+# elements) and blocks of at least _STREAM_MIN_ROWS full rows of logits; above the block
+# budget the support is streamed in chunks instead.
+_STREAM_MIN_ROWS = 64
+# Streaming: support chunks are sized for blocks of (up to) this many queries.
+_STREAM_QUERY_ROWS = 1024
 # On CUDA a block may use this fraction of the free device memory (a few temporaries of the
 # block's size are alive at once: logits, exponentials, weights).
 _CUDA_MEMORY_FRACTION = 0.0625
@@ -146,11 +164,48 @@ def _check_bandwidth(bandwidth: Any) -> None:
         raise ValueError(f"bandwidth must be a positive finite float, got {bandwidth!r}.")
 
 
+def _real_numpy(a: Any, name: str) -> np.ndarray:
+    """``a`` as a NumPy array of a real numeric dtype (bool/int/float), else ``TypeError``.
+
+    Complex input is refused rather than cast (a cast would silently drop the imaginary
+    part); object arrays are converted to float64 when every entry is a real number.
+    """
+    arr = np.asarray(a)
+    kind = arr.dtype.kind
+    if kind in "biuf":
+        return arr
+    if kind == "c":
+        raise TypeError(
+            f"{name} must be real-valued, got complex dtype {arr.dtype}; pass np.real({name}) "
+            "explicitly if the imaginary part is to be dropped."
+        )
+    if kind == "O":
+        try:
+            return arr.astype(np.float64)
+        except (TypeError, ValueError):
+            pass
+    raise TypeError(f"{name} must be a real numeric array, got dtype {arr.dtype}.")
+
+
+def _check_real_torch(a: Any, name: str) -> None:
+    if a.is_complex():
+        raise TypeError(f"{name} must be real-valued, got complex dtype {a.dtype}.")
+
+
+def _check_chunk(value: Any, name: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+        raise ValueError(f"{name} must be a positive integer or None, got {value!r}.")
+    return int(value)
+
+
 def _times_to_numpy(t: Any) -> np.ndarray:
     """Times as a float64 NumPy array (scalar or (n,)), validated to lie in [0, 1]."""
     if is_torch(t):
+        _check_real_torch(t, "t")
         t = t.detach().cpu().numpy()
-    t_arr = np.asarray(t, dtype=np.float64)
+    t_arr = _real_numpy(t, "t").astype(np.float64, copy=False)
     if t_arr.ndim > 1:
         raise ValueError(
             f"t must be a scalar or a 1-D array of per-query times, got {t_arr.shape}."
@@ -210,12 +265,19 @@ def kernel_coefficients(
     return a, b, sigma_t
 
 
-def _prepare(x: Any, support: Any) -> tuple[Any, Any, Any]:
-    """Check shapes and bring ``x`` and ``support`` to a common floating dtype."""
+def _prepare(x: Any, support: Any, *, cast_support: bool = True) -> tuple[Any, Any, Any]:
+    """Check shapes and dtypes and bring ``x`` (and ``support``) to the common floating dtype.
+
+    With ``cast_support=False`` the support is returned as given (its chunks are cast when
+    they are streamed), so a huge support is never copied whole.
+    """
     xp = get_namespace(x, support)
     if xp.name == "numpy":
-        x = np.asarray(x)
-        support = np.asarray(support)
+        x = _real_numpy(x, "x")
+        support = _real_numpy(support, "support")
+    else:
+        _check_real_torch(x, "x")
+        _check_real_torch(support, "support")
     if x.ndim != 2 or support.ndim != 2:
         raise ValueError(
             f"x and support must be 2-D arrays (n, d) and (m, d); got {tuple(x.shape)} and "
@@ -232,13 +294,15 @@ def _prepare(x: Any, support: Any) -> tuple[Any, Any, Any]:
             np.float32 if (x.dtype == np.float32 and support.dtype == np.float32) else np.float64
         )
         x = x.astype(dtype, copy=False)
-        support = support.astype(dtype, copy=False)
+        if cast_support:
+            support = support.astype(dtype, copy=False)
     else:
         torch = xp.torch
         both32 = x.dtype == torch.float32 and support.dtype == torch.float32
         dtype = torch.float32 if both32 else torch.float64
         x = x.to(dtype)
-        support = support.to(device=x.device, dtype=dtype)
+        if cast_support:
+            support = support.to(device=x.device, dtype=dtype)
     return xp, x, support
 
 
@@ -271,19 +335,84 @@ class _Geometry:
             self.proj = None
             self.keys = self.values
         else:
-            proj = projection if xp.name == "torch" else np.asarray(projection)
-            proj = xp.asarray(proj, self.values)
-            if proj.ndim != 2 or proj.shape[1] != support.shape[1]:
-                raise ValueError(
-                    f"projection must have shape (k, {support.shape[1]}), got {tuple(proj.shape)}."
-                )
-            self.proj = proj
-            self.keys = self.values @ proj.T
+            self.proj = _projection_like(xp, projection, self.values, support.shape[1])
+            self.keys = self.values @ self.proj.T
         self.sq_norms = xp.sum(self.keys * self.keys, axis=1)[None, :]
 
     def queries(self, x_chunk, t_chunk):
         xc = x_chunk - t_chunk * self.mean
         return xc if self.proj is None else xc @ self.proj.T
+
+    def radius2(self) -> float:
+        """``max_i ||P (s_i - mu)||^2`` (host float)."""
+        return float(self.sq_norms.max())
+
+
+def _projection_like(xp, projection, like, d):
+    """The projection as an array of the dtype/device of ``like``, shape-checked."""
+    if xp.name == "torch" and is_torch(projection):
+        _check_real_torch(projection, "projection")
+        proj = projection
+    else:
+        proj = _real_numpy(
+            projection.detach().cpu().numpy() if is_torch(projection) else projection,
+            "projection",
+        )
+    proj = xp.asarray(proj, like)
+    if proj.ndim != 2 or proj.shape[1] != d:
+        raise ValueError(f"projection must have shape (k, {d}), got {tuple(proj.shape)}.")
+    return proj
+
+
+def _support_mean(xp, support, rows, like):
+    """Mean of the support rows (1, d), accumulated in float64 over chunks of ``rows`` rows
+    (no full-size copy of the support), returned in the dtype/device of ``like``."""
+    m = support.shape[0]
+    acc = like if (xp.name == "torch" and like.device.type == "mps") else None
+    total = None
+    for start in range(0, m, rows):
+        part = support[start : start + rows]
+        part = xp.asarray(part, like) if acc is not None else _to_float64(xp, part)
+        if xp.name == "torch":
+            part = part.to(like.device)
+        s = xp.sum(part, axis=0, keepdims=True)
+        total = s if total is None else total + s
+    return xp.asarray(total / m, like)
+
+
+class _StreamGeometry:
+    """Support geometry for streaming: the mean is computed once; chunks of ``rows`` support
+    rows are cast, centred and projected one at a time by :meth:`blocks`.
+
+    Never copies the whole support (the support itself is kept as given, in its own dtype).
+    """
+
+    def __init__(self, xp, support, projection, like, rows):
+        self.xp = xp
+        self.support = support
+        self.rows = int(rows)
+        self.like = like
+        self.mean = _support_mean(xp, support, self.rows, like)
+        d = support.shape[1]
+        self.proj = None if projection is None else _projection_like(xp, projection, like, d)
+        self.n_keys = d if self.proj is None else self.proj.shape[0]
+        self.n_support = support.shape[0]
+
+    def blocks(self):
+        """Yield ``(values, keys, sq_norms)`` per support chunk: ``values = s - mu`` (c, d),
+        ``keys = P values`` (c, k) and ``||keys||^2`` (1, c)."""
+        xp = self.xp
+        for start in range(0, self.n_support, self.rows):
+            values = xp.asarray(self.support[start : start + self.rows], self.like) - self.mean
+            keys = values if self.proj is None else values @ self.proj.T
+            yield values, keys, xp.sum(keys * keys, axis=1)[None, :]
+
+    def queries(self, x_chunk, t_chunk):
+        xc = x_chunk - t_chunk * self.mean
+        return xc if self.proj is None else xc @ self.proj.T
+
+    def radius2(self) -> float:
+        return max(float(sq.max()) for _, _, sq in self.blocks())
 
 
 class _RadiusCache:
@@ -318,7 +447,7 @@ class _RadiusCache:
                 for a, b in zip(key, entry[0], strict=True)
             ):
                 return entry[1]
-        value = float(geom.sq_norms.max())
+        value = geom.radius2()
         if key is not None:
             self._entry = (key, value)
         return value
@@ -347,26 +476,80 @@ class _Problem:
     back to the caller's dtype.
     """
 
-    def __init__(self, x, support, t, *, sigma_min, bandwidth, projection, chunk_size):
-        self.xp, self.x, support = _prepare(x, support)
+    def __init__(
+        self,
+        x,
+        support,
+        t,
+        *,
+        sigma_min,
+        bandwidth,
+        projection,
+        chunk_size,
+        support_chunk_size=None,
+    ):
+        self.xp, self.x, support = _prepare(x, support, cast_support=False)
         n = self.x.shape[0]
         self.out_dtype = self.x.dtype
         self.decay = 1.0 - float(sigma_min)
-        self.user_chunk = chunk_size
+        self.user_chunk = _check_chunk(chunk_size, "chunk_size")
         self.a_max = self._coefficients(t, n, sigma_min, bandwidth)
-        self.geom = _Geometry(self.xp, support, projection)
-        if (
-            _is_float32(self.xp, self.x)
-            and self.a_max > 0.0
-            and not (self.xp.name == "torch" and self.x.device.type == "mps")
-            and self.a_max * self._radius2(support, projection) > FLOAT32_LOGIT_LIMIT
-        ):
+        #: Support rows per streamed chunk, or None for the dense path.
+        self.support_rows = self._support_rows(support, projection, support_chunk_size)
+        # float32 norms may overflow here; that is detected below and computed in float64.
+        with np.errstate(over="ignore", invalid="ignore"):
+            if self.support_rows is None:
+                self.geom = _Geometry(self.xp, self._cast_support(support), projection)
+            else:
+                self.geom = _StreamGeometry(self.xp, support, projection, self.x, self.support_rows)
+            check32 = _is_float32(self.xp, self.x) and not (
+                self.xp.name == "torch" and self.x.device.type == "mps"
+            )
+            radius2 = self._radius2(support, projection) if check32 else 0.0
+        # Promote when the logits would lose precision, or when ||P(s - mu)||^2 overflows
+        # float32 (even at t = 0, where 0 * inf would give NaN weights).
+        if check32 and (not np.isfinite(radius2) or self.a_max * radius2 > FLOAT32_LOGIT_LIMIT):
             self._promote(support, projection)
+
+    @property
+    def streaming(self) -> bool:
+        return self.support_rows is not None
+
+    def _cast_support(self, support):
+        if self.xp.name == "torch":
+            return support.to(device=self.x.device, dtype=self.x.dtype)
+        return support.astype(self.x.dtype, copy=False)
+
+    def _budget(self) -> int:
+        """Elements of one explicit logits block (64 MiB of float64 on the host)."""
+        if self.xp.name == "torch" and self.x.device.type == "cuda":
+            return default_chunk_size(1, device=self.x.device, itemsize=self.x.element_size())
+        return _BLOCK_ELEMENTS
+
+    def _support_rows(self, support, projection, support_chunk_size) -> int | None:
+        """Rows per support chunk when streaming, None for the dense path.
+
+        Streaming is chosen when ``support_chunk_size`` (< m) is given, or automatically when
+        the dense path's whole-support temporaries or a block of ``_STREAM_MIN_ROWS`` rows of
+        logits (``m * max(d, k, 64)`` elements) would exceed the block budget.
+        """
+        m, d = support.shape
+        rows = _check_chunk(support_chunk_size, "support_chunk_size")
+        if rows is not None:
+            return rows if rows < m else None
+        shape = getattr(projection, "shape", None)
+        k = int(shape[0]) if shape is not None and len(shape) == 2 else d
+        width = max(d, k, _STREAM_MIN_ROWS)
+        if m * width <= _BLOCK_ELEMENTS or m * width <= self._budget():
+            return None
+        n = self.x.shape[0]
+        rows = self._budget() // max(min(max(n, 1), _STREAM_QUERY_ROWS), d, k, 1)
+        return max(1, rows) if rows < m else None
 
     def _radius2(self, support, projection) -> float:
         if self.xp.name == "torch":
             return _TORCH_RADIUS.radius2(self.geom, support, projection)
-        return float(self.geom.sq_norms.max())
+        return self.geom.radius2()
 
     def _coefficients(self, t, n, sigma_min, bandwidth) -> float:
         """Set ``t, a, b, sigma_t`` (floats or (n, 1) columns); return ``max a`` (host float)."""
@@ -405,8 +588,10 @@ class _Problem:
         self.t, self.a, self.b, self.sigma_t = (
             _to_float64(xp, c) for c in (self.t, self.a, self.b, self.sigma_t)
         )
-        proj = None if projection is None else _to_float64(xp, xp.asarray(projection, support))
-        self.geom = _Geometry(xp, _to_float64(xp, support), proj)
+        if self.streaming:  # chunks are cast as they are read: no copy of the support
+            self.geom = _StreamGeometry(xp, support, projection, self.x, self.support_rows)
+            return
+        self.geom = _Geometry(xp, _to_float64(xp, self._cast_support(support)), projection)
 
     def finish(self, result):
         """Cast a result back to the caller's dtype (after a float64 promotion)."""
@@ -418,9 +603,11 @@ class _Problem:
 
     @property
     def step(self) -> int:
-        """Queries per explicit ``(chunk, m)`` logits block."""
+        """Queries per explicit ``(chunk, m)`` logits block (``(chunk, rows)`` if streaming)."""
         if self.user_chunk:
             return int(self.user_chunk)
+        if self.streaming:
+            return max(1, self._budget() // self.support_rows)
         m = self.geom.keys.shape[0]
         if self.xp.name == "torch" and self.x.device.type == "cuda":
             return default_chunk_size(m, device=self.x.device, itemsize=self.x.element_size())
@@ -430,7 +617,7 @@ class _Problem:
         """Yield ``(start, stop, logits)`` over query blocks: the only O(n m) work."""
         g = self.geom
         step = self.step
-        for start in range(0, self.x.shape[0], step):
+        for start in range(0, max(self.x.shape[0], 1), step):  # one empty block if n = 0
             stop = min(self.x.shape[0], start + step)
             q = g.queries(self.x[start:stop], _slice(self.t, start, stop))
             logits = _slice(self.a, start, stop) * (q @ g.keys.T)
@@ -456,6 +643,79 @@ class _Problem:
         return (mean - self.decay * self.x) / self.sigma_t
 
 
+def _query_ranges(prob):
+    """``(start, stop)`` of the query blocks; one empty block when there are no queries."""
+    n, step = prob.x.shape[0], prob.step
+    return [(start, min(n, start + step)) for start in range(0, max(n, 1), step)]
+
+
+def _stream_stats(prob, *, divergence=False, neff=False):
+    """One pass over the support chunks with an online log-sum-exp (streaming path).
+
+    Per query ``i`` and support chunk ``c`` with logits ``l``: ``M <- max(M, max_c l)``, and
+    every running sum ``A`` (of ``exp(l - M)`` times a per-key quantity) becomes
+    ``A exp(M_old - M_new) + sum_c exp(l - M_new) * quantity``. Returned (each over all rows):
+
+    * ``max`` (n, 1) and ``z = sum exp(l - M)`` (n, 1): ``lse = max + log z``;
+    * ``mean`` (n, d): ``sum exp(l - M) (s - mu)``;
+    * with ``divergence``: ``sq`` (n, 1), ``sum exp(l - M) ||P(s - mu)||^2``, and, with a
+      projection, ``keys`` (n, k), ``sum exp(l - M) P(s - mu)``;
+    * with ``neff``: ``z2 = sum exp(2 (l - M))`` (n, 1).
+
+    The support chunks are the outer loop (each is cast, centred and projected once); the
+    per-query-block states are replaced, never updated in place, so autograd works.
+    """
+    xp, g = prob.xp, prob.geom
+    ranges = _query_ranges(prob)
+    queries = [g.queries(prob.x[a:b], _slice(prob.t, a, b)) for a, b in ranges]
+    states = [None] * len(ranges)
+    for values, keys, sq in g.blocks():
+        sq_col = sq.reshape(-1, 1)
+        for i, (start, stop) in enumerate(ranges):
+            logits = _slice(prob.a, start, stop) * (queries[i] @ keys.T)
+            logits = logits - _slice(prob.b, start, stop) * sq
+            old = states[i]
+            top = xp.amax(logits, axis=1, keepdims=True)
+            top = top if old is None else xp.maximum(old["max"], top)
+            p = xp.exp(logits - top)
+            block = {"z": xp.sum(p, axis=1, keepdims=True), "mean": p @ values}
+            if divergence:
+                block["sq"] = p @ sq_col
+                if g.proj is not None:
+                    block["keys"] = p @ keys
+            if neff:
+                block["z2"] = xp.sum(p * p, axis=1, keepdims=True)
+            if old is not None:
+                scale = xp.exp(old["max"] - top)
+                for name in block:
+                    factor = scale * scale if name == "z2" else scale
+                    block[name] = old[name] * factor + block[name]
+            block["max"] = top
+            states[i] = block
+    return {name: xp.concat([st[name] for st in states], axis=0) for name in states[0]}
+
+
+def _stream_logit_blocks(prob):
+    """Yield ``(i, logits)`` for query block ``i`` and each support chunk, chunk-major."""
+    g = prob.geom
+    ranges = _query_ranges(prob)
+    queries = [g.queries(prob.x[a:b], _slice(prob.t, a, b)) for a, b in ranges]
+    for _, keys, sq in g.blocks():
+        for i, (start, stop) in enumerate(ranges):
+            logits = _slice(prob.a, start, stop) * (queries[i] @ keys.T)
+            yield i, logits - _slice(prob.b, start, stop) * sq
+
+
+def _stream_matrix(prob, transform=None):
+    """The (n, m) logits (or ``transform(i, logits)`` of them), assembled from streamed blocks."""
+    xp = prob.xp
+    n_blocks = len(_query_ranges(prob))
+    columns = [[] for _ in range(n_blocks)]
+    for i, logits in _stream_logit_blocks(prob):
+        columns[i].append(logits if transform is None else transform(i, logits))
+    return xp.concat([xp.concat(cols, axis=1) for cols in columns], axis=0)
+
+
 def _attention_mean(prob):
     """Local mean ``sum_i w_i s_i`` (n, d) through the attention realization (Torch only).
 
@@ -479,7 +739,11 @@ def _attention_mean(prob):
 
 
 def _local_mean(prob):
-    """Local mean ``sum_i w_i s_i``: attention engine on Torch, chunked GEMMs on NumPy."""
+    """Local mean ``sum_i w_i s_i``: attention engine on Torch, chunked GEMMs on NumPy, the
+    online log-sum-exp over support chunks for large supports (both)."""
+    if prob.streaming:
+        stats = _stream_stats(prob)
+        return stats["mean"] / stats["z"] + prob.geom.mean
     if prob.xp.name == "torch" and _USE_ATTENTION:
         return _attention_mean(prob)
     return _reduce(prob, want_second=False)[0] + prob.geom.mean
@@ -504,6 +768,8 @@ def nw_logits(
     sigma_min: float = 0.01,
     bandwidth: Bandwidth = "ot",
     projection: Any = None,
+    chunk_size: int | None = None,
+    support_chunk_size: int | None = None,
 ) -> Any:
     """Logits of the NW weights, up to a per-row constant.
 
@@ -521,6 +787,14 @@ def nw_logits(
         See :func:`kernel_coefficients`.
     projection : array of shape (k, d), optional
         Weights computed from ``P x`` and ``P s_i`` (anisotropic kernel ``M = P^T P``).
+    chunk_size : int, optional
+        Queries per block; default keeps a block of logits near 64 MiB.
+    support_chunk_size : int, optional
+        Support rows per chunk: the support is streamed in chunks of this many rows (online
+        log-sum-exp, no full-size copy of the support). Default: streaming is chosen
+        automatically when ``m * max(d, k, 64)`` exceeds the block budget (``2**23``
+        elements on the host, e.g. ``m > 131072`` in ``d = 64``), with chunks sized for the
+        budget; the dense path otherwise. Both give the same result up to rounding.
 
     Returns
     -------
@@ -540,8 +814,11 @@ def nw_logits(
         sigma_min=sigma_min,
         bandwidth=bandwidth,
         projection=projection,
-        chunk_size=None,
+        chunk_size=chunk_size,
+        support_chunk_size=support_chunk_size,
     )
+    if prob.streaming:
+        return prob.finish(_stream_matrix(prob))
     return prob.finish(prob.xp.concat([logits for _, _, logits in prob.chunks()], axis=0))
 
 
@@ -553,6 +830,8 @@ def nw_weights(
     sigma_min: float = 0.01,
     bandwidth: Bandwidth = "ot",
     projection: Any = None,
+    chunk_size: int | None = None,
+    support_chunk_size: int | None = None,
 ) -> Any:
     """Nadaraya-Watson weights ``w_i(x, t)`` of the exact field.
 
@@ -577,9 +856,17 @@ def nw_weights(
         sigma_min=sigma_min,
         bandwidth=bandwidth,
         projection=projection,
-        chunk_size=None,
+        chunk_size=chunk_size,
+        support_chunk_size=support_chunk_size,
     )
     xp = prob.xp
+    if prob.streaming:  # two passes: the log-normalisers, then the normalised blocks
+        stats = _stream_stats(prob)
+        lse = stats["max"] + xp.log(stats["z"])
+        ranges = _query_ranges(prob)
+        return prob.finish(
+            _stream_matrix(prob, lambda i, logits: xp.exp(logits - lse[slice(*ranges[i])]))
+        )
     blocks = [xp.softmax(logits, axis=1) for _, _, logits in prob.chunks()]
     return prob.finish(xp.concat(blocks, axis=0))
 
@@ -609,15 +896,14 @@ def nw_local_mean(
     bandwidth: Bandwidth = "ot",
     projection: Any = None,
     chunk_size: int | None = None,
+    support_chunk_size: int | None = None,
 ) -> Any:
     """Nadaraya-Watson local mean ``m(x, t) = sum_i w_i(x, t) s_i``.
 
     Parameters
     ----------
-    x, support, t, sigma_min, bandwidth, projection
+    x, support, t, sigma_min, bandwidth, projection, chunk_size, support_chunk_size
         See :func:`nw_logits`.
-    chunk_size : int, optional
-        Queries per block; default keeps a block of logits near 64 MiB.
 
     Returns
     -------
@@ -637,6 +923,7 @@ def nw_local_mean(
         bandwidth=bandwidth,
         projection=projection,
         chunk_size=chunk_size,
+        support_chunk_size=support_chunk_size,
     )
     return prob.finish(_local_mean(prob))
 
@@ -650,6 +937,7 @@ def nw_velocity(
     bandwidth: Bandwidth = "ot",
     projection: Any = None,
     chunk_size: int | None = None,
+    support_chunk_size: int | None = None,
 ) -> Any:
     """Exact marginal velocity ``u_t(x) = (m(x, t) - (1 - sigma_min) x) / sigma_t``.
 
@@ -661,8 +949,8 @@ def nw_velocity(
         Support set.
     t : float or array of shape (n,)
         Times in [0, 1]; the field is finite at both ends.
-    sigma_min, bandwidth, projection, chunk_size
-        See :func:`nw_local_mean`.
+    sigma_min, bandwidth, projection, chunk_size, support_chunk_size
+        See :func:`nw_logits`.
 
     Returns
     -------
@@ -685,6 +973,7 @@ def nw_velocity(
         bandwidth=bandwidth,
         projection=projection,
         chunk_size=chunk_size,
+        support_chunk_size=support_chunk_size,
     )
     return prob.finish(prob.velocity(_local_mean(prob)))
 
@@ -698,6 +987,7 @@ def nw_velocity_and_divergence(
     bandwidth: Bandwidth = "ot",
     projection: Any = None,
     chunk_size: int | None = None,
+    support_chunk_size: int | None = None,
 ) -> tuple[Any, Any]:
     """Velocity and its exact divergence in one pass.
 
@@ -726,12 +1016,19 @@ def nw_velocity_and_divergence(
         bandwidth=bandwidth,
         projection=projection,
         chunk_size=chunk_size,
+        support_chunk_size=support_chunk_size,
     )
     xp, g = prob.xp, prob.geom
-    centred, second = _reduce(prob, want_second=True)
-    if g.proj is None:
+    if prob.streaming:
+        stats = _stream_stats(prob, divergence=True)
+        centred = stats["mean"] / stats["z"]
+        mean_p = centred if g.proj is None else stats["keys"] / stats["z"]
+        trace = (stats["sq"] / stats["z"])[:, 0] - xp.sum(mean_p * mean_p, axis=1)
+    elif g.proj is None:
+        centred, second = _reduce(prob, want_second=True)
         trace = second - xp.sum(centred * centred, axis=1)
     else:
+        centred, _ = _reduce(prob, want_second=False)
         # tr(P^T P Cov_w) = E_w ||P(s - mu)||^2 - ||P m_c||^2: the same reduction on P-values.
         mean_p, second_p = _reduce(prob, want_second=True, values=g.keys)
         trace = second_p - xp.sum(mean_p * mean_p, axis=1)
@@ -750,6 +1047,7 @@ def nw_divergence(
     bandwidth: Bandwidth = "ot",
     projection: Any = None,
     chunk_size: int | None = None,
+    support_chunk_size: int | None = None,
 ) -> Any:
     """Exact divergence of the NW velocity field (no Hutchinson estimator).
 
@@ -771,6 +1069,7 @@ def nw_divergence(
         bandwidth=bandwidth,
         projection=projection,
         chunk_size=chunk_size,
+        support_chunk_size=support_chunk_size,
     )[1]
 
 
@@ -783,6 +1082,7 @@ def nw_effective_sample_size(
     bandwidth: Bandwidth = "ot",
     projection: Any = None,
     chunk_size: int | None = None,
+    support_chunk_size: int | None = None,
 ) -> Any:
     """Kish effective sample size ``1 / sum_i w_i^2`` of the NW weights at ``(x, t)``.
 
@@ -808,8 +1108,12 @@ def nw_effective_sample_size(
         bandwidth=bandwidth,
         projection=projection,
         chunk_size=chunk_size,
+        support_chunk_size=support_chunk_size,
     )
     xp = prob.xp
+    if prob.streaming:  # (sum e^(l - M))^2 / sum e^(2 (l - M)): the same two log-sum-exps
+        stats = _stream_stats(prob, neff=True)
+        return prob.finish((stats["z"] * stats["z"] / stats["z2"])[:, 0])
     out = [
         xp.exp(2.0 * xp.logsumexp(logits, axis=1) - xp.logsumexp(2.0 * logits, axis=1))
         for _, _, logits in prob.chunks()
@@ -824,11 +1128,26 @@ def nw_log_density(
     *,
     sigma_min: float = 0.01,
     chunk_size: int | None = None,
+    support_chunk_size: int | None = None,
 ) -> Any:
     """Log-density of the path marginal ``p_t = (1/m) sum_i N(t s_i, sigma_t^2 I)`` at ``x``.
 
     At ``t = 1`` this is the log-density of the Gaussian KDE of the support with bandwidth
     ``sigma_min``: the terminal law of the exactly integrated flow.
+
+    Parameters
+    ----------
+    x : array of shape (n, d)
+    support : array of shape (m, d)
+    t : float
+        One time in [0, 1].
+    sigma_min : float, default=0.01
+    chunk_size : int, optional
+        Queries per block.
+    support_chunk_size : int, optional
+        Support rows per block; default: the whole support when an ``(m, d)`` block fits
+        the budget (``2**23`` elements), else chunks of ``2**23 // d`` rows combined with
+        ``logaddexp``.
 
     Returns
     -------
@@ -840,20 +1159,30 @@ def nw_log_density(
     >>> round(float(nw_log_density(np.zeros((1, 1)), np.zeros((1, 1)), 0.0)[0]), 6)
     -0.918939
     """
-    xp, xq, supp = _prepare(x, support)
+    xp, xq, supp = _prepare(x, support, cast_support=False)
     t_arr = _times_to_numpy(t)
     if t_arr.ndim != 0:
         raise ValueError("nw_log_density takes a scalar t.")
     t_f = float(t_arr)
     sigma_t = OTPath(sigma_min).sigma(t_f)
     m, d = supp.shape
+    chunk_size = _check_chunk(chunk_size, "chunk_size")
+    rows = _check_chunk(support_chunk_size, "support_chunk_size")
+    if rows is None:
+        rows = m if m * d <= _BLOCK_ELEMENTS else max(1, _BLOCK_ELEMENTS // max(d, 1))
+    rows = min(rows, m)
     # Exact differences rather than the norm expansion: near t = 1 the distances are divided
     # by sigma_min^2, so the expansion's cancellation error would be amplified ~1e4 times.
-    step = chunk_size or default_chunk_size(m * d)
+    step = chunk_size or default_chunk_size(rows * d)
+    chunks = [(j, min(m, j + rows)) for j in range(0, m, rows)]
     out = []
-    for start in range(0, xq.shape[0], step):
-        diff = xq[start : start + step, None, :] - t_f * supp[None, :, :]
-        dist2 = xp.sum(diff * diff, axis=2)
-        out.append(xp.logsumexp(-dist2 / (2.0 * sigma_t**2), axis=1))
+    for start in range(0, max(xq.shape[0], 1), step):
+        lse = None
+        for j0, j1 in chunks:
+            diff = xq[start : start + step, None, :] - t_f * xp.asarray(supp[j0:j1], xq)[None, :, :]
+            dist2 = xp.sum(diff * diff, axis=2)
+            part = xp.logsumexp(-dist2 / (2.0 * sigma_t**2), axis=1)
+            lse = part if lse is None else xp.logaddexp(lse, part)
+        out.append(lse)
     lse = xp.concat(out, axis=0)
     return lse - np.log(m) - 0.5 * d * np.log(2.0 * np.pi * sigma_t**2)

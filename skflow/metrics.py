@@ -291,6 +291,52 @@ def _resolve_bandwidth(
     return bw  # type: ignore[return-value]
 
 
+def _exact_scale(*arrays: Any) -> float:
+    """Power of two ``c`` with ``max |a| / c`` in ``[1, 2)`` over the given arrays.
+
+    The Gaussian-kernel MMD is invariant under scaling the data and the bandwidth together,
+    and dividing by a power of two is exact in binary floating point, so computing on
+    ``X / c`` with bandwidth ``h / c`` changes no result (beyond values below the subnormal
+    range) while keeping squared distances of huge (~1e300) or tiny (~1e-300) inputs from
+    overflowing to inf or underflowing to 0. Returns 1.0 for all-zero input.
+    """
+    top = 0.0
+    for a in arrays:
+        if a is not None and a.shape[0]:
+            top = max(top, float(a.abs().max()) if _is_torch(a) else float(np.max(np.abs(a))))
+    if not (top > 0.0 and math.isfinite(top)):
+        return 1.0
+    return math.ldexp(1.0, math.frexp(top)[1] - 1)
+
+
+def _scaled_bandwidth(
+    bw: str | tuple[float, ...], c: float, Xs: Any, Ys: Any, reference: Any
+) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """``(1 / (2 h^2)`` in the units of the data divided by ``c``, ``h`` in input units``)``.
+
+    Given bandwidths are returned as given; the median heuristic is computed on the rescaled
+    data and scaled back (``ValueError`` if the median distance overflows float64).
+    """
+    if bw == "median":
+        h_scaled = _resolve_bandwidth(bw, Xs, Ys, reference)
+        h = tuple(hh * c for hh in h_scaled)
+        if not all(math.isfinite(hh) for hh in h):
+            raise ValueError(
+                "the median heuristic bandwidth overflows float64 (pairwise distances above "
+                "1.8e308); rescale the data"
+            )
+        return _inverse_two_h2(h_scaled), h
+    h_scaled = _resolve_bandwidth(tuple(hh / c for hh in bw), Xs, Ys, reference)
+    return _inverse_two_h2(h_scaled), tuple(bw)
+
+
+def _inverse_two_h2(h: tuple[float, ...]) -> tuple[float, ...]:
+    """``1 / (2 h^2)`` per bandwidth, capped at 1e300 so that a bandwidth so small that this
+    overflows still gives the limit kernel (1 at distance 0, 0 elsewhere), not NaN."""
+    dens = (2.0 * hh * hh for hh in h)
+    return tuple(min(1e300, 1.0 / den) if den > 0.0 else 1e300 for den in dens)
+
+
 def _to_numpy(a: Any) -> Any:
     return a.detach().cpu().numpy() if _is_torch(a) else a
 
@@ -407,10 +453,20 @@ def mmd2(
         raise ValueError(
             f"Y must have at least 2 rows for the unbiased MMD² (got {m}); use unbiased=False"
         )
-    h = _resolve_bandwidth(bw, Xv, Yv, reference)
-    inv = tuple(1.0 / (2.0 * hh * hh) for hh in h)
+    if reference is not None and bw == "median":
+        reference = (
+            _torch_2d("reference", reference, Xv.device)
+            if _is_torch(Xv)
+            else _numpy_2d("reference", _to_numpy(reference))
+        )
+    # Exact rescaling (power of two): squared distances of huge or tiny inputs stay finite.
+    c = _exact_scale(Xv, Yv, reference if bw == "median" else None)
+    Xv, Yv = Xv / c, Yv / c
+    if reference is not None and bw == "median":
+        reference = reference / c
+    inv, h = _scaled_bandwidth(bw, c, Xv, Yv, reference)
 
-    center = (Xv.sum(0) + Yv.sum(0)) / (n + m)
+    center = Xv.sum(0) / (n + m) + Yv.sum(0) / (n + m)
     Xc, Yc = Xv - center, Yv - center
     x_sq, y_sq = (Xc * Xc).sum(1), (Yc * Yc).sum(1)
     kxx = _kernel_sum(Xc, None, x_sq, None, inv, chunk, unbiased)
@@ -523,7 +579,9 @@ def mmd2_test(
     for name, size in (("X", n), ("Y", m)):
         if size < 2:
             raise ValueError(f"{name} must have at least 2 rows for the unbiased MMD² (got {size})")
-    h = _resolve_bandwidth(bw, Xv, Yv, None)
+    c = _exact_scale(Xv, Yv)  # see mmd2: exact rescaling against overflow
+    Xv, Yv = Xv / c, Yv / c
+    inv, h = _scaled_bandwidth(bw, c, Xv, Yv, None)
     rng = _check_random_state(random_state)
 
     Z = np.concatenate([Xv, Yv], axis=0)
@@ -535,14 +593,14 @@ def mmd2_test(
     D += z_sq[None, :]
     np.maximum(D, 0.0, out=D)
     np.fill_diagonal(D, 0.0)
-    if len(h) == 1:  # in place: one N x N array
+    if len(inv) == 1:  # in place: one N x N array
         K = D
-        K *= -1.0 / (2.0 * h[0] * h[0])
+        K *= -inv[0]
         np.exp(K, out=K)
     else:
         K = np.zeros_like(D)
-        for hh in h:
-            K += np.exp(D * (-1.0 / (2.0 * hh * hh)))
+        for c_inv in inv:
+            K += np.exp(D * -c_inv)
         del D
     np.fill_diagonal(K, 0.0)
     r = K.sum(axis=1)

@@ -31,6 +31,17 @@ __all__ = ["FlowProjection", "nw_flow_matching_loss"]
 _QUERY_DRAWS = 256
 
 
+def _check_finite(out: np.ndarray, dtype: Any) -> np.ndarray:
+    """The projected array, or a ValueError if it overflows ``dtype`` (e.g. float32 input
+    with a projection fitted on data of magnitude above float32's range)."""
+    if not np.all(np.isfinite(out)):
+        raise ValueError(
+            f"the projection of finite input is not finite in {np.dtype(dtype).name}: the "
+            "magnitudes overflow; pass float64 input or rescale the data."
+        )
+    return out
+
+
 def _check_int(value: Any, name: str, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}.")
@@ -342,6 +353,11 @@ class FlowProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
             schedule.step()
             self.loss_curve_.append(float(loss.detach()))
         self.components_ = P.detach().cpu().numpy()
+        if not np.all(np.isfinite(self.components_)):
+            raise ValueError(
+                "FlowProjection diverged (non-finite projection): X is too large in "
+                "magnitude for the flow-matching loss; rescale it, e.g. with StandardScaler."
+            )
         self.n_iter_ = self.n_iter
         return self
 
@@ -383,7 +399,9 @@ class FlowProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         """
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
-        return (X - self.mean_.astype(X.dtype)) @ self.components_.T.astype(X.dtype)
+        with np.errstate(over="ignore", invalid="ignore"):
+            Z = (X - self.mean_.astype(X.dtype)) @ self.components_.T.astype(X.dtype)
+        return _check_finite(Z, X.dtype)
 
     def inverse_transform(self, X: Any) -> np.ndarray:
         """Map projected points back: ``X @ pinv(components_).T + mean_`` (minimum norm).
@@ -402,7 +420,9 @@ class FlowProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         if Z.shape[1] != k:
             raise ValueError(f"X has {Z.shape[1]} features, but the projection has {k}.")
         pinv = np.linalg.pinv(self.components_)
-        return (Z @ pinv.T.astype(Z.dtype) + self.mean_.astype(Z.dtype)).astype(Z.dtype)
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = (Z @ pinv.T.astype(Z.dtype) + self.mean_.astype(Z.dtype)).astype(Z.dtype)
+        return _check_finite(out, Z.dtype)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -31,9 +31,12 @@ def test_dask_cluster_equals_serial(fitted):
     distributed = pytest.importorskip("distributed")
     n = 2 * SAMPLING_BATCH_SIZE + 10
     serial = _with_jobs(fitted, 1).sample(n, random_state=5)
-    with distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
-    ) as cluster, distributed.Client(cluster):
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster),
+    ):
         with parallel_config(backend="dask"):
             on_cluster = _with_jobs(fitted, 2).sample(n, random_state=5)
     np.testing.assert_array_equal(serial, on_cluster)

@@ -20,9 +20,27 @@ from ..solvers import FIXED_STEP_METHODS, METHODS, integrate
 
 __all__ = ["BaseFlowSampler"]
 
+# Step budget of the adaptive solver (dopri5) per integration. Well-posed problems take a few
+# hundred steps even at tight tolerances; far more means the field is too stiff to resolve
+# (e.g. supports of magnitude ~1e30, where the kernel switches between support points across
+# distances below the floating-point resolution), and the estimator then raises instead of
+# running for minutes.
+ADAPTIVE_MAX_STEPS = 10_000
+
 # Rows integrated together. Sampling always splits into batches of this size, whatever
 # ``n_jobs`` is, so serial and parallel runs do exactly the same arithmetic.
 SAMPLING_BATCH_SIZE = 4096
+
+
+def _check_finite_output(a: np.ndarray, what: str) -> np.ndarray:
+    """Raise a clear ValueError instead of returning NaN/inf computed from finite inputs."""
+    if not np.all(np.isfinite(a)):
+        raise ValueError(
+            f"{what} is not finite (NaN or inf) although the inputs are finite: their "
+            "magnitude is too large for floating-point arithmetic (squared distances "
+            "overflow). Rescale the data, e.g. with sklearn.preprocessing.StandardScaler."
+        )
+    return a
 
 
 def _check_positive_int(value: Any, name: str, minimum: int = 1) -> int:
@@ -99,16 +117,36 @@ class BaseFlowSampler(BaseEstimator):
     def _integrate_batch(self, support, x0, grid, trajectory):
         """Integrate one batch of rows on this sampler's backend; returns NumPy."""
         field = self._field(self._to_backend(support))
-        sol = integrate(
-            field,
-            self._to_backend(x0),
-            grid,
-            method=self.solver,
-            return_trajectory=trajectory,
-            rtol=self.rtol,
-            atol=self.atol,
-        )
+        sol = self._solve(field, self._to_backend(x0), grid, return_trajectory=trajectory)
         return self._to_numpy(sol.y)
+
+    def _solve(self, field, y0, grid, **kwargs):
+        """``integrate`` with this sampler's solver; a non-finite velocity, or an adaptive
+        solve that exhausts :data:`ADAPTIVE_MAX_STEPS`, is a ValueError."""
+        try:
+            return integrate(
+                field,
+                y0,
+                grid,
+                method=self.solver,
+                rtol=self.rtol,
+                atol=self.atol,
+                max_steps=ADAPTIVE_MAX_STEPS,
+                **kwargs,
+            )
+        except FloatingPointError as exc:  # the adaptive solver met a non-finite velocity
+            raise ValueError(
+                f"{exc} The inputs' magnitude is too large for floating-point arithmetic "
+                "(squared distances overflow); rescale them, e.g. with StandardScaler."
+            ) from exc
+        except RuntimeError as exc:
+            if "max_steps" not in str(exc):
+                raise
+            raise ValueError(
+                f"{exc} The velocity field is too stiff for the adaptive solver at this data "
+                "scale; rescale the data (e.g. StandardScaler), raise rtol/atol or use a "
+                "fixed-step solver."
+            ) from exc
 
     def _integrate(self, support, x0, grid, trajectory):
         self._validate_solver_params()
@@ -125,7 +163,8 @@ class BaseFlowSampler(BaseEstimator):
             parts = Parallel(n_jobs=n_jobs)(
                 delayed(_integrate_batch)(self, support, b, grid, trajectory) for b in batches
             )
-        return np.concatenate(parts, axis=1 if trajectory else 0)
+        out = np.concatenate(parts, axis=1 if trajectory else 0)
+        return _check_finite_output(out, "the sampled trajectory" if trajectory else "the sample")
 
     def sample(
         self, n_samples: int = 1, *, support: Any = None, random_state: Any = None
@@ -217,6 +256,8 @@ class BaseFlowSampler(BaseEstimator):
         if y is None:
             return self._score_one(X, None)
         y = np.asarray(y)
+        if y.ndim != 1:
+            raise ValueError(f"y must be a 1-D array of task labels, got shape {y.shape}.")
         if y.shape[0] != X.shape[0]:
             raise ValueError(f"y has {y.shape[0]} entries but X has {X.shape[0]} rows.")
         scores = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import numbers
 from typing import Any
 
@@ -12,8 +13,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .. import field as F
 from .._device import resolve_device, use_torch_backend
 from ..paths import OTPath
-from ..solvers import integrate
-from ._base import BaseFlowSampler
+from ._base import BaseFlowSampler, _check_finite_output, _check_positive_int
 
 __all__ = ["NWFlowSampler"]
 
@@ -43,6 +43,17 @@ def _kernel_shape(cov: np.ndarray, kernel: str, reg: float) -> np.ndarray | None
         G = (evecs / np.sqrt(evals)) @ evecs.T
     scale2 = total / float(np.trace(G.T @ G @ cov))
     return np.sqrt(scale2) * G
+
+
+def _check_times(t: Any) -> np.ndarray:
+    """Times ``t`` (scalar or 1-D) as float64, refusing complex and non-numeric input."""
+    try:
+        arr = np.asarray(t)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"t must be a float or a 1-D array of floats, got {t!r}.") from exc
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(f"t must be real-valued (float or 1-D float array), got dtype {arr.dtype}.")
+    return arr.astype(np.float64)
 
 
 def _is_transformer(obj: Any) -> bool:
@@ -157,6 +168,12 @@ class NWFlowSampler(BaseFlowSampler):
         Torch device (Torch backend only).
     chunk_size : int, optional
         Queries per block of the ``(chunk, m)`` kernel matrix; default keeps it near 64 MiB.
+    support_chunk_size : int, optional
+        Support rows per chunk when the support is streamed (online log-sum-exp over support
+        chunks, memory independent of ``m``). By default supports too large for a dense
+        block (``m * max(d, 64) > 2**23``, e.g. ``m > 131072`` in ``d = 64``) are streamed
+        automatically; see :func:`skflow.field.nw_logits`. Results do not depend on it
+        beyond rounding.
     support_size : int, optional
         Support rows per task in the few-shot :meth:`score` (half of each task when None).
     n_jobs : int, optional
@@ -221,6 +238,7 @@ class NWFlowSampler(BaseFlowSampler):
         backend: str = "auto",
         device: str = "cpu",
         chunk_size: int | None = None,
+        support_chunk_size: int | None = None,
         support_size: int | None = None,
         n_jobs: int | None = None,
         random_state: Any = None,
@@ -237,6 +255,7 @@ class NWFlowSampler(BaseFlowSampler):
         self.backend = backend
         self.device = device
         self.chunk_size = chunk_size
+        self.support_chunk_size = support_chunk_size
         self.support_size = support_size
         self.n_jobs = n_jobs
         self.random_state = random_state
@@ -247,10 +266,9 @@ class NWFlowSampler(BaseFlowSampler):
         F._check_bandwidth(self.bandwidth)
         self._validate_solver_params()
         use_torch_backend(self.backend, self.device)
-        if self.chunk_size is not None:
-            from ._base import _check_positive_int
-
-            _check_positive_int(self.chunk_size, "chunk_size")
+        for name in ("chunk_size", "support_chunk_size"):
+            if getattr(self, name) is not None:
+                _check_positive_int(getattr(self, name), name)
         if not isinstance(self.kernel, str) or self.kernel not in KERNELS:
             raise ValueError(f"kernel must be one of {KERNELS}, got {self.kernel!r}.")
         reg = self.kernel_reg
@@ -278,7 +296,7 @@ class NWFlowSampler(BaseFlowSampler):
             L = _linear_part(self.projection_transformer_, X)
         else:
             try:
-                L = np.asarray(proj, dtype=np.float64)
+                L = F._real_numpy(proj, "projection").astype(np.float64)
             except (TypeError, ValueError):
                 raise TypeError(
                     f"projection must be a numeric array of shape (k, {d}), got {proj!r}."
@@ -287,10 +305,20 @@ class NWFlowSampler(BaseFlowSampler):
                 raise ValueError(f"projection must have shape (k, {d}) with k >= 1, got {L.shape}.")
             if not np.all(np.isfinite(L)):
                 raise ValueError("projection contains NaN or infinite values.")
-        Xc = X.astype(np.float64) - X.mean(axis=0, dtype=np.float64)
+        # The normalized shape G does not change when the covariance is scaled, so the data
+        # are divided by a power of two first (exact): huge or tiny supports stay finite.
+        X64 = X.astype(np.float64)
+        top = float(np.max(np.abs(X64)))
+        X64 = X64 / (math.ldexp(1.0, math.frexp(top)[1] - 1) if top > 0 else 1.0)
+        Xc = X64 - X64.mean(axis=0)
         Z = Xc if L is None else Xc @ L.T
         cov = Z.T @ Z / X.shape[0]
         G = _kernel_shape(cov, self.kernel, float(self.kernel_reg))
+        if G is not None and not np.all(np.isfinite(G)):
+            raise ValueError(
+                f"the {self.kernel} kernel's shape is not finite for this support (its "
+                "covariance overflows or underflows after the projection); rescale the data."
+            )
         if G is None:
             self.projection_ = None if L is None else L
         else:
@@ -328,7 +356,15 @@ class NWFlowSampler(BaseFlowSampler):
             return a
         import torch
 
-        return torch.as_tensor(a, device=resolve_device(self.device))
+        device = resolve_device(self.device)
+        if device.startswith("cuda") and not torch.cuda.is_available():
+            # e.g. a model fitted on a GPU machine and unpickled on a CPU-only one: the
+            # fitted state is NumPy, so switching the device is all that is needed.
+            raise ValueError(
+                f"device={self.device!r} but CUDA is not available here; use "
+                "set_params(device='cpu') (the fitted state is device independent)."
+            )
+        return torch.as_tensor(a, device=device)
 
     def _projection(self) -> Any:
         P = getattr(self, "projection_", None)
@@ -340,6 +376,7 @@ class NWFlowSampler(BaseFlowSampler):
             "bandwidth": self.bandwidth,
             "projection": self._projection(),
             "chunk_size": self.chunk_size,
+            "support_chunk_size": self.support_chunk_size,
         }
 
     def _field(self, support: Any):
@@ -355,12 +392,11 @@ class NWFlowSampler(BaseFlowSampler):
         self._validate_params()
         support = self._check_support(support)
         X = self._check_queries(X)
-        t = np.asarray(t, dtype=np.float64)
-        if X.dtype != support.dtype:
-            dtype = np.result_type(X.dtype, support.dtype)
-            X, support = X.astype(dtype), support.astype(dtype)
+        t = _check_times(t)
+        # Mixed float32/float64 inputs are computed in float64 by the field, which casts the
+        # support chunk by chunk when it streams it (no full-size copy here).
         out = fn(self._to_backend(X), self._to_backend(support), t, **extra)
-        return self._to_numpy(out)
+        return _check_finite_output(self._to_numpy(out), f"{fn.__name__}'s result")
 
     # -- the field -------------------------------------------------------------------------
     def velocity(self, X: Any, t: Any, *, support: Any = None) -> np.ndarray:
@@ -389,9 +425,7 @@ class NWFlowSampler(BaseFlowSampler):
         W : ndarray of shape (n, m)
             Rows are probability vectors.
         """
-        kw = self._kwargs()
-        del kw["chunk_size"]
-        return self._call(F.nw_weights, X, t, support, **kw)
+        return self._call(F.nw_weights, X, t, support, **self._kwargs())
 
     def effective_sample_size(self, X: Any, t: Any, *, support: Any = None) -> np.ndarray:
         """Kish effective sample size ``1 / sum_i w_i^2`` of the weights at ``(X, t)``.
@@ -443,6 +477,7 @@ class NWFlowSampler(BaseFlowSampler):
                 support,
                 sigma_min=self.sigma_min,
                 chunk_size=self.chunk_size,
+                support_chunk_size=self.support_chunk_size,
             )
         return self._ode_log_density(X, support)
 
@@ -464,11 +499,11 @@ class NWFlowSampler(BaseFlowSampler):
         xp = F.get_namespace(xb)
         state0 = xp.concat([xb, xp.full((X.shape[0], 1), 0.0, xb)], axis=1)
         grid = self._time_grid()
-        sol = integrate(reverse, state0, grid, method=self.solver, rtol=self.rtol, atol=self.atol)
+        sol = self._solve(reverse, state0, grid)
         end = self._to_numpy(sol.y).astype(np.float64)
         x0, integral = end[:, :d], end[:, d]
         log_p0 = -0.5 * np.sum(x0**2, axis=1) - 0.5 * d * np.log(2 * np.pi)
-        return log_p0 - integral
+        return _check_finite_output(log_p0 - integral, "score_samples")
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
