@@ -222,9 +222,9 @@ def train_flow_model(
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp):
             loss = flow_matching_loss(forward, supports, targets, x0, t, sigma_min)
         if not torch.isfinite(loss):
-            raise FloatingPointError(
-                f"training loss is not finite at iteration {it + 1}; lower learning_rate or "
-                "set clip_grad."
+            raise ValueError(
+                f"training loss is not finite at iteration {it + 1}; rescale the data, lower "
+                "learning_rate or set clip_grad."
             )
         optimizer.zero_grad(set_to_none=True)
         loss.backward()

@@ -467,6 +467,11 @@ class LearnedFlowSampler(BaseFlowSampler):
         scale_rng = np.random.default_rng(int(seeds[1]))
         S, Q = draw(source, scale_rng, self.batch_tasks, kw)
         spread = float(np.sqrt(np.mean((Q - S.mean(axis=1, keepdims=True)) ** 2)))
+        if not np.isfinite(spread) or spread > 1e30:
+            raise ValueError(
+                f"the training data's spread ({spread:.3g}) is too large for float32 training; "
+                "rescale the data (e.g. StandardScaler) first."
+            )
         input_scale = spread if spread > 1e-12 else 1.0
         validation = None
         if val_source is not None:
