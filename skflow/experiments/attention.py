@@ -1,0 +1,450 @@
+"""Experiment 4: do learned attention weights become Nadaraya-Watson weights along the flow?
+
+The paper's claim: the cross-attention weights of a trained support-conditioned generator
+(IP-Adapter in the paper) correlate with the exact Nadaraya-Watson weights of the support,
+and increasingly so along the denoising path: the Spearman correlation rises to 0.89 at the
+last step.
+
+Here a :class:`~skflow.LearnedFlowSampler` is meta-trained on
+:class:`skflow.tasks.GaussianMixtureTasks` (``d = 2``, ``m = 50``). The meaningful model is
+the one **without** the exact head (``exact_head=False``): its attention has to discover
+kernel-like weights by itself; the model with the head (whose query already carries the NW
+local mean) is reported beside it. On held-out tasks, query points at time ``t`` are taken
+
+* ``"trajectory"``: on the model's own sampling trajectories
+  (:meth:`~skflow.LearnedFlowSampler.sample_trajectories` with ``support=S``), the states at
+  the solver's grid time nearest to ``t``; and
+* ``"conditional"``: on the conditional path, ``x_t = t x_1 + sigma_t x_0`` with ``x_1`` a
+  true point of the task and ``x_0 ~ N(0, I)``.
+
+At every ``t`` the learned weights :meth:`~skflow.LearnedFlowSampler.attention_weights`
+(``(n_layers, n_heads, n, m)``) are compared, row by row, with the NW weights of the same
+support by the Spearman correlation over the ``m`` support points
+(:func:`skflow.metrics.nw_weight_correlation`). The reported number of a (layer, head) is the
+median over all query rows of all held-out tasks. Spearman only uses ranks, and the ranks of
+the NW weights are those of their logarithms ``-||x - t s_i||^2 / (2 sigma_t^2)``; the primary
+results (keys ``"trajectory"``, ``"conditional"``) rank these log-weights, because late in the
+flow most float64 weights ``NWFlowSampler(...).fit(S).weights(X, t)`` underflow to exactly 0
+and the resulting ties cap any rank correlation (at ``t = 0.99`` and ``d = 2``, typically 5 of
+50 weights are non-zero). The correlations with the float64 weights themselves are reported
+too (keys ``"trajectory_weights"``, ``"conditional_weights"``).
+
+Run it with ``python -m skflow.experiments attention --quick`` (or ``--full``); the results
+go to ``output/experiments/attention/results.json`` and ``attention.png``.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from skflow import LearnedFlowSampler, NWFlowSampler
+from skflow.metrics import nw_weight_correlation
+from skflow.tasks import GaussianMixtureTasks
+
+from ._io import _plain, prepare_output, save_figure, write_json
+
+__all__ = ["PRESETS", "run"]
+
+#: Times of the comparison (the paper's "last step" is the last one).
+TIMES = (0.1, 0.3, 0.5, 0.7, 0.9, 0.99)
+#: Query-point constructions.
+MODES = ("trajectory", "conditional")
+#: What the attention is ranked against: the NW log-weights (exact ranks; primary) and the
+#: float64 NW weights of ``NWFlowSampler.weights`` (their underflowed zeros tie late in the flow).
+TARGETS = ("logits", "weights")
+#: Result keys: ``"trajectory"``, ``"conditional"`` (log-weights) and the same with
+#: ``"_weights"`` appended (float weights).
+VARIANTS = tuple(
+    mode if target == "logits" else f"{mode}_weights" for target in TARGETS for mode in MODES
+)
+
+#: Experiment presets. ``exact_heads`` lists the trained models (``False`` is the meaningful
+#: one and comes first); ``learned`` holds :class:`~skflow.LearnedFlowSampler` parameters;
+#: ``torch_threads`` is the number of Torch threads of each job (``None``: leave it).
+PRESETS: dict[str, dict[str, Any]] = {
+    "tiny": {
+        "n_features": 2,
+        "n_support": 50,
+        "sigma_min": 0.01,
+        "times": TIMES,
+        "exact_heads": (False, True),
+        "n_eval_tasks": 2,
+        "n_queries": 16,
+        "learned": {
+            "d_model": 16,
+            "n_heads": 2,
+            "n_layers": 2,
+            "max_iter": 5,
+            "warmup": 1,
+            "batch_tasks": 4,
+            "n_targets": 16,
+            "solver": "heun",
+            "n_steps": 10,
+            "device": "cpu",
+        },
+        "max_time": None,
+        "torch_threads": 1,
+    },
+    "quick": {
+        "n_features": 2,
+        "n_support": 50,
+        "sigma_min": 0.01,
+        "times": TIMES,
+        "exact_heads": (False, True),
+        "n_eval_tasks": 20,
+        "n_queries": 128,
+        "learned": {
+            "max_iter": 2000,
+            "warmup": 100,
+            "solver": "heun",
+            "n_steps": 100,
+            "device": "cpu",
+        },
+        "max_time": 150.0,
+        "torch_threads": 1,
+    },
+    "full": {
+        "n_features": 2,
+        "n_support": 50,
+        "sigma_min": 0.01,
+        "times": TIMES,
+        "exact_heads": (False, True),
+        "n_eval_tasks": 100,
+        "n_queries": 256,
+        "learned": {**LearnedFlowSampler.paper_config(), "device": "auto"},
+        "max_time": None,
+        "torch_threads": None,
+    },
+}
+
+
+class _TorchThreads:
+    """Context manager: set Torch's intra-op threads, restore them on exit (None: no-op)."""
+
+    def __init__(self, n_threads: int | None):
+        self.n_threads = n_threads
+        self._saved: int | None = None
+
+    def __enter__(self):
+        if self.n_threads is not None:
+            import torch
+
+            self._saved = torch.get_num_threads()
+            torch.set_num_threads(self.n_threads)
+        return self
+
+    def __exit__(self, *exc):
+        if self._saved is not None:
+            import torch
+
+            torch.set_num_threads(self._saved)
+        return False
+
+
+def _seed(random_state: int, *keys: int) -> int:
+    """A 31-bit seed derived from ``random_state`` and integer keys (independent streams)."""
+    ss = np.random.SeedSequence([int(random_state), *[int(k) for k in keys]])
+    return int(ss.generate_state(1)[0] & 0x7FFFFFFF)
+
+
+def _nw_log_weights(X: np.ndarray, S: np.ndarray, t: float, sigma_min: float) -> np.ndarray:
+    """NW log-weights up to a per-row constant: ``-||x - t s_i||^2 / (2 sigma_t^2)``.
+
+    A monotone function of the weights of ``NWFlowSampler(sigma_min=...).weights(X, t)`` in
+    every row, hence with the same ranks, but without the underflow of the weights to exact
+    zeros late in the flow (from ``t`` about 0.9 most weights of a 2-D support are 0.0 in
+    float64, and those ties cap any rank correlation).
+    """
+    sigma_t = 1.0 - (1.0 - sigma_min) * t
+    sq = np.sum((X[:, None, :] - t * S[None, :, :]) ** 2, axis=-1)
+    return -sq / (2.0 * sigma_t**2)
+
+
+def _model_job(exact_head: bool, cfg: dict, random_state: int) -> dict:
+    """Train one model, then correlate its attention with NW weights on held-out tasks.
+
+    Returns per mode an array ``rho`` of shape (T, n_layers, n_heads, n_rows) of row-wise
+    Spearman correlations (rows of all held-out tasks), and the times actually used.
+    """
+    d, m = cfg["n_features"], cfg["n_support"]
+    sigma_min = cfg["sigma_min"]
+    tasks = GaussianMixtureTasks(n_features=d)
+    params = {
+        **cfg["learned"],
+        "exact_head": exact_head,
+        "sigma_min": sigma_min,
+        "support_size": m,
+        "max_time": cfg["max_time"],
+        "random_state": _seed(random_state, 1),  # the same seed for both models
+    }
+    times = np.asarray(cfg["times"], dtype=float)
+    n_q = cfg["n_queries"]
+    with _TorchThreads(cfg["torch_threads"]):
+        model = LearnedFlowSampler(**params)
+        t0 = time.perf_counter()
+        model.fit(tasks)
+        train_seconds = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        supports, truths = tasks.sample_tasks(
+            cfg["n_eval_tasks"], m, n_q, random_state=_seed(random_state, 2)
+        )
+        nw = NWFlowSampler(sigma_min=sigma_min)
+        rho = {key: [] for key in VARIANTS}  # per task: (T, L, H, n)
+        grid = None
+        for b, (S, X1) in enumerate(zip(supports, truths, strict=True)):
+            nw.fit(S)
+            grid, traj = model.sample_trajectories(
+                n_q, support=S, random_state=_seed(random_state, 3, b)
+            )
+            idx = np.abs(grid[None, :] - times[:, None]).argmin(axis=1)
+            x0 = np.random.default_rng(_seed(random_state, 4, b)).standard_normal(X1.shape)
+            per_key = {key: [] for key in VARIANTS}
+            for k, t in enumerate(times):
+                t_traj = float(grid[idx[k]])
+                sigma_t = 1.0 - (1.0 - sigma_min) * t
+                queries = {
+                    "trajectory": (traj[idx[k]], t_traj),
+                    "conditional": (t * X1 + sigma_t * x0, float(t)),
+                }
+                for mode, (X, tt) in queries.items():
+                    att = model.attention_weights(X, tt, support=S)  # (L, H, n, m)
+                    targets = {
+                        mode: _nw_log_weights(X, S, tt, sigma_min),
+                        f"{mode}_weights": nw.weights(X, tt),  # (n, m)
+                    }
+                    for key, w in targets.items():
+                        per_key[key].append(
+                            np.stack(
+                                [
+                                    nw_weight_correlation(att[layer], w, method="spearman").per_row
+                                    for layer in range(att.shape[0])
+                                ]
+                            )
+                        )  # (L, H, n)
+            for key in VARIANTS:
+                rho[key].append(np.stack(per_key[key]))  # (T, L, H, n)
+        eval_seconds = time.perf_counter() - t0
+    tail = max(1, min(100, len(model.loss_curve_) // 5))
+    return {
+        "exact_head": exact_head,
+        "rho": {key: np.concatenate(rho[key], axis=-1) for key in VARIANTS},
+        "times_trajectory": grid[idx],
+        "train_iterations": int(model.n_iter_),
+        "train_seconds": train_seconds,
+        "final_loss": float(np.mean(model.loss_curve_[-tail:])),
+        "eval_seconds": eval_seconds,
+    }
+
+
+def _trend(times: np.ndarray, curve: np.ndarray) -> float:
+    """Spearman correlation between ``times`` and ``curve`` (NaN if undefined)."""
+    from scipy.stats import spearmanr
+
+    ok = np.isfinite(curve)
+    if ok.sum() < 3 or np.ptp(curve[ok]) == 0:
+        return float("nan")
+    return float(spearmanr(times[ok], curve[ok]).statistic)
+
+
+def _summarize_model(out: dict, times: np.ndarray) -> dict:
+    """Median over rows per (t, layer, head) and the best-head statistics, per mode."""
+    import warnings
+
+    res: dict[str, Any] = {
+        k: out[k] for k in ("train_iterations", "train_seconds", "final_loss", "eval_seconds")
+    }
+    res["times_trajectory"] = out["times_trajectory"]
+    for key in VARIANTS:
+        rho = out["rho"][key]  # (T, L, H, n)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            med = np.nanmedian(rho, axis=-1)  # (T, L, H)
+            frac = np.nanmean(rho > 0.5, axis=-1)
+        T, L, H = med.shape
+        flat = med.reshape(T, L * H)
+        best_per_t = np.nanmax(flat, axis=1)
+        best_idx_per_t = np.nanargmax(flat, axis=1)
+        final = int(best_idx_per_t[-1])  # the head that is best at the last time
+        final_curve = flat[:, final]
+        trends = np.array([_trend(times, flat[:, j]) for j in range(L * H)])
+        rising = (flat[-1] > flat[0]) & (trends > 0)
+        res[key] = {
+            "median_spearman": med,  # (T, n_layers, n_heads)
+            "fraction_above_0.5": frac,
+            "n_rows": int(rho.shape[-1]),
+            "best_median_per_t": best_per_t,
+            "best_head_per_t": [[int(j // H), int(j % H)] for j in best_idx_per_t],
+            "last_t_best_head": [final // H, final % H],
+            "last_t_best_head_curve": final_curve,
+            "last_t_best_head_trend": _trend(times, final_curve),
+            "best_median_trend": _trend(times, best_per_t),
+            "head_trends": trends.reshape(L, H),
+            "heads_rising": [[int(j // H), int(j % H)] for j in np.flatnonzero(rising)],
+            "any_head_rising": bool(rising.any()),
+        }
+    return res
+
+
+def _plot(results: dict, output_dir: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    times = np.asarray(results["config"]["times"], dtype=float)
+    models = results["models"]
+    rows = (("", "NW log-weights (exact ranks)"), ("_weights", "float64 NW weights (ties at 0)"))
+    fig, axes = plt.subplots(
+        len(rows), len(models), figsize=(5.5 * len(models), 4.0 * len(rows)), squeeze=False
+    )
+    for r, (suffix, target) in enumerate(rows):
+        for ax, (name, res) in zip(axes[r], models.items(), strict=True):
+            med = {mode: np.asarray(res[mode + suffix]["median_spearman"]) for mode in MODES}
+            _, L, H = med["trajectory"].shape
+            colors = plt.cm.tab10(np.arange(L * H) % 10)
+            for layer in range(L):
+                for head in range(H):
+                    c = colors[layer * H + head]
+                    ax.plot(
+                        times,
+                        med["trajectory"][:, layer, head],
+                        "-o",
+                        ms=3,
+                        color=c,
+                        label=f"layer {layer}, head {head}",
+                    )
+                    ax.plot(times, med["conditional"][:, layer, head], "--", color=c, alpha=0.6)
+            ax.axhline(0.0, color="grey", lw=0.8)
+            ax.set_ylim(-1.0, 1.0)
+            ax.set_xlabel("t")
+            ax.set_ylabel("median Spearman")
+            ax.set_title(f"{name} ({res['train_iterations']} it.) vs {target}", fontsize=9)
+            if r == 0:
+                ax.legend(fontsize=7, ncol=2, loc="lower left")
+    fig.suptitle(
+        f"Attention vs NW weights, GMM d = {results['config']['n_features']}, "
+        f"m = {results['config']['n_support']} ({results['preset']} preset; "
+        "solid: own trajectories, dashed: conditional path)",
+        fontsize=10,
+    )
+    fig.tight_layout()
+    return save_figure(fig, output_dir, "attention.png")
+
+
+def run(
+    preset: str = "quick",
+    *,
+    output_dir: str | Path = "output/experiments/attention",
+    n_jobs: int | None = None,
+    random_state: int = 0,
+) -> dict:
+    """Run the attention-vs-NW experiment and write ``results.json`` and ``attention.png``.
+
+    Parameters
+    ----------
+    preset : {"tiny", "quick", "full"}, default="quick"
+        ``"tiny"``: seconds (the end-to-end test; tiny untrained-ish models). ``"quick"``: a
+        few minutes on a CPU: two default :class:`~skflow.LearnedFlowSampler` models (without
+        and with the exact head), at most 2000 iterations and 150 s of training each, 20
+        held-out tasks x 128 query points, one Torch thread per job. ``"full"``: the paper's
+        scale (:meth:`LearnedFlowSampler.paper_config`, ``device="auto"``), a GPU job.
+    output_dir : str or Path, default="output/experiments/attention"
+        Folder of ``results.json`` and ``attention.png`` (created).
+    n_jobs : int, optional
+        joblib workers over the models (one job per ``exact_head`` value); ``None`` runs them
+        in this process. Under ``joblib.parallel_config(backend="dask")`` they run on Dask.
+    random_state : int, default=0
+        Seed of the training, the held-out tasks and all noise.
+
+    Returns
+    -------
+    results : dict
+        ``config``, and per model (``"no_head"``, ``"exact_head"``) and per query mode the
+        median Spearman correlation per (t, layer, head), the best head per t and the trend
+        statistics; ``summary`` holds the key numbers: per model the best head's median
+        Spearman per t on the model's own trajectories, the value at the last t, and whether a
+        head's median increases with t (``any_head_rising``: higher at the last t than at the
+        first and a positive Spearman trend over t).
+
+    Examples
+    --------
+    >>> from skflow.experiments import attention
+    >>> sorted(attention.PRESETS), attention.PRESETS["quick"]["times"]
+    (['full', 'quick', 'tiny'], (0.1, 0.3, 0.5, 0.7, 0.9, 0.99))
+    >>> res = attention.run("tiny", output_dir="out/attention")  # doctest: +SKIP
+    >>> len(res["summary"]["no_head"]["best_median_per_t"])  # doctest: +SKIP
+    6
+    """
+    from joblib import Parallel, delayed
+
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)}.")
+    cfg = PRESETS[preset]
+    out_dir = prepare_output(output_dir)
+    seed = int(random_state)
+    times = np.asarray(cfg["times"], dtype=float)
+
+    t_start = time.perf_counter()
+    with _TorchThreads(cfg["torch_threads"]):
+        outputs = Parallel(n_jobs=n_jobs)(
+            delayed(_model_job)(bool(head), cfg, seed) for head in cfg["exact_heads"]
+        )
+    wall = time.perf_counter() - t_start
+
+    models = {
+        ("exact_head" if o["exact_head"] else "no_head"): _summarize_model(o, times)
+        for o in outputs
+    }
+    summary: dict[str, Any] = {"times": times}
+    for name, res in models.items():
+        traj = res["trajectory"]
+        summary[name] = {
+            "best_median_per_t": traj["best_median_per_t"],
+            "best_median_last_t": float(traj["best_median_per_t"][-1]),
+            "best_head_per_t": traj["best_head_per_t"],
+            "last_t_best_head": traj["last_t_best_head"],
+            "last_t_best_head_curve": traj["last_t_best_head_curve"],
+            "last_t_best_head_trend": traj["last_t_best_head_trend"],
+            "any_head_rising": traj["any_head_rising"],
+            "heads_rising": traj["heads_rising"],
+            "conditional_best_median_per_t": res["conditional"]["best_median_per_t"],
+            "conditional_any_head_rising": res["conditional"]["any_head_rising"],
+            "weights_best_median_per_t": res["trajectory_weights"]["best_median_per_t"],
+            "weights_any_head_rising": res["trajectory_weights"]["any_head_rising"],
+            "train_iterations": res["train_iterations"],
+        }
+    summary["wall_seconds"] = wall
+    summary["paper"] = {"ip_adapter_spearman_last_step": 0.89}
+    config = {k: v for k, v in cfg.items() if k != "learned"}
+    config["learned"] = dict(cfg["learned"])
+    results = {
+        "experiment": "attention",
+        "preset": preset,
+        "random_state": seed,
+        "config": config,
+        "models": models,
+        "machine": _machine(),
+        "summary": _plain(summary),  # plain Python: printable as JSON
+    }
+    _plot(results, out_dir)
+    write_json(results, out_dir)
+    return results
+
+
+def _machine() -> dict:
+    import torch
+
+    return {
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "load_average_1min": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+        "torch": torch.__version__,
+        "cuda": bool(torch.cuda.is_available()),
+    }
