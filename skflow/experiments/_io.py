@@ -1,4 +1,4 @@
-"""Small helpers shared by the experiments: output folders, JSON and figures."""
+"""Small helpers shared by the experiments: output folders, JSON, figures, seeds, threads."""
 
 from __future__ import annotations
 
@@ -43,3 +43,32 @@ def save_figure(fig: Any, output_dir: str | Path, name: str) -> Path:
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return path
+
+
+class _TorchThreads:
+    """Context manager: set Torch's intra-op threads, restore them on exit (None: no-op)."""
+
+    def __init__(self, n_threads: int | None):
+        self.n_threads = n_threads
+        self._saved: int | None = None
+
+    def __enter__(self):
+        if self.n_threads is not None:
+            import torch
+
+            self._saved = torch.get_num_threads()
+            torch.set_num_threads(self.n_threads)
+        return self
+
+    def __exit__(self, *exc):
+        if self._saved is not None:
+            import torch
+
+            torch.set_num_threads(self._saved)
+        return False
+
+
+def _seed(random_state: int, *keys: int) -> int:
+    """A 31-bit seed derived from ``random_state`` and integer keys (independent streams)."""
+    ss = np.random.SeedSequence([int(random_state), *[int(k) for k in keys]])
+    return int(ss.generate_state(1)[0] & 0x7FFFFFFF)

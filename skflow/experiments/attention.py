@@ -47,7 +47,7 @@ from skflow import LearnedFlowSampler, NWFlowSampler
 from skflow.metrics import nw_weight_correlation
 from skflow.tasks import GaussianMixtureTasks
 
-from ._io import _plain, prepare_output, save_figure, write_json
+from ._io import _plain, _seed, _TorchThreads, prepare_output, save_figure, write_json
 
 __all__ = ["PRESETS", "run"]
 
@@ -122,35 +122,6 @@ PRESETS: dict[str, dict[str, Any]] = {
         "torch_threads": None,
     },
 }
-
-
-class _TorchThreads:
-    """Context manager: set Torch's intra-op threads, restore them on exit (None: no-op)."""
-
-    def __init__(self, n_threads: int | None):
-        self.n_threads = n_threads
-        self._saved: int | None = None
-
-    def __enter__(self):
-        if self.n_threads is not None:
-            import torch
-
-            self._saved = torch.get_num_threads()
-            torch.set_num_threads(self.n_threads)
-        return self
-
-    def __exit__(self, *exc):
-        if self._saved is not None:
-            import torch
-
-            torch.set_num_threads(self._saved)
-        return False
-
-
-def _seed(random_state: int, *keys: int) -> int:
-    """A 31-bit seed derived from ``random_state`` and integer keys (independent streams)."""
-    ss = np.random.SeedSequence([int(random_state), *[int(k) for k in keys]])
-    return int(ss.generate_state(1)[0] & 0x7FFFFFFF)
 
 
 def _nw_log_weights(X: np.ndarray, S: np.ndarray, t: float, sigma_min: float) -> np.ndarray:

@@ -38,7 +38,7 @@ from skflow.diagnostics import neff_along_path
 from skflow.metrics import mmd2
 from skflow.tasks import GaussianMixtureTasks
 
-from ._io import _plain, prepare_output, save_figure, write_json
+from ._io import _plain, _seed, _TorchThreads, prepare_output, save_figure, write_json
 
 __all__ = ["PRESETS", "run"]
 
@@ -131,35 +131,6 @@ PRESETS: dict[str, dict[str, Any]] = {
 #: Times at which ``n_eff`` is reported (``t = 0.5`` is the key one).
 NEFF_TIMES = tuple(np.round(np.linspace(0.0, 1.0, 21), 10).tolist())
 MID_TIME = 0.5
-
-
-class _TorchThreads:
-    """Context manager: set Torch's intra-op threads, restore them on exit (None: no-op)."""
-
-    def __init__(self, n_threads: int | None):
-        self.n_threads = n_threads
-        self._saved: int | None = None
-
-    def __enter__(self):
-        if self.n_threads is not None:
-            import torch
-
-            self._saved = torch.get_num_threads()
-            torch.set_num_threads(self.n_threads)
-        return self
-
-    def __exit__(self, *exc):
-        if self._saved is not None:
-            import torch
-
-            torch.set_num_threads(self._saved)
-        return False
-
-
-def _seed(random_state: int, *keys: int) -> int:
-    """A 31-bit seed derived from ``random_state`` and integer keys (independent streams)."""
-    ss = np.random.SeedSequence([int(random_state), *[int(k) for k in keys]])
-    return int(ss.generate_state(1)[0] & 0x7FFFFFFF)
 
 
 def _eval_tasks(d: int, cfg: dict, random_state: int) -> tuple[np.ndarray, np.ndarray]:
