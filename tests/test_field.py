@@ -13,6 +13,7 @@ from skflow.field import (
     nw_effective_sample_size,
     nw_local_mean,
     nw_log_density,
+    nw_logits,
     nw_velocity,
     nw_velocity_and_divergence,
     nw_weights,
@@ -248,3 +249,71 @@ def test_bad_shapes():
         nw_velocity(np.zeros((2, 2)), np.ones((3, 2)), np.array([0.1, 0.2, 0.3]))
     with pytest.raises(TypeError, match="mix"):
         nw_velocity(torch.zeros(2, 2), np.ones((3, 2)), 0.5)
+
+
+# -- log-density and logits against brute force ------------------------------------------------
+def brute_force_log_density(x, support, t, sigma_min):
+    """log (1/m) sum_i N(x; t s_i, sigma_t^2 I), summed term by term in float64."""
+    x = np.asarray(x, dtype=np.float64)
+    support = np.asarray(support, dtype=np.float64)
+    d = x.shape[1]
+    sigma_t = 1.0 - (1.0 - sigma_min) * t
+    dist2 = np.sum((x[:, None, :] - t * support[None, :, :]) ** 2, axis=2)
+    log_terms = -dist2 / (2.0 * sigma_t**2) - 0.5 * d * np.log(2.0 * np.pi * sigma_t**2)
+    top = log_terms.max(axis=1)
+    return top + np.log(np.mean(np.exp(log_terms - top[:, None]), axis=1))
+
+
+@pytest.mark.parametrize("t", [0.0, 0.3, 0.7, 0.95, 1.0])
+@pytest.mark.parametrize("d", [1, 3])
+def test_log_density_equals_brute_force_mixture(t, d):
+    rng = np.random.default_rng(8 + d)
+    support = rng.normal(size=(12, d))
+    x = t * support[rng.integers(0, 12, 30)] + rng.normal(size=(30, d))
+    expected = brute_force_log_density(x, support, t, 0.05)
+    np.testing.assert_allclose(nw_log_density(x, support, t, sigma_min=0.05), expected, rtol=1e-12)
+    streamed = nw_log_density(x, support, t, sigma_min=0.05, support_chunk_size=5)
+    np.testing.assert_allclose(streamed, expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize("t", [0.2, 0.5, 0.8])
+def test_log_density_integrates_to_one(t):
+    """The path marginal is a probability density: a 1-D and a 2-D grid sum to 1."""
+    support = np.array([[-1.0, 0.5], [0.8, -0.3], [0.2, 1.1]])
+    sigma_t = 1 - 0.99 * t
+    # 1-D: first coordinate only; the grid spans 8 sigma_t beyond the outermost means
+    g = np.linspace(-t - 8 * sigma_t, t + 8 * sigma_t, 4001)
+    p1 = np.exp(nw_log_density(g[:, None], support[:, :1], t))
+    assert abs(np.trapezoid(p1, g) - 1.0) < 1e-6
+    a = np.linspace(-1.2 * t - 8 * sigma_t, 1.2 * t + 8 * sigma_t, 401)
+    xx, yy = np.meshgrid(a, a, indexing="ij")
+    p2 = np.exp(nw_log_density(np.column_stack([xx.ravel(), yy.ravel()]), support, t))
+    mass = np.trapezoid(np.trapezoid(p2.reshape(xx.shape), a, axis=1), a)
+    assert abs(mass - 1.0) < 1e-4
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{}, {"bandwidth": 0.5}, {"bandwidth": lambda s: 0.3 + 0.0 * s}, {"projection": "random"}],
+)
+@pytest.mark.parametrize("t", [0.3, 0.9])
+def test_logits_equal_brute_force_up_to_a_row_constant(kwargs, t):
+    """Differences between columns are free of the per-row constant the docstring allows."""
+    rng = np.random.default_rng(9)
+    support, x = rng.normal(size=(9, 3)), rng.normal(size=(7, 3))
+    smin = 0.01
+    sigma_t = 1 - (1 - smin) * t
+    tau = sigma_t  # kernel width in x-space: t * h(t), h = c * sigma_t / t or a callable h(t)
+    if "bandwidth" in kwargs:
+        bw = kwargs["bandwidth"]
+        tau = t * bw(t) if callable(bw) else bw * sigma_t
+    P = np.eye(3)
+    if kwargs.get("projection") == "random":
+        P = rng.normal(size=(2, 3))
+        kwargs = {"projection": P}
+    diff = (x[:, None, :] - t * support[None, :, :]) @ P.T
+    expected = -np.sum(diff**2, axis=2) / (2 * tau**2)
+    for rows in (None, 4):  # dense, then the support streamed in chunks of 4 rows
+        logits = nw_logits(x, support, t, sigma_min=smin, support_chunk_size=rows, **kwargs)
+        got = logits - logits[:, :1]
+        np.testing.assert_allclose(got, expected - expected[:, :1], rtol=1e-9, atol=1e-9)
