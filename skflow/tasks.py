@@ -422,14 +422,120 @@ class SphericalShellTasks(_TaskDistribution):
 # --------------------------------------------------------------------------------------
 # real data: classes as tasks
 # --------------------------------------------------------------------------------------
+def _check_labelled(X, y, validation_fraction, standardize):
+    """Validated ``(X float64 (n, d), y (n,), validation_fraction)`` of :class:`ClassTasks`."""
+    try:
+        X = np.asarray(X, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"X must be a numeric array, could not convert: {exc}") from None
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-D (n_samples, n_features), got {X.ndim}-D.")
+    if X.shape[0] == 0 or X.shape[1] == 0:
+        raise ValueError(f"X must be non-empty, got shape {X.shape}.")
+    if not np.all(np.isfinite(X)):
+        raise ValueError("X contains NaN or infinity.")
+    y = np.asarray(y)
+    if y.ndim != 1:
+        if y.ndim == 2 and y.shape[1] == 1:
+            y = y[:, 0]
+        else:
+            raise ValueError(f"y must be 1-D, got shape {y.shape}.")
+    if len(y) != len(X):
+        raise ValueError(f"len(y)={len(y)} does not match len(X)={len(X)}.")
+    vf = _check_float(validation_fraction, "validation_fraction", low=0.0)
+    if vf >= 1.0:
+        raise ValueError(f"validation_fraction must be in [0, 1), got {vf}.")
+    if not isinstance(standardize, bool | np.bool_):
+        raise ValueError(f"standardize must be a bool, got {standardize!r}.")
+    return X, y, vf
+
+
+def _split_classes(y, vf, rng):
+    """Per-class train/validation row indices; classes with fewer than 2 rows are dropped.
+
+    Returns ``(labels, keep, train_rows, val_rows)``: all labels, the indices of the kept
+    ones, and one sorted index array per kept class for each split.
+    """
+    labels, inverse, counts = np.unique(y, return_inverse=True, return_counts=True)
+    small = counts < 2
+    if small.all():
+        raise ValueError(
+            "ClassTasks needs at least one class with 2 or more rows; every class has fewer than 2."
+        )
+    if small.any():
+        warnings.warn(
+            f"{int(small.sum())} class(es) with fewer than 2 rows are excluded: "
+            f"{labels[small][:10].tolist()}{' ...' if small.sum() > 10 else ''}",
+            UserWarning,
+            stacklevel=4,
+        )
+    keep = np.flatnonzero(~small)
+    order = np.argsort(inverse, kind="stable")
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    train_rows, val_rows = [], []
+    for c in keep:  # one permutation per class (setup only, not per sampled point)
+        rows = order[starts[c] : starts[c + 1]]
+        rows = rows[rng.permutation(len(rows))]
+        n_val = int(round(vf * len(rows)))
+        val_rows.append(np.sort(rows[:n_val]))
+        train_rows.append(np.sort(rows[n_val:]))
+    return labels, keep, train_rows, val_rows
+
+
+def _pack_split(parts, classes):
+    """Flat row indices, sizes and offsets of the classes of one split with >= 2 rows."""
+    sizes = np.array([len(p) for p in parts], dtype=np.int64)
+    ok = sizes >= 2
+    rows = [p for p, o in zip(parts, ok, strict=True) if o]
+    flat = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
+    sz = sizes[ok]
+    return {
+        "classes": classes[ok],
+        "rows": flat,
+        "sizes": sz,
+        "offsets": np.concatenate([[0], np.cumsum(sz)[:-1]]).astype(np.int64),
+    }
+
+
+def _distinct_rows(rng, sizes, n):
+    """``n`` distinct local row indices per task, uniformly ordered; ``sizes`` (B,) >= n.
+
+    The ``n`` smallest of iid uniform keys over each class's rows, ordered by key, form a
+    uniformly random ordered sample without replacement (chunked over tasks for memory).
+    """
+    B = sizes.size
+    local = np.empty((B, n), dtype=np.int64)
+    if B == 0 or n == 0:
+        return local
+    width = int(sizes.max())
+    chunk = max(1, _MAX_KEYS_PER_CHUNK // width)
+    for start in range(0, B, chunk):
+        tasks = np.arange(start, min(B, start + chunk))
+        keys = rng.random((tasks.size, width))
+        keys[np.arange(width)[None, :] >= sizes[tasks][:, None]] = 2.0
+        if n < width:
+            cand = np.argpartition(keys, n - 1, axis=1)[:, :n]
+        else:
+            cand = np.broadcast_to(np.arange(width), (tasks.size, width))
+        ck = np.take_along_axis(keys, cand, axis=1)
+        local[tasks] = np.take_along_axis(cand, np.argsort(ck, axis=1), axis=1)
+    return local
+
+
 class ClassTasks(_TaskDistribution):
     """Tasks from a labelled data set: every class is one task.
 
     A task draws a class uniformly at random among the classes of the requested split
-    that have at least 2 rows, then ``n_support + n_query`` rows of that class. The rows
-    are distinct (drawn without replacement) when the class has enough rows; otherwise
-    they are drawn with replacement and a :class:`UserWarning` is emitted once per
-    instance. The first ``n_support`` rows are the support, the rest the query.
+    that can give one, then ``n_support + n_query`` distinct rows of that class (drawn
+    without replacement): the first ``n_support`` are the support, the rest the targets,
+    so a task's support rows are never among its targets.
+
+    When a class has fewer than ``n_support + n_query`` rows in the split, the target count
+    of the call shrinks to what the smallest drawable class allows, ``size - n_support``,
+    and a :class:`UserWarning` names that class, its size, ``n_support`` and the shrunk
+    target count; classes with at most ``n_support`` rows cannot give a single target and
+    are not drawn (also with a warning naming them). Each warning is emitted once per
+    instance, split and sizes.
 
     Nothing is fitted: on first use the data are validated and each class's rows are
     split into a train and a validation part (``validation_fraction`` of the rows of each
@@ -461,9 +567,10 @@ class ClassTasks(_TaskDistribution):
 
     Notes
     -----
-    Classes with fewer than 2 rows in total are dropped with a :class:`UserWarning`; a
-    class whose split part has fewer than 2 rows is not drawn for that split. A
-    :class:`ValueError` is raised when no class can be drawn.
+    Classes with fewer than 2 rows in total are dropped with a :class:`UserWarning`. A
+    :class:`ValueError` is raised when no class of the split has more than ``n_support``
+    rows. The returned queries have shape ``(n_tasks, n_query', n_features)`` with
+    ``n_query' <= n_query`` (equal unless a class is too small, see above).
 
     Examples
     --------
@@ -475,9 +582,9 @@ class ClassTasks(_TaskDistribution):
     >>> S, Q = tasks.sample_task(3, 4, random_state=0)
     >>> S.shape, Q.shape, tasks.n_features, tasks.classes_.tolist()
     ((3, 3), (4, 3), 3, [0, 1])
-    >>> Ss, Qs = tasks.sample_tasks(5, 2, 0, split="validation", random_state=0)
+    >>> Ss, Qs = tasks.sample_tasks(5, 1, 0, split="validation", random_state=0)
     >>> Ss.shape, Qs.shape
-    ((5, 2, 3), (5, 0, 3))
+    ((5, 1, 3), (5, 0, 3))
     """
 
     def __init__(self, X, y, *, validation_fraction=0.0, random_state=None, standardize=False):
@@ -499,88 +606,23 @@ class ClassTasks(_TaskDistribution):
     def _prepare(self):
         if getattr(self, "_prepared", None) is not None:
             return self._prepared
-        try:
-            X = np.asarray(self.X, dtype=np.float64)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"X must be a numeric array, could not convert: {exc}") from None
-        if X.ndim != 2:
-            raise ValueError(f"X must be 2-D (n_samples, n_features), got {X.ndim}-D.")
-        if X.shape[0] == 0 or X.shape[1] == 0:
-            raise ValueError(f"X must be non-empty, got shape {X.shape}.")
-        if not np.all(np.isfinite(X)):
-            raise ValueError("X contains NaN or infinity.")
-        y = np.asarray(self.y)
-        if y.ndim != 1:
-            if y.ndim == 2 and y.shape[1] == 1:
-                y = y[:, 0]
-            else:
-                raise ValueError(f"y must be 1-D, got shape {y.shape}.")
-        if len(y) != len(X):
-            raise ValueError(f"len(y)={len(y)} does not match len(X)={len(X)}.")
-        vf = _check_float(self.validation_fraction, "validation_fraction", low=0.0)
-        if vf >= 1.0:
-            raise ValueError(f"validation_fraction must be in [0, 1), got {vf}.")
-        if not isinstance(self.standardize, bool | np.bool_):
-            raise ValueError(f"standardize must be a bool, got {self.standardize!r}.")
-        split_rng = _rng(self.random_state)
-
-        labels, inverse, counts = np.unique(y, return_inverse=True, return_counts=True)
-        small = counts < 2
-        if small.all():
-            raise ValueError(
-                "ClassTasks needs at least one class with 2 or more rows; every class has "
-                "fewer than 2."
-            )
-        if small.any():
-            warnings.warn(
-                f"{int(small.sum())} class(es) with fewer than 2 rows are excluded: "
-                f"{labels[small][:10].tolist()}{' ...' if small.sum() > 10 else ''}",
-                UserWarning,
-                stacklevel=3,
-            )
-        keep = np.flatnonzero(~small)
-        order = np.argsort(inverse, kind="stable")
-        starts = np.concatenate([[0], np.cumsum(counts)])
-
-        train_rows, val_rows = [], []
-        for c in keep:  # one permutation per class (setup only, not per sampled point)
-            rows = order[starts[c] : starts[c + 1]]
-            rows = rows[split_rng.permutation(len(rows))]
-            n_val = int(round(vf * len(rows)))
-            val_rows.append(np.sort(rows[:n_val]))
-            train_rows.append(np.sort(rows[n_val:]))
-
+        X, y, vf = _check_labelled(self.X, self.y, self.validation_fraction, self.standardize)
+        labels, keep, train_rows, val_rows = _split_classes(y, vf, _rng(self.random_state))
+        mean, scale = np.zeros(X.shape[1]), np.ones(X.shape[1])
         if self.standardize:
             all_train = np.concatenate(train_rows)
             mean = X[all_train].mean(axis=0)
             scale = X[all_train].std(axis=0)
             scale[scale == 0] = 1.0
-        else:
-            mean = np.zeros(X.shape[1])
-            scale = np.ones(X.shape[1])
-        Xs = (X - mean) / scale if self.standardize else X
-
-        def pack(parts):
-            sizes = np.array([len(p) for p in parts], dtype=np.int64)
-            ok = sizes >= 2
-            rows = [p for p, o in zip(parts, ok, strict=True) if o]
-            flat = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
-            sz = sizes[ok]
-            return {
-                "classes": labels[keep][ok],
-                "rows": flat,
-                "sizes": sz,
-                "offsets": np.concatenate([[0], np.cumsum(sz)[:-1]]).astype(np.int64),
-            }
-
+            X = (X - mean) / scale
         self._prepared = {
-            "X": Xs,
+            "X": X,
             "classes": labels[keep],
             "mean": mean,
             "scale": scale,
             "validation_fraction": vf,
-            "train": pack(train_rows),
-            "validation": pack(val_rows),
+            "train": _pack_split(train_rows, labels[keep]),
+            "validation": _pack_split(val_rows, labels[keep]),
         }
         return self._prepared
 
@@ -609,7 +651,7 @@ class ClassTasks(_TaskDistribution):
         n_support : int >= 1
             Number of support rows.
         n_query : int >= 0
-            Number of query rows.
+            Number of query rows (fewer when the class is too small, see the class notes).
         random_state : None, int, RandomState or Generator, default=None
             Source of randomness for the task draw.
         split : {"train", "validation"}, default="train"
@@ -618,12 +660,66 @@ class ClassTasks(_TaskDistribution):
         Returns
         -------
         support : ndarray of shape (n_support, n_features), float64
-        query : ndarray of shape (n_query, n_features), float64
+        query : ndarray of shape (n_query', n_features), float64
         """
         supports, queries = self.sample_tasks(
             1, n_support, n_query, random_state=random_state, split=split
         )
         return supports[0], queries[0]
+
+    def _drawable(self, split, m, q):
+        """Indices of the classes of ``split`` that can give a task, and the target count.
+
+        Warns (once per split and sizes) when classes are skipped or targets shrink.
+        """
+        prep = self._prepare()
+        part = prep[split]
+        sizes = part["sizes"]
+        if len(sizes) == 0 and split == "validation" and prep["validation_fraction"] == 0:
+            raise ValueError(
+                "split='validation' needs validation_fraction > 0 (it is 0, so there "
+                "is no validation split)."
+            )
+        if len(sizes) == 0:
+            raise ValueError(
+                f"No class has at least 2 rows in the {split} split; lower or raise "
+                "validation_fraction."
+            )
+        ok = np.flatnonzero(sizes > m)
+        if ok.size == 0:
+            largest = int(sizes.max())
+            raise ValueError(
+                f"No class of the {split} split has more than n_support={m} rows (largest: "
+                f"{largest}), so no task can hold a target row apart from its support; lower "
+                "n_support (support_size) or validation_fraction."
+            )
+        smallest = ok[np.argmin(sizes[ok])]
+        q_eff = min(q, int(sizes[smallest]) - m)
+        warned = self.__dict__.setdefault("_size_warnings", set())
+        if (split, m, q) not in warned and (ok.size < len(sizes) or q_eff < q):
+            warned.add((split, m, q))
+            self._warn_small(part, split, m, q, ok, smallest, q_eff)
+        return ok, q_eff
+
+    @staticmethod
+    def _warn_small(part, split, m, q, ok, smallest, q_eff):
+        msgs = []
+        skipped = np.setdiff1d(np.arange(len(part["sizes"])), ok)
+        if skipped.size:
+            msgs.append(
+                f"class(es) {part['classes'][skipped][:10].tolist()} with "
+                f"{part['sizes'][skipped][:10].tolist()} rows in the {split} split have at "
+                f"most n_support={m} rows and are not drawn"
+            )
+        if q_eff < q:
+            label, size = part["classes"][smallest].item(), int(part["sizes"][smallest])
+            msgs.append(
+                f"class {label!r} has {size} rows "
+                f"in the {split} split, fewer than n_support + n_query = {m} + {q}; its "
+                f"support rows are kept out of its targets, so every task gets "
+                f"n_query={q_eff} targets instead of {q}"
+            )
+        warnings.warn("ClassTasks: " + "; ".join(msgs) + ".", UserWarning, stacklevel=4)
 
     def sample_tasks(self, n_tasks, n_support, n_query, random_state=None, *, split="train"):
         """Draw a batch of tasks (classes drawn independently, with repetition).
@@ -635,7 +731,8 @@ class ClassTasks(_TaskDistribution):
         n_support : int >= 1
             Number of support rows per task.
         n_query : int >= 0
-            Number of query rows per task.
+            Number of query rows per task (fewer when a class is too small, see the class
+            notes).
         random_state : None, int, RandomState or Generator, default=None
             Source of randomness for the task draws.
         split : {"train", "validation"}, default="train"
@@ -644,63 +741,18 @@ class ClassTasks(_TaskDistribution):
         Returns
         -------
         supports : ndarray of shape (n_tasks, n_support, n_features), float64
-        queries : ndarray of shape (n_tasks, n_query, n_features), float64
+        queries : ndarray of shape (n_tasks, n_query', n_features), float64
+            Rows distinct from the task's support rows (and from each other).
         """
         if split not in ("train", "validation"):
             raise ValueError(f"split must be 'train' or 'validation', got {split!r}.")
         B, m, q = _check_sizes(n_tasks, n_support, n_query)
         prep = self._prepare()
         part = prep[split]
-        if len(part["sizes"]) == 0:
-            if split == "validation" and prep["validation_fraction"] == 0:
-                raise ValueError(
-                    "split='validation' needs validation_fraction > 0 (it is 0, so there "
-                    "is no validation split)."
-                )
-            raise ValueError(
-                f"No class has at least 2 rows in the {split} split; lower or raise "
-                "validation_fraction."
-            )
+        ok, q = self._drawable(split, m, q)
         rng = _rng(random_state)
-        n = m + q
-
-        cls = rng.integers(0, len(part["sizes"]), size=B)
-        sizes = part["sizes"][cls]  # (B,)
-        enough = sizes >= n
-        local = np.empty((B, n), dtype=np.int64)
-
-        # without replacement: the n smallest of iid uniform keys over each class's rows,
-        # ordered by key, form a uniformly random ordered sample (chunked over tasks)
-        idx_enough = np.flatnonzero(enough)
-        if idx_enough.size:
-            width = int(sizes[idx_enough].max())
-            chunk = max(1, _MAX_KEYS_PER_CHUNK // width)
-            for start in range(0, idx_enough.size, chunk):
-                tasks = idx_enough[start : start + chunk]
-                keys = rng.random((tasks.size, width))
-                keys[np.arange(width)[None, :] >= sizes[tasks][:, None]] = 2.0
-                if n < width:
-                    cand = np.argpartition(keys, n - 1, axis=1)[:, :n]
-                else:
-                    cand = np.broadcast_to(np.arange(width), (tasks.size, width))
-                ck = np.take_along_axis(keys, cand, axis=1)
-                local[tasks] = np.take_along_axis(cand, np.argsort(ck, axis=1), axis=1)
-
-        idx_short = np.flatnonzero(~enough)
-        if idx_short.size:
-            if not getattr(self, "_warned_replacement", False):
-                warnings.warn(
-                    f"Some classes have fewer than n_support + n_query = {n} rows in the "
-                    f"{split} split; their rows are drawn with replacement.",
-                    UserWarning,
-                    stacklevel=2,
-                )
-                self._warned_replacement = True
-            u = rng.random((idx_short.size, n))
-            local[idx_short] = np.minimum(
-                (u * sizes[idx_short][:, None]).astype(np.int64), sizes[idx_short][:, None] - 1
-            )
-
-        rows = part["rows"][part["offsets"][cls][:, None] + local]  # (B, n)
-        X = prep["X"][rows]  # (B, n, d)
+        cls = ok[rng.integers(0, ok.size, size=B)]
+        local = _distinct_rows(rng, part["sizes"][cls], m + q)
+        rows = part["rows"][part["offsets"][cls][:, None] + local]  # (B, m + q)
+        X = prep["X"][rows]  # (B, m + q, d)
         return np.ascontiguousarray(X[:, :m]), np.ascontiguousarray(X[:, m:])

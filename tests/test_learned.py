@@ -168,7 +168,7 @@ def test_lr_factor_warmup_then_cosine():
 # --------------------------------------------------------------------------------------------
 # estimator: fitting modes, attributes, reproducibility
 # --------------------------------------------------------------------------------------------
-@pytest.mark.filterwarnings("ignore:Some classes have fewer:UserWarning")
+@pytest.mark.filterwarnings("ignore:ClassTasks:UserWarning")
 def test_fit_modes_and_attributes(gmm2):
     rng = np.random.default_rng(0)
     X = rng.normal(size=(60, 2))
@@ -204,7 +204,7 @@ def test_single_task_splits_are_disjoint(n_rows):
         assert len(set(S[b, :, 0])) == 10 and not set(S[b, :, 0]) & set(Q[b, :, 0])
 
 
-@pytest.mark.filterwarnings("ignore:Some classes have fewer:UserWarning")
+@pytest.mark.filterwarnings("ignore:ClassTasks:UserWarning")
 def test_validation_and_early_stopping(gmm2):
     lf = LearnedFlowSampler(
         **{**SMALL, "max_iter": 100},
@@ -398,7 +398,7 @@ def test_cpu_ignores_cuda_only_flags(gmm2):
 @parametrize_with_checks([LearnedFlowSampler(**TINY, random_state=0)])
 def test_sklearn_compatible(estimator, check):
     with warnings.catch_warnings():
-        # tiny classes of the checks' labels are drawn with replacement (ClassTasks warns)
+        # tiny classes of the checks' labels shrink the target count (ClassTasks warns)
         warnings.simplefilter("ignore", UserWarning)
         check(estimator)
 

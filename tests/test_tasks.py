@@ -328,18 +328,49 @@ def test_class_tasks_without_replacement_uses_all_rows_when_exact():
         np.testing.assert_array_equal(ids, np.flatnonzero(y == cls))
 
 
-def test_class_tasks_with_replacement_warns_once():
-    X, y = _class_data(n_per_class=(4, 30))
-    t = ClassTasks(X, y)
-    with pytest.warns(UserWarning, match="with replacement"):
-        Ss, Qs = t.sample_tasks(30, 5, 5, random_state=0)
-    assert Ss.shape == (30, 5, 3)
+def _assert_no_leakage(Ss, Qs):
+    """Rows are tagged by their index (column 0): support and targets share none."""
     for S, Q in zip(Ss, Qs, strict=True):
-        ids = np.concatenate([S, Q])[:, 0].astype(int)
-        assert len(np.unique(y[ids])) == 1
+        s_ids, q_ids = S[:, 0].astype(int), Q[:, 0].astype(int)
+        assert len(np.unique(s_ids)) == len(s_ids)
+        assert not np.isin(q_ids, s_ids).any()
+
+
+@pytest.mark.parametrize("split", ["train", "validation"])
+def test_class_tasks_small_class_shrinks_targets_and_never_leaks(split):
+    X, y = _class_data(n_per_class=(12, 40, 60))
+    t = ClassTasks(X, y, validation_fraction=0.5, random_state=0)
+    sizes = {"train": 6, "validation": 6}  # the 12-row class, halved
+    with pytest.warns(UserWarning, match=rf"class 0 has {sizes[split]} rows .*n_query=2 "):
+        Ss, Qs = t.sample_tasks(60, 4, 20, random_state=0, split=split)
+    assert Ss.shape == (60, 4, 3) and Qs.shape == (60, 2, 3)
+    _assert_no_leakage(Ss, Qs)
+    assert set(y[Ss[:, 0, 0].astype(int)]) == {0, 1, 2}  # the small class is still drawn
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        t.sample_tasks(30, 5, 5, random_state=1)  # no second warning
+        t.sample_tasks(30, 4, 20, random_state=1, split=split)  # warned once
+
+
+def test_class_tasks_too_small_class_is_skipped_with_warning():
+    X, y = _class_data(n_per_class=(4, 30))
+    t = ClassTasks(X, y)
+    with pytest.warns(UserWarning, match=r"class\(es\) \[0\] with \[4\] rows .*n_support=5"):
+        Ss, Qs = t.sample_tasks(30, 5, 5, random_state=0)
+    assert Ss.shape == (30, 5, 3) and Qs.shape == (30, 5, 3)
+    assert set(y[Ss[..., 0].astype(int)].ravel()) == {1}
+    _assert_no_leakage(Ss, Qs)
+    with pytest.raises(ValueError, match="more than n_support=30 rows"):
+        t.sample_tasks(3, 30, 5, random_state=0)
+
+
+@pytest.mark.parametrize("m, q", [(1, 0), (3, 9), (5, 25), (29, 1)])
+def test_class_tasks_never_leak_at_any_size(m, q):
+    X, y = _class_data(n_per_class=(30, 20, 12))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        Ss, Qs = ClassTasks(X, y).sample_tasks(50, m, q, random_state=m)
+    assert Ss.shape[1] == m and Qs.shape[1] <= q
+    _assert_no_leakage(Ss, Qs)
 
 
 def test_class_tasks_validation_split_disjoint():

@@ -184,7 +184,8 @@ class LearnedFlowSampler(BaseFlowSampler):
     -----
     ``fit`` accepts three kinds of training data. ``fit(X, y)``: every label of ``y`` is a
     task (:class:`skflow.tasks.ClassTasks` semantics: classes with fewer than 2 rows are
-    dropped with a warning, small classes are drawn with replacement with a warning).
+    dropped with a warning; a task's support rows are never among its targets, so a class
+    smaller than ``support_size + n_targets`` shrinks the target count, with a warning).
     ``fit(X)``: ``X`` is one task; training tasks are random support/query splits of it.
     ``fit(task_source)``: any object with ``sample_tasks(n_tasks, n_support, n_query,
     random_state)`` (a meta-distribution of :mod:`skflow.tasks`) streams fresh tasks.
