@@ -281,6 +281,16 @@ def test_mmd2_test_statistic_and_pvalue_definition(xy):
     assert res_m.bandwidth == pytest.approx(oracle_median(X, Y), rel=1e-14)
 
 
+def test_mmd2_test_ties_count_as_extreme():
+    """Identical samples: every relabelling gives exactly the observed statistic (0), so by the
+    definition p = (1 + #{null >= observed}) / (1 + P) the p-value is exactly 1."""
+    X = np.full((5, 2), 3.0)
+    res = mmd2_test(X, X.copy(), n_permutations=19, bandwidth=1.0, random_state=0)
+    assert res.statistic == 0.0
+    np.testing.assert_array_equal(res.null_distribution, np.zeros(19))
+    assert res.pvalue == 1.0
+
+
 def test_mmd2_test_reproducible_and_torch(xy):
     X, Y = xy
     a = mmd2_test(X, Y, n_permutations=30, random_state=3)
@@ -434,6 +444,17 @@ def test_correlation_constant_rows_are_nan():
         assert res.fraction_above == pytest.approx(0.5)  # over the non-NaN rows
     all_nan = nw_weight_correlation(np.full((2, 3), 1 / 3), nw[:2, :3] / nw[:2, :3].sum(1)[:, None])
     assert np.isnan(all_nan.mean) and np.isnan(all_nan.fraction_above)
+
+
+def test_fraction_above_is_strict_at_ties():
+    """Spearman over 3 columns: ranks (1, 3, 2) against (1, 2, 3) correlate exactly 0.5, which
+    does not *exceed* the threshold 0.5."""
+    nw = np.tile([0.1, 0.3, 0.6], (4, 1))
+    att = np.array([[0.1, 0.3, 0.6], [0.1, 0.6, 0.3], [0.3, 0.1, 0.6], [0.6, 0.3, 0.1]])
+    res = nw_weight_correlation(att, nw, threshold=0.5)
+    np.testing.assert_array_equal(res.per_row, [1.0, 0.5, 0.5, -1.0])
+    assert res.fraction_above == 0.25
+    assert nw_weight_correlation(att, nw, threshold=0.4999).fraction_above == 0.75
 
 
 @pytest.mark.parametrize(
