@@ -4,11 +4,14 @@ import pickle
 
 import numpy as np
 import pytest
+import torch
+from scipy.spatial.distance import cdist, pdist
 from sklearn.base import clone
 from sklearn.neighbors import KernelDensity
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from skflow import NWFlowSampler
+from skflow.field import nw_velocity
 from skflow.metrics import mmd2_test
 from skflow.solvers import METHODS
 
@@ -101,13 +104,54 @@ def test_in_context_support_needs_no_refit(support):
     np.testing.assert_array_equal(X, ref)
 
 
-def test_field_methods(support):
-    s = NWFlowSampler().fit(support)
+def _brute_force_field(x, support, t, sigma_min, width):
+    """float64 softmax over -||x - t s_i||^2 / (2 width^2) and the velocity it gives."""
+    t = np.broadcast_to(np.asarray(t, dtype=np.float64), (x.shape[0],))[:, None]
+    sigma_t = 1.0 - (1.0 - sigma_min) * t
+    logits = -np.sum((x[:, None, :] - t[:, :, None] * support[None]) ** 2, axis=2)
+    logits /= 2.0 * width(t, sigma_t) ** 2
+    w = np.exp(logits - logits.max(axis=1, keepdims=True))
+    w /= w.sum(axis=1, keepdims=True)
+    return w, (w @ support - (1.0 - sigma_min) * x) / sigma_t
+
+
+# kernel width in x-space, t * h(t), for each kind of bandwidth
+WIDTHS = {
+    "ot": ("ot", lambda t, sigma_t: sigma_t),
+    "scaled": (0.5, lambda t, sigma_t: 0.5 * sigma_t),
+    "callable": (lambda t: 0.3 + 0.0 * t, lambda t, sigma_t: 0.3 * t),
+}
+
+
+@pytest.mark.parametrize("kind", list(WIDTHS))
+def test_field_methods_equal_brute_force(support, kind):
+    bandwidth, width = WIDTHS[kind]
+    s = NWFlowSampler(bandwidth=bandwidth, sigma_min=0.05).fit(support)
     X = np.random.default_rng(0).normal(size=(4, 2))
-    np.testing.assert_allclose(s.weights(X, 0.5).sum(1), 1.0)
+    t = np.array([0.1, 0.3, 0.6, 1.0])
+    w_ref, v_ref = _brute_force_field(X, support, t, 0.05, width)
+    np.testing.assert_allclose(s.weights(X, t), w_ref, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(s.velocity(X, t), v_ref, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(s.effective_sample_size(X, t), 1.0 / np.sum(w_ref**2, axis=1))
     np.testing.assert_allclose(s.effective_sample_size(X, 0.0), 30.0)
-    assert s.velocity(X, np.array([0.0, 0.3, 0.6, 1.0])).shape == (4, 2)
-    assert s.divergence(X, 0.5).shape == (4,)
+
+
+@pytest.mark.parametrize("kind", list(WIDTHS))
+@pytest.mark.parametrize("t", [0.2, 0.7, 0.95])
+def test_divergence_is_the_autograd_trace_of_the_velocity(support, kind, t):
+    """Oracle: trace of the Jacobian of ``skflow.field.nw_velocity`` (torch float64) with the
+    same bandwidth; a divergence that ignored the bandwidth would be the OT one."""
+    bandwidth, _ = WIDTHS[kind]
+    s = NWFlowSampler(bandwidth=bandwidth, sigma_min=0.05).fit(support)
+    X = np.random.default_rng(1).normal(size=(5, 2)) * 1.5
+    S = torch.from_numpy(support)
+
+    def field(z):
+        return nw_velocity(z, S, t, sigma_min=0.05, bandwidth=bandwidth)
+
+    jac = torch.autograd.functional.jacobian(field, torch.from_numpy(X))  # (n, d, n, d)
+    trace = torch.stack([torch.trace(jac[i, :, i, :]) for i in range(X.shape[0])]).numpy()
+    np.testing.assert_allclose(s.divergence(X, t), trace, rtol=1e-9, atol=1e-9)
 
 
 def test_same_seed_same_samples_pickle_and_clone(support):
@@ -133,8 +177,38 @@ def test_score_is_negative_mmd_and_deterministic(support):
     far = near + 3.0
     assert s.score(near) == s.score(near)
     assert s.score(near) > s.score(far)
-    y = np.repeat([0, 1], 15)
-    assert np.isfinite(s.score(near, y))
+
+
+def _oracle_mmd2(X, Y):
+    """Unbiased Gaussian MMD^2, bandwidth the median distance of Y's rows (the reference)."""
+    h = np.median(pdist(Y))
+
+    def mean_kernel(A, B, skip_diagonal):
+        K = np.exp(-cdist(A, B, "sqeuclidean") / (2 * h * h))
+        if skip_diagonal:
+            return (K.sum() - np.trace(K)) / (len(A) * (len(A) - 1))
+        return K.mean()
+
+    return mean_kernel(X, X, True) + mean_kernel(Y, Y, True) - 2 * mean_kernel(X, Y, False)
+
+
+def test_few_shot_score_splits_each_task_by_hand(support):
+    """score(X, y): per label, the first len // 2 rows (in X's order) are the support and the
+    rest the reference; samples use the estimator's seed; the mean over the labels."""
+    rng = np.random.default_rng(6)
+    X = np.vstack([support[:9] + 0.1 * rng.normal(size=(9, 2)), rng.normal(size=(12, 2)) + 4.0])
+    y = np.array(["b"] * 9 + ["a"] * 12)
+    order = rng.permutation(len(X))  # interleave the tasks
+    X, y = X[order], y[order]
+    s = NWFlowSampler(random_state=3, n_steps=10).fit(support)
+    expected = []
+    for label in ("a", "b"):
+        rows = X[y == label]
+        k = len(rows) // 2
+        ref = rows[k:]
+        fresh = NWFlowSampler(random_state=3, n_steps=10).fit(rows[:k])
+        expected.append(-_oracle_mmd2(fresh.sample(len(ref)), ref))
+    assert s.score(X, y) == pytest.approx(np.mean(expected), rel=1e-9, abs=1e-12)
 
 
 @pytest.mark.parametrize(
