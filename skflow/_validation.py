@@ -1,0 +1,237 @@
+"""One validation layer: the checks of parameters and times that every module shares.
+
+One rule per mistake, one message style (``"{name} must be ..., got {value!r}."``) and one
+exception type per kind of mistake:
+
+* a parameter of the wrong type or value raises :class:`InvalidParameterError`, a subclass of
+  both ``ValueError`` and ``TypeError`` (as scikit-learn's own parameter errors are), so
+  ``n_steps=1.5`` and ``n_steps=0`` fail the same way in every module;
+* data of the wrong shape or with non-finite values raise ``ValueError``; data of a
+  non-numeric dtype raise ``TypeError``.
+
+**Random states.** Everywhere in skflow a ``random_state`` may be what
+:func:`sklearn.utils.check_random_state` accepts (None, an int, a ``RandomState``) or a NumPy
+``Generator``. :func:`check_random_state` returns a ``RandomState`` for code written against
+that API, :func:`as_generator` a ``Generator``; a ``Generator`` or ``RandomState`` passed in is
+used (and advanced), never copied, like scikit-learn does.
+
+This module knows only NumPy.
+
+Examples
+--------
+>>> from skflow._validation import check_int, InvalidParameterError
+>>> check_int(5, "n_steps")
+5
+>>> try:
+...     check_int(1.5, "n_steps")
+... except InvalidParameterError as exc:
+...     print(exc)
+n_steps must be an integer >= 1, got 1.5.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from sklearn.utils import check_random_state as _sk_check_random_state
+
+__all__ = [
+    "InvalidParameterError",
+    "as_generator",
+    "check_choice",
+    "check_finite_output",
+    "check_int",
+    "check_random_state",
+    "check_real",
+    "check_sigma_min",
+    "check_times",
+]
+
+
+class InvalidParameterError(ValueError, TypeError):
+    """A parameter has the wrong type or value.
+
+    Subclasses both ``ValueError`` and ``TypeError`` so that code catching either keeps working
+    whatever the mistake was.
+    """
+
+
+def check_int(
+    value: Any, name: str, *, minimum: int | None = 1, allow_none: bool = False
+) -> int | None:
+    """An integer ``>= minimum`` (bools refused), or None when ``allow_none``.
+
+    Examples
+    --------
+    >>> check_int(0, "n_query", minimum=0)
+    0
+    """
+    if value is None and allow_none:
+        return None
+    bound = "" if minimum is None else f" >= {minimum}"
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Integral)
+        or (minimum is not None and value < minimum)
+    ):
+        extra = " or None" if allow_none else ""
+        raise InvalidParameterError(f"{name} must be an integer{bound}{extra}, got {value!r}.")
+    return int(value)
+
+
+def check_real(
+    value: Any,
+    name: str,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    low_open: bool = False,
+    high_open: bool = False,
+    allow_none: bool = False,
+) -> float | None:
+    """A finite real number in the given interval (bools refused), or None when ``allow_none``.
+
+    Examples
+    --------
+    >>> check_real(0.5, "rtol", low=0.0, low_open=True)
+    0.5
+    """
+    if value is None and allow_none:
+        return None
+    lo = "" if low is None else ("(" if low_open else "[") + f"{low:g}"
+    hi = "" if high is None else f"{high:g}" + (")" if high_open else "]")
+    where = f" in {lo or '(-inf'}, {hi or 'inf)'}" if (low is not None or high is not None) else ""
+    message = f"{name} must be a finite real number{where}, got {value!r}."
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InvalidParameterError(message)
+    v = float(value)
+    if not math.isfinite(v):
+        raise InvalidParameterError(message)
+    if low is not None and (v <= low if low_open else v < low):
+        raise InvalidParameterError(message)
+    if high is not None and (v >= high if high_open else v > high):
+        raise InvalidParameterError(message)
+    return v
+
+
+def check_sigma_min(value: Any) -> float:
+    """The path's ``sigma_min``: a float in the open interval (0, 1).
+
+    Examples
+    --------
+    >>> check_sigma_min(0.01)
+    0.01
+    """
+    return check_real(value, "sigma_min", low=0.0, high=1.0, low_open=True, high_open=True)
+
+
+def check_choice(value: Any, name: str, choices: Sequence[str]) -> str:
+    """One of the strings ``choices``.
+
+    Examples
+    --------
+    >>> check_choice("heun", "solver", ("euler", "heun"))
+    'heun'
+    """
+    if not isinstance(value, str) or value not in choices:
+        raise InvalidParameterError(f"{name} must be one of {tuple(choices)}, got {value!r}.")
+    return value
+
+
+def check_times(t: Any, name: str = "t") -> np.ndarray:
+    """Times as a float64 array (a scalar or shape ``(n,)``) with values in [0, 1].
+
+    Non-numeric and complex input raises ``TypeError``; other shapes and values outside the
+    interval (or non-finite) raise ``ValueError``.
+
+    Examples
+    --------
+    >>> check_times([0.0, 0.5]).tolist()
+    [0.0, 0.5]
+    """
+    if hasattr(t, "detach") and hasattr(t, "cpu"):  # a Torch tensor
+        t = t.detach().cpu().numpy()
+    try:
+        arr = np.asarray(t)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be a float or a 1-D array of floats, got {t!r}.") from exc
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must be real-valued (float or 1-D float array), got {arr.dtype}.")
+    arr = arr.astype(np.float64, copy=False)
+    if arr.ndim > 1:
+        raise ValueError(f"{name} must be a scalar or a 1-D array of times, got {arr.shape}.")
+    if not np.all(np.isfinite(arr)) or np.any(arr < 0.0) or np.any(arr > 1.0):
+        raise ValueError(f"{name} must lie in [0, 1] (finite); got values outside that interval.")
+    return arr
+
+
+def check_finite_output(a: np.ndarray, what: str) -> np.ndarray:
+    """Raise a clear ValueError instead of returning NaN/inf computed from finite inputs."""
+    if not np.all(np.isfinite(a)):
+        raise ValueError(
+            f"{what} is not finite (NaN or inf) although the inputs are finite: their "
+            "magnitude is too large for floating-point arithmetic (squared distances "
+            "overflow). Rescale the data, e.g. with sklearn.preprocessing.StandardScaler."
+        )
+    return a
+
+
+def _refuse(random_state: Any) -> InvalidParameterError:
+    return InvalidParameterError(
+        "random_state must be None, an int, a numpy RandomState or a numpy Generator, got "
+        f"{random_state!r}."
+    )
+
+
+def check_random_state(random_state: Any) -> np.random.RandomState:
+    """A ``RandomState`` from None, an int, a ``RandomState`` or a ``Generator``.
+
+    None, ints and ``RandomState`` instances are handled by
+    :func:`sklearn.utils.check_random_state` (None: NumPy's global ``RandomState``); a
+    ``Generator`` seeds a new ``RandomState`` from one draw (so it is advanced, and the same
+    Generator state always gives the same stream).
+
+    Examples
+    --------
+    >>> check_random_state(0).randint(10)
+    5
+    """
+    if isinstance(random_state, np.random.Generator):
+        return np.random.RandomState(int(random_state.integers(2**32, dtype=np.int64)))
+    if isinstance(random_state, bool):
+        raise _refuse(random_state)
+    try:
+        return _sk_check_random_state(random_state)
+    except ValueError:
+        raise _refuse(random_state) from None
+
+
+def as_generator(random_state: Any) -> np.random.Generator:
+    """A ``Generator`` from None, an int, a ``RandomState`` or a ``Generator``.
+
+    An int seeds ``np.random.default_rng`` (negative ints are refused); a ``Generator`` is
+    returned as is; None gives fresh OS entropy; a ``RandomState`` seeds a new Generator from
+    one draw.
+
+    Examples
+    --------
+    >>> float(as_generator(0).random()) == float(np.random.default_rng(0).random())
+    True
+    """
+    if isinstance(random_state, np.random.Generator):
+        return random_state
+    if random_state is None:
+        return np.random.default_rng()
+    if isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool):
+        if random_state < 0:
+            raise InvalidParameterError(
+                f"random_state must be a non-negative int, got {random_state!r}."
+            )
+        return np.random.default_rng(int(random_state))
+    if isinstance(random_state, np.random.RandomState):
+        return np.random.default_rng(int(random_state.randint(2**32, dtype=np.int64)))
+    raise _refuse(random_state)
