@@ -16,11 +16,12 @@ def prepare_output(output_dir: str | Path) -> Path:
     return path
 
 
-def _plain(value: Any) -> Any:
+def to_plain(value: Any) -> Any:
+    """``value`` with NumPy arrays and scalars (also inside dicts and lists) as plain Python."""
     if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {str(k): to_plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
+        return [to_plain(v) for v in value]
     if isinstance(value, np.ndarray):
         return value.tolist()
     if isinstance(value, np.generic):
@@ -31,7 +32,7 @@ def _plain(value: Any) -> Any:
 def write_json(results: dict, output_dir: str | Path, name: str = "results.json") -> Path:
     """Write ``results`` (NumPy values converted) as indented JSON; returns the path."""
     path = prepare_output(output_dir) / name
-    path.write_text(json.dumps(_plain(results), indent=2))
+    path.write_text(json.dumps(to_plain(results), indent=2))
     return path
 
 
@@ -45,7 +46,7 @@ def save_figure(fig: Any, output_dir: str | Path, name: str) -> Path:
     return path
 
 
-class _TorchThreads:
+class TorchThreads:
     """Context manager: set Torch's intra-op threads, restore them on exit (None: no-op)."""
 
     def __init__(self, n_threads: int | None):
@@ -68,7 +69,11 @@ class _TorchThreads:
         return False
 
 
-def _seed(random_state: int, *keys: int) -> int:
+def derive_seed(random_state: int, *keys: int) -> int:
     """A 31-bit seed derived from ``random_state`` and integer keys (independent streams)."""
     ss = np.random.SeedSequence([int(random_state), *[int(k) for k in keys]])
     return int(ss.generate_state(1)[0] & 0x7FFFFFFF)
+
+
+# Former names, kept until every experiment imports the public ones.
+_plain, _TorchThreads, _seed = to_plain, TorchThreads, derive_seed

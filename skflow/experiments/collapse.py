@@ -38,7 +38,7 @@ from skflow.diagnostics import neff_along_path
 from skflow.metrics import mmd2
 from skflow.tasks import GaussianMixtureTasks
 
-from ._io import _plain, _seed, _TorchThreads, prepare_output, save_figure, write_json
+from ._io import TorchThreads, derive_seed, prepare_output, save_figure, to_plain, write_json
 
 __all__ = ["PRESETS", "run"]
 
@@ -140,7 +140,7 @@ def _eval_tasks(d: int, cfg: dict, random_state: int) -> tuple[np.ndarray, np.nd
         cfg["n_eval_tasks"],
         cfg["n_support"],
         cfg["n_points"],
-        random_state=_seed(random_state, 1, d),
+        random_state=derive_seed(random_state, 1, d),
     )
 
 
@@ -148,7 +148,7 @@ def _neff_job(d: int, cfg: dict, random_state: int) -> dict:
     """(a): median n_eff(t) of the plug-in field along its trajectories, median over tasks."""
     tasks = GaussianMixtureTasks(n_features=d)
     supports, _ = tasks.sample_tasks(
-        cfg["n_neff_tasks"], cfg["n_support"], 0, random_state=_seed(random_state, 2, d)
+        cfg["n_neff_tasks"], cfg["n_support"], 0, random_state=derive_seed(random_state, 2, d)
     )
     per_task = []
     for b, S in enumerate(supports):
@@ -158,7 +158,7 @@ def _neff_job(d: int, cfg: dict, random_state: int) -> dict:
             times=NEFF_TIMES,
             n_trajectories=cfg["n_trajectories"],
             n_steps=cfg["neff_steps"],
-            random_state=_seed(random_state, 3, d, b),
+            random_state=derive_seed(random_state, 3, d, b),
         )
         per_task.append(np.median(neff, axis=1))
     per_task = np.asarray(per_task)  # (tasks, T)
@@ -186,7 +186,7 @@ def _plugin_job(d: int, cfg: dict, random_state: int) -> dict:
     t0 = time.perf_counter()
     values = []
     for b, (S, true) in enumerate(zip(supports, truths, strict=True)):
-        gen = sampler.fit(S).sample(len(true), random_state=_seed(random_state, 4, d, b))
+        gen = sampler.fit(S).sample(len(true), random_state=derive_seed(random_state, 4, d, b))
         values.append(mmd2(gen, true, reference=true))
     return {
         "d": d,
@@ -204,9 +204,9 @@ def _learned_job(d: int, exact_head: bool, cfg: dict, random_state: int) -> dict
         "sigma_min": cfg["sigma_min"],
         "support_size": cfg["n_support"],
         "max_time": cfg["max_time"],
-        "random_state": _seed(random_state, 5, d),  # same seed with and without the head
+        "random_state": derive_seed(random_state, 5, d),  # same seed with and without the head
     }
-    with _TorchThreads(cfg["torch_threads"]):
+    with TorchThreads(cfg["torch_threads"]):
         model = LearnedFlowSampler(**params)
         t0 = time.perf_counter()
         model.fit(GaussianMixtureTasks(n_features=d))
@@ -214,7 +214,7 @@ def _learned_job(d: int, exact_head: bool, cfg: dict, random_state: int) -> dict
         supports, truths = _eval_tasks(d, cfg, random_state)
         t0 = time.perf_counter()
         generated = model.sample_batch(
-            truths.shape[1], supports, random_state=_seed(random_state, 6, d)
+            truths.shape[1], supports, random_state=derive_seed(random_state, 6, d)
         )
         values = [
             mmd2(gen, true, reference=true) for gen, true in zip(generated, truths, strict=True)
@@ -357,7 +357,7 @@ def run(
     jobs: list[tuple] = [("learned", d, head) for d in dims for head in (True, False)]
     jobs += [("plugin", d) for d in dims] + [("neff", d) for d in dims]
     t_start = time.perf_counter()
-    with _TorchThreads(cfg["torch_threads"]):
+    with TorchThreads(cfg["torch_threads"]):
         outputs = Parallel(n_jobs=n_jobs)(delayed(_dispatch)(job, cfg, seed) for job in jobs)
     wall = time.perf_counter() - t_start
 
@@ -425,7 +425,7 @@ def run(
         "training": training,
         "plugin_eval_seconds": {str(d): by_method[(d, "plugin")]["eval_seconds"] for d in dims},
         "machine": _machine(),
-        "summary": _plain(summary),  # plain Python: printable as JSON
+        "summary": to_plain(summary),  # plain Python: printable as JSON
     }
     _plot(results, out)
     write_json(results, out)
