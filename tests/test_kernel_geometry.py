@@ -217,8 +217,20 @@ def test_gridsearch_over_nested_projection_params():
     est = NWFlowSampler(projection=PCA(), n_steps=5, random_state=0)
     assert "projection__n_components" in est.get_params(deep=True)
     gs = GridSearchCV(est, {"projection__n_components": [2, 4]}, cv=2).fit(X)
-    assert gs.best_params_["projection__n_components"] in (2, 4)
-    assert gs.best_estimator_.projection_.shape[1] == 5
+    # by hand: unshuffled 2-fold split, fit on one half, score (-MMD^2) on the other
+    by_hand = []
+    for k in (2, 4):
+        folds = [(X[30:], X[:30]), (X[:30], X[30:])]
+        fold_scores = [
+            clone(est).set_params(projection__n_components=k).fit(train).score(test)
+            for train, test in folds
+        ]
+        by_hand.append(np.mean(fold_scores))
+    np.testing.assert_allclose(gs.cv_results_["mean_test_score"], by_hand, rtol=1e-12)
+    assert by_hand[0] != by_hand[1]
+    assert gs.best_params_["projection__n_components"] == (2, 4)[int(np.argmax(by_hand))]
+    best_k = gs.best_params_["projection__n_components"]
+    assert gs.best_estimator_.projection_.shape == (best_k, 5)
 
 
 def test_pickle_and_clone_keep_the_geometry(data):
