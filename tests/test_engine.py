@@ -304,7 +304,7 @@ def test_use_torch_backend_auto_rule():
     assert not use_torch_backend("auto", "cpu", n_support=AUTO_TORCH_MIN_SUPPORT - 1)
     assert use_torch_backend("auto", "cpu", n_support=AUTO_TORCH_MIN_SUPPORT)
     assert not use_torch_backend("numpy", "cpu", n_support=10**6)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="backend must be one of"):
         use_torch_backend("jax", "cpu")
 
 

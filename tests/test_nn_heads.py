@@ -126,19 +126,19 @@ def test_head_gradients_flow():
 
 
 def test_head_validation():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="sigma_min must be a float in"):
         NWAttentionHead(sigma_min=1.5)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="bandwidth must be 'ot'"):
         NWAttentionHead(bandwidth="silverman")
     head = NWAttentionHead()
     x, s = _data("cpu")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="x has 4 features but support has 3"):
         head(x, s[..., :3], 0.5)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"t must lie in \[0, 1\]"):
         head(x, s, 1.5)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="does not broadcast"):
         head(x, s, torch.zeros(5))
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="must be torch tensors"):
         head(x.numpy(), s, 0.5)
 
 
@@ -199,8 +199,9 @@ def test_multihead_heads_and_mixing():
     m2 = _batched_reference(nw_local_mean, x, s, t, sigma_min=0.01, projection=p2)
     expected = (np.concatenate([m1, m2], axis=-1) @ mix.T - 0.99 * x.numpy()) / (1 - 0.99 * t)
     np.testing.assert_allclose(v.detach().numpy(), expected, rtol=1e-10, atol=1e-10)
-    w1 = _batched_reference(nw_weights, x, s, t, sigma_min=0.01, projection=p1)
-    np.testing.assert_allclose(w[..., 0, :, :].detach().numpy(), w1, atol=1e-12)
+    for h, p in enumerate((p1, p2)):
+        w_ref = _batched_reference(nw_weights, x, s, t, sigma_min=0.01, projection=p)
+        np.testing.assert_allclose(w[..., h, :, :].detach().numpy(), w_ref, atol=1e-12)
     np.testing.assert_allclose(mh.head_means(x, s, t)[..., 1, :, :].detach().numpy(), m2)
 
 
@@ -223,12 +224,12 @@ def test_multihead_is_trainable():
 
 
 def test_multihead_validation():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="n_features must be a positive integer"):
         MultiHeadNW(0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="n_heads must be a positive integer"):
         MultiHeadNW(3, n_heads=0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="head_dim must be a positive integer"):
         MultiHeadNW(3, head_dim=0)
     mh = MultiHeadNW(3)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="expected 3 features, got 4"):
         mh(torch.zeros(2, 4), torch.zeros(3, 4), 0.5)
