@@ -18,7 +18,7 @@ from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from ..solvers import FIXED_STEP_METHODS, METHODS, integrate
 
-__all__ = ["BaseFlowSampler"]
+__all__ = ["ADAPTIVE_MAX_STEPS", "SAMPLING_BATCH_SIZE", "BaseFlowSampler"]
 
 # Step budget of the adaptive solver (dopri5) per integration. Well-posed problems take a few
 # hundred steps even at tight tolerances; far more means the field is too stiff to resolve
@@ -49,6 +49,15 @@ def _check_positive_int(value: Any, name: str, minimum: int = 1) -> int:
     if value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}.")
     return int(value)
+
+
+def _check_tolerance(value: Any, name: str) -> float:
+    """A positive finite real tolerance, else ``ValueError`` naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a positive float, got {value!r}.")
+    if not (np.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be a positive finite float, got {value!r}.")
+    return float(value)
 
 
 class BaseFlowSampler(BaseEstimator):
@@ -123,14 +132,20 @@ class BaseFlowSampler(BaseEstimator):
     def _solve(self, field, y0, grid, **kwargs):
         """``integrate`` with this sampler's solver; a non-finite velocity, or an adaptive
         solve that exhausts :data:`ADAPTIVE_MAX_STEPS`, is a ValueError."""
+        return self._solve_adaptive(
+            field, y0, grid, method=self.solver, rtol=self.rtol, atol=self.atol, **kwargs
+        )
+
+    def _solve_adaptive(self, field, y0, grid, *, rtol, atol, method="dopri5", **kwargs):
+        """``integrate`` with the given method and tolerances, errors as in :meth:`_solve`."""
         try:
             return integrate(
                 field,
                 y0,
                 grid,
-                method=self.solver,
-                rtol=self.rtol,
-                atol=self.atol,
+                method=method,
+                rtol=rtol,
+                atol=atol,
                 max_steps=ADAPTIVE_MAX_STEPS,
                 **kwargs,
             )
