@@ -17,8 +17,11 @@ local mean) is reported beside it. On held-out tasks, query points at time ``t``
 * ``"conditional"``: on the conditional path, ``x_t = t x_1 + sigma_t x_0`` with ``x_1`` a
   true point of the task and ``x_0 ~ N(0, I)``.
 
-At every ``t`` the learned weights :meth:`~skflow.LearnedFlowSampler.attention_weights`
-(``(n_layers, n_heads, n, m)``) are compared, row by row, with the NW weights of the same
+At every ``t`` the learned weights (``(n_layers, n_heads, n, m)``) are read by the attention
+inspector, :class:`skflow.inspection.AttentionRecorder`, from the model's own fused
+``scaled_dot_product_attention`` calls during :meth:`~skflow.LearnedFlowSampler.velocity` (the
+same numbers as :meth:`~skflow.LearnedFlowSampler.attention_weights`, which recomputes them
+with an explicit softmax), and compared, row by row, with the NW weights of the same
 support by the Spearman correlation over the ``m`` support points
 (:func:`skflow.metrics.nw_weight_correlation`). The reported number of a (layer, head) is the
 median over all query rows of all held-out tasks. Spearman only uses ranks, and the ranks of
@@ -28,6 +31,12 @@ flow most float64 weights ``NWFlowSampler(...).fit(S).weights(X, t)`` underflow 
 and the resulting ties cap any rank correlation (at ``t = 0.99`` and ``d = 2``, typically 5 of
 50 weights are non-zero). The correlations with the float64 weights themselves are reported
 too (keys ``"trajectory_weights"``, ``"conditional_weights"``).
+
+The same recording also gives the inspector's own diagnosis, :func:`skflow.inspection.
+nw_correspondence` (key ``"inspector"``, trajectory queries): per (t, layer, head) the median
+Spearman correlation of each head's weights with the Gaussian-kernel NW weights of its *own*
+queries and keys at the matched bandwidth (``h = 1/sqrt(scale)``), the fraction of NW-like
+heads (median Spearman above 0.9) and the key-norm dispersion that separates the two.
 
 Run it with ``python -m skflow.experiments attention --quick`` (or ``--full``); the results
 go to ``output/experiments/attention/results.json`` and ``attention.png``.
@@ -44,6 +53,7 @@ from typing import Any
 import numpy as np
 
 from skflow import LearnedFlowSampler, NWFlowSampler
+from skflow.inspection import AttentionRecorder, attention_weights, nw_correspondence
 from skflow.metrics import nw_weight_correlation
 from skflow.tasks import GaussianMixtureTasks
 
@@ -137,6 +147,38 @@ def _nw_log_weights(X: np.ndarray, S: np.ndarray, t: float, sigma_min: float) ->
     return -sq / (2.0 * sigma_t**2)
 
 
+#: The cross-attention modules of :class:`skflow.nn.CrossAttentionVelocity` (the exact NW
+#: head, which also calls SDPA, is left out).
+ATTENTION_MODULES = "blocks.*.attn"
+#: Median Spearman above which a head counts as NW-like in the inspector's diagnosis.
+NW_LIKE = 0.9
+
+
+def _recorded_attention(model: LearnedFlowSampler, X: np.ndarray, t: float, S: np.ndarray):
+    """Attention weights (n_layers, n_heads, n, m) recorded during ``model.velocity``.
+
+    Also returns the recording's :func:`~skflow.inspection.nw_correspondence` (the heads
+    against Gaussian-kernel NW weights of their own queries and keys).
+    """
+    with AttentionRecorder(model.model_, modules=ATTENTION_MODULES) as rec:
+        model.velocity(X, t, support=S)
+    layers = list(dict.fromkeys(r.module for r in rec.records_))  # in call order
+    att = np.stack([attention_weights(rec, name)[0] for name in layers])
+    return att, nw_correspondence(rec, threshold=NW_LIKE)
+
+
+def _inspector_rows(corr, n_layers: int, n_heads: int) -> tuple[np.ndarray, np.ndarray]:
+    """Row-wise Spearman (L, H, n) and key-norm dispersion (L, H) of one recording."""
+    layers = list(dict.fromkeys(corr.module.tolist()))
+    rows = np.stack(corr.row_spearman)
+    disp = corr.key_norm_dispersion
+    order = [layers.index(m) * n_heads + h for m, h in zip(corr.module, corr.head, strict=True)]
+    rows_lh = np.empty((n_layers * n_heads, rows.shape[-1]))
+    disp_lh = np.empty(n_layers * n_heads)
+    rows_lh[order], disp_lh[order] = rows, disp
+    return rows_lh.reshape(n_layers, n_heads, -1), disp_lh.reshape(n_layers, n_heads)
+
+
 def _model_job(exact_head: bool, cfg: dict, random_state: int) -> dict:
     """Train one model, then correlate its attention with NW weights on held-out tasks.
 
@@ -168,6 +210,7 @@ def _model_job(exact_head: bool, cfg: dict, random_state: int) -> dict:
         )
         nw = NWFlowSampler(sigma_min=sigma_min)
         rho = {key: [] for key in VARIANTS}  # per task: (T, L, H, n)
+        inspector = {"rho": [], "dispersion": []}  # per task: (T, L, H, n) and (T, L, H)
         grid = None
         for b, (S, X1) in enumerate(zip(supports, truths, strict=True)):
             nw.fit(S)
@@ -177,6 +220,7 @@ def _model_job(exact_head: bool, cfg: dict, random_state: int) -> dict:
             idx = np.abs(grid[None, :] - times[:, None]).argmin(axis=1)
             x0 = np.random.default_rng(_seed(random_state, 4, b)).standard_normal(X1.shape)
             per_key = {key: [] for key in VARIANTS}
+            per_t_inspector = {"rho": [], "dispersion": []}
             for k, t in enumerate(times):
                 t_traj = float(grid[idx[k]])
                 sigma_t = 1.0 - (1.0 - sigma_min) * t
@@ -185,7 +229,11 @@ def _model_job(exact_head: bool, cfg: dict, random_state: int) -> dict:
                     "conditional": (t * X1 + sigma_t * x0, float(t)),
                 }
                 for mode, (X, tt) in queries.items():
-                    att = model.attention_weights(X, tt, support=S)  # (L, H, n, m)
+                    att, corr = _recorded_attention(model, X, tt, S)  # (L, H, n, m)
+                    if mode == "trajectory":
+                        r, disp = _inspector_rows(corr, *att.shape[:2])
+                        per_t_inspector["rho"].append(r)
+                        per_t_inspector["dispersion"].append(disp)
                     targets = {
                         mode: _nw_log_weights(X, S, tt, sigma_min),
                         f"{mode}_weights": nw.weights(X, tt),  # (n, m)
@@ -201,11 +249,15 @@ def _model_job(exact_head: bool, cfg: dict, random_state: int) -> dict:
                         )  # (L, H, n)
             for key in VARIANTS:
                 rho[key].append(np.stack(per_key[key]))  # (T, L, H, n)
+            for key in inspector:
+                inspector[key].append(np.stack(per_t_inspector[key]))
         eval_seconds = time.perf_counter() - t0
     tail = max(1, min(100, len(model.loss_curve_) // 5))
     return {
         "exact_head": exact_head,
         "rho": {key: np.concatenate(rho[key], axis=-1) for key in VARIANTS},
+        "inspector_rho": np.concatenate(inspector["rho"], axis=-1),  # (T, L, H, rows)
+        "inspector_dispersion": np.mean(inspector["dispersion"], axis=0),  # (T, L, H)
         "times_trajectory": grid[idx],
         "train_iterations": int(model.n_iter_),
         "train_seconds": train_seconds,
@@ -232,6 +284,15 @@ def _summarize_model(out: dict, times: np.ndarray) -> dict:
         k: out[k] for k in ("train_iterations", "train_seconds", "final_loss", "eval_seconds")
     }
     res["times_trajectory"] = out["times_trajectory"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        inspector_med = np.nanmedian(out["inspector_rho"], axis=-1)  # (T, L, H)
+    res["inspector"] = {
+        "median_spearman": inspector_med,
+        "best_median_per_t": np.nanmax(inspector_med.reshape(len(times), -1), axis=1),
+        "fraction_nw_like": np.mean(inspector_med > NW_LIKE, axis=(1, 2)),
+        "key_norm_dispersion": out["inspector_dispersion"],
+    }
     for key in VARIANTS:
         rho = out["rho"][key]  # (T, L, H, n)
         with warnings.catch_warnings():
@@ -390,6 +451,8 @@ def run(
             "weights_best_median_per_t": res["trajectory_weights"]["best_median_per_t"],
             "weights_any_head_rising": res["trajectory_weights"]["any_head_rising"],
             "train_iterations": res["train_iterations"],
+            "inspector_best_median_per_t": res["inspector"]["best_median_per_t"],
+            "inspector_fraction_nw_like_per_t": res["inspector"]["fraction_nw_like"],
         }
     summary["wall_seconds"] = wall
     summary["paper"] = {"ip_adapter_spearman_last_step": 0.89}

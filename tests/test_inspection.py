@@ -1,0 +1,538 @@
+"""Tests of skflow.inspection: recording attention calls and their NW correspondence."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from scipy.stats import pearsonr, spearmanr
+
+from skflow.inspection import (
+    AttentionRecorder,
+    NWCorrespondence,
+    attention_weights,
+    nw_correspondence,
+    plot_nw_correspondence,
+)
+
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA is not available")
+
+
+class SDPAModule(torch.nn.Module):
+    """Hand-written multi-head attention through F.scaled_dot_product_attention.
+
+    Keeps the q, k it passes to SDPA (the "hook placed by hand").
+    """
+
+    def __init__(self, d_model=12, n_heads=3, seed=0):
+        super().__init__()
+        g = torch.Generator().manual_seed(seed)
+        self.n_heads = n_heads
+        self.wq = torch.nn.Parameter(torch.randn(d_model, d_model, generator=g) / d_model**0.5)
+        self.wk = torch.nn.Parameter(torch.randn(d_model, d_model, generator=g) / d_model**0.5)
+        self.last = None
+
+    def _split(self, a):
+        B, L, D = a.shape
+        return a.view(B, L, self.n_heads, D // self.n_heads).transpose(1, 2)
+
+    def forward(self, x, y, attn_mask=None, is_causal=False):
+        q, k = self._split(x @ self.wq), self._split(y @ self.wk)
+        self.last = (q.detach().clone(), k.detach().clone())
+        o = F.scaled_dot_product_attention(q, k, k, attn_mask=attn_mask, is_causal=is_causal)
+        return o.transpose(1, 2).reshape(x.shape)
+
+
+class QKModule(torch.nn.Module):
+    """SDPA on given q, k (values = k): the inspected attention is exactly what is passed."""
+
+    def forward(self, q, k, attn_mask=None, scale=None):
+        return F.scaled_dot_product_attention(q, k, k, attn_mask=attn_mask, scale=scale)
+
+
+class Stack(torch.nn.Module):
+    def __init__(self, n_layers=12, d_model=8, n_heads=2):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(
+            SDPAModule(d_model, n_heads, seed=i) for i in range(n_layers)
+        )
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = x + layer(x, x)
+        return x
+
+
+def no_hooks_left(model):
+    return (
+        all(not m._forward_pre_hooks and not m._forward_hooks for m in model.modules())
+        and torch._C._len_torch_function_stack() == 0
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# analysis: exact NW heads and the hand computation
+# --------------------------------------------------------------------------------------------
+
+
+def test_equal_norm_keys_give_rho_one_for_every_head():
+    g = torch.Generator().manual_seed(1)
+    q = torch.randn(2, 4, 16, 6, generator=g, dtype=torch.float64)
+    k = 1.7 * F.normalize(torch.randn(2, 4, 10, 6, generator=g, dtype=torch.float64), dim=-1)
+    model = QKModule()
+    with AttentionRecorder(model) as rec:
+        model(q, k, scale=0.8)
+    res = nw_correspondence(rec)
+    assert len(res) == 4 and res.head.tolist() == [0, 1, 2, 3]
+    np.testing.assert_allclose(res.spearman, 1.0, atol=1e-12)
+    np.testing.assert_allclose(res.pearson, 1.0, atol=1e-12)
+    np.testing.assert_allclose(res.key_norm_dispersion, 0.0, atol=1e-12)
+    assert res.fraction_nw_like()[1].tolist() == [1.0]
+
+
+def hand_correspondence(q, k, scale, mask=None):
+    """Per head: median Spearman/Pearson over rows and the key-norm dispersion, by hand."""
+    q, k = q.numpy().astype(np.float64), k.numpy().astype(np.float64)
+    B, H = q.shape[:2]
+    out = []
+    for h in range(H):
+        rho, r = [], []
+        for b in range(B):
+            for j in range(q.shape[2]):
+                model = scale * (k[b, h] @ q[b, h, j])
+                nw = -np.sum((q[b, h, j] - k[b, h]) ** 2, axis=1) / (2.0 * (1 / scale**0.5) ** 2)
+                if mask is not None:
+                    keep = mask[j] if mask.ndim == 2 else mask[b, h, j]
+                    model, nw = np.where(keep, model, -np.inf), np.where(keep, nw, -np.inf)
+                rho.append(spearmanr(model, nw).statistic)
+                a, w = np.exp(model - model.max()), np.exp(nw - nw.max())
+                r.append(pearsonr(a / a.sum(), w / w.sum()).statistic)
+        norms = 0.5 * scale * np.sum(k[:, h] ** 2, axis=-1)  # (B, S)
+        out.append((np.median(rho), np.median(r), norms.std(axis=-1).mean()))
+    return np.array(out)
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_spread_key_norms_match_the_hand_computation(masked):
+    g = torch.Generator().manual_seed(2)
+    q = torch.randn(2, 3, 9, 5, generator=g, dtype=torch.float64)
+    radii = torch.linspace(0.3, 2.5, 11, dtype=torch.float64)[:, None]
+    k = radii * F.normalize(torch.randn(2, 3, 11, 5, generator=g, dtype=torch.float64), dim=-1)
+    mask = torch.rand(9, 11, generator=g) > 0.3 if masked else None
+    if masked:
+        mask[:, 0] = True  # every row keeps a key
+    model = QKModule()
+    with AttentionRecorder(model) as rec:
+        model(q, k, attn_mask=mask, scale=0.6)
+    res = nw_correspondence(rec)
+    expected = hand_correspondence(q, k, 0.6, None if mask is None else mask.numpy())
+    np.testing.assert_allclose(res.spearman, expected[:, 0], rtol=1e-10)
+    np.testing.assert_allclose(res.pearson, expected[:, 1], rtol=1e-10)
+    np.testing.assert_allclose(res.key_norm_dispersion, expected[:, 2], rtol=1e-10)
+    assert np.all(res.spearman < 0.999)  # the spread norms do separate the two
+    assert (res.n_rows == 18).all()
+
+
+def test_tidy_structure_and_grouping():
+    g = torch.Generator().manual_seed(3)
+    model = QKModule()
+    with AttentionRecorder(model) as rec:
+        for step in range(3):  # sharper keys at later steps: equal norms at the last
+            k = torch.randn(1, 2, 8, 4, generator=g)
+            k = F.normalize(k, dim=-1) if step == 2 else k * (1 + step)
+            model(torch.randn(1, 2, 6, 4, generator=g), k)
+    res = nw_correspondence(rec, threshold=0.9)
+    rows = res.to_records()
+    assert len(rows) == 6 and set(rows[0]) >= {"module", "step", "head", "spearman"}
+    assert [r["step"] for r in rows] == [0, 0, 1, 1, 2, 2]
+    steps, frac = res.fraction_nw_like("step")
+    assert steps.tolist() == [0, 1, 2]
+    for s, f in zip(steps, frac, strict=True):
+        assert f == np.mean(res.spearman[res.step == s] > 0.9)
+    assert frac[-1] == 1.0
+    _, med = res.median_by("step")
+    assert med[-1] == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="by must be one of"):
+        res.fraction_nw_like("layer")
+
+
+# --------------------------------------------------------------------------------------------
+# recording: same q, k as hooks placed by hand; outputs unchanged
+# --------------------------------------------------------------------------------------------
+
+
+def test_hand_written_sdpa_module_records_its_q_k_exactly():
+    m = SDPAModule()
+    x, y = torch.randn(2, 7, 12), torch.randn(2, 5, 12)
+    out0 = m(x, y)
+    with AttentionRecorder(m) as rec:
+        out1 = m(x, y)
+    assert torch.equal(out0, out1)
+    (r,) = rec.records_
+    q, k = m.last
+    assert r.module == "" and r.kind == "sdpa" and r.scale == pytest.approx(1 / 2.0)
+    assert np.array_equal(r.q, q.numpy()) and np.array_equal(r.k, k.numpy())
+    assert r.v is None and r.mask is None
+
+
+def hand_mha_qk(mha, query, key):
+    """q, k of nn.MultiheadAttention from its in-projection, written out by hand."""
+    if not mha.batch_first:
+        query, key = query.transpose(0, 1), key.transpose(0, 1)
+    E, H = mha.embed_dim, mha.num_heads
+    W, b = mha.in_proj_weight.detach(), mha.in_proj_bias.detach()
+    q = query @ W[:E].T + b[:E]
+    k = key @ W[E : 2 * E].T + b[E : 2 * E]
+
+    def split(a):
+        return a.reshape(a.shape[0], a.shape[1], H, E // H).permute(0, 2, 1, 3).numpy()
+
+    return split(q), split(k)
+
+
+@pytest.mark.parametrize("batch_first", [True, False])
+@pytest.mark.parametrize("need_weights", [True, False])
+@pytest.mark.parametrize("grad", [True, False])
+def test_multihead_attention_records_in_projection(batch_first, need_weights, grad):
+    torch.manual_seed(0)
+    mha = torch.nn.MultiheadAttention(8, 2, batch_first=batch_first).eval()
+    x = torch.randn(3, 5, 8) if batch_first else torch.randn(5, 3, 8)
+    y = torch.randn(3, 7, 8) if batch_first else torch.randn(7, 3, 8)
+    with torch.set_grad_enabled(grad):
+        for query, key in ((x, x), (x, y)):  # self-attention takes the fused fast path
+            out0, w0 = mha(query, key, key, need_weights=need_weights, average_attn_weights=False)
+            with AttentionRecorder(mha) as rec:
+                out1, w1 = mha(
+                    query, key, key, need_weights=need_weights, average_attn_weights=False
+                )
+            assert torch.equal(out0, out1)
+            (r,) = rec.records_
+            q, k = hand_mha_qk(mha, query, key)
+            np.testing.assert_allclose(r.q, q, rtol=1e-6, atol=1e-6)
+            np.testing.assert_allclose(r.k, k, rtol=1e-6, atol=1e-6)
+            if need_weights:  # the module's own per-head weights, an independent check
+                np.testing.assert_allclose(r.weights(), w1.detach().numpy(), atol=1e-6)
+    assert no_hooks_left(mha)
+
+
+def test_multihead_attention_masks_match_its_weights():
+    torch.manual_seed(1)
+    mha = torch.nn.MultiheadAttention(8, 2, batch_first=True, add_bias_kv=True).eval()
+    x, y = torch.randn(2, 4, 8), torch.randn(2, 6, 8)
+    kpm = torch.tensor([[False] * 5 + [True], [False] * 6])
+    am = torch.zeros(4, 6, dtype=torch.bool)
+    am[0, 2] = True
+    with AttentionRecorder(mha) as rec:
+        _, w = mha(x, y, y, key_padding_mask=kpm, attn_mask=am, average_attn_weights=False)
+    np.testing.assert_allclose(rec.records_[0].weights(), w.detach().numpy(), atol=1e-6)
+    assert rec.records_[0].k.shape == (2, 2, 7, 4)  # the bias_k key is appended
+
+
+def test_transformer_decoder_matches_hand_hooks_and_output():
+    torch.manual_seed(2)
+    layer = torch.nn.TransformerDecoderLayer(16, 4, dim_feedforward=32, batch_first=True)
+    dec = torch.nn.TransformerDecoder(layer, num_layers=2).eval()
+    x, mem = torch.randn(2, 5, 16), torch.randn(2, 9, 16)
+    hand = []
+
+    def grab(name):
+        def hook(module, args, kwargs):
+            query, key = (list(args) + [kwargs.get("query"), kwargs.get("key")])[:2]
+            hand.append((name, *hand_mha_qk(module, query.detach(), key.detach())))
+
+        return hook
+
+    handles = [
+        mod.register_forward_pre_hook(grab(name), with_kwargs=True)
+        for name, mod in dec.named_modules()
+        if isinstance(mod, torch.nn.MultiheadAttention)
+    ]
+    with torch.no_grad():
+        out0 = dec(x, mem)
+    for h in handles:
+        h.remove()
+    with torch.no_grad(), AttentionRecorder(dec) as rec:
+        out1 = dec(x, mem)
+    assert torch.equal(out0, out1)
+    assert (
+        [r.module for r in rec.records_]
+        == [name for name, _, _ in hand]
+        == [
+            "layers.0.self_attn",
+            "layers.0.multihead_attn",
+            "layers.1.self_attn",
+            "layers.1.multihead_attn",
+        ]
+    )
+    for r, (_, q, k) in zip(rec.records_, hand, strict=True):
+        np.testing.assert_allclose(r.q, q, atol=1e-6)
+        np.testing.assert_allclose(r.k, k, atol=1e-6)
+
+
+def test_sdpa_after_multihead_attention_is_still_seen():
+    class Mixed(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.mha = torch.nn.MultiheadAttention(12, 3, batch_first=True)
+            self.sdpa = SDPAModule()
+
+        def forward(self, x):
+            return self.sdpa(self.mha(x, x, x)[0], x)
+
+    m = Mixed().eval()
+    with torch.no_grad(), AttentionRecorder(m) as rec:
+        m(torch.randn(2, 4, 12))
+        m(torch.randn(2, 4, 12))
+    assert [(r.module, r.kind, r.step) for r in rec.records_] == [
+        ("mha", "multihead_attention", 0),
+        ("sdpa", "sdpa", 0),
+        ("mha", "multihead_attention", 1),
+        ("sdpa", "sdpa", 1),
+    ]
+
+
+@pytest.mark.parametrize("variant", ["causal", "bool_mask", "float_mask", "gqa"])
+def test_sdpa_variants_weights_reproduce_the_output(variant):
+    g = torch.Generator().manual_seed(4)
+    q = torch.randn(2, 4, 6, 8, generator=g, dtype=torch.float64)
+    k = torch.randn(2, 2 if variant == "gqa" else 4, 6, 8, generator=g, dtype=torch.float64)
+    v = torch.randn(k.shape, generator=g, dtype=torch.float64)
+    kw = {
+        "causal": {"is_causal": True},
+        "bool_mask": {"attn_mask": torch.rand(6, 6, generator=g) > 0.2},
+        "float_mask": {"attn_mask": torch.randn(2, 1, 6, 6, generator=g, dtype=torch.float64)},
+        "gqa": {"enable_gqa": True},
+    }[variant]
+    if variant == "bool_mask":
+        kw["attn_mask"][:, 0] = True
+
+    class Attn(torch.nn.Module):
+        def forward(self, q, k, v):
+            return F.scaled_dot_product_attention(q, k, v, **kw)
+
+    m = Attn()
+    with AttentionRecorder(m, record_values=True) as rec:
+        out = m(q, k, v)
+    (r,) = rec.records_
+    assert r.k.shape == r.v.shape == (2, 4, 6, 8)
+    np.testing.assert_allclose(r.weights() @ r.v, out.numpy(), atol=1e-12)
+
+
+# --------------------------------------------------------------------------------------------
+# filters and memory
+# --------------------------------------------------------------------------------------------
+
+
+def test_one_layer_of_twelve_keeps_only_that_layers_tensors():
+    model = Stack(n_layers=12)
+    x = torch.randn(2, 10, 8)
+    with AttentionRecorder(model, modules="layers.7") as rec:
+        model(x)
+        model(x)
+    assert [(r.module, r.step) for r in rec.records_] == [("layers.7", 0), ("layers.7", 1)]
+    arrays = [a for r in rec.records_ for a in (r.q, r.k, r.v, r.mask) if isinstance(a, np.ndarray)]
+    assert len(arrays) == 4  # q and k of the two calls, nothing else
+    assert sum(a.nbytes for a in arrays) == 2 * 2 * (2 * 2 * 10 * 4) * 4
+    assert rec.calls_seen_ == {f"layers.{i}": 2 for i in range(12)}
+
+
+def test_heads_queries_steps_and_calls_filters():
+    model = Stack(n_layers=3)
+    x = torch.randn(1, 20, 8)
+    with AttentionRecorder(
+        model, modules=["layers.[02]"], steps=[1, 2], heads=1, max_queries=5, random_state=0
+    ) as rec:
+        for _ in range(3):
+            model(x)
+    assert [(r.module, r.step) for r in rec.records_] == [
+        ("layers.0", 1),
+        ("layers.2", 1),
+        ("layers.0", 2),
+        ("layers.2", 2),
+    ]
+    r = rec.records_[0]
+    assert r.heads.tolist() == [1] and r.q.shape == (1, 1, 5, 4) and r.k.shape == (1, 1, 20, 4)
+    q_full = model.layers[2].last[0][:, 1:2].numpy()
+    last = rec.records_[-1]
+    assert np.array_equal(last.q, q_full[:, :, last.query_index])
+    assert len(set(last.query_index.tolist())) == 5
+    with AttentionRecorder(model, modules="layers.1", calls=[0, 2]) as rec2:
+        for _ in range(3):
+            model(x)
+    assert [r.call for r in rec2.records_] == [0, 2]
+
+
+def test_query_subsample_is_seeded():
+    model = SDPAModule(n_heads=1)
+    x = torch.randn(1, 50, 12)
+
+    def rows(seed):
+        with AttentionRecorder(model, max_queries=6, random_state=seed) as rec:
+            model(x, x)
+        return rec.records_[0].query_index.tolist()
+
+    assert rows(0) == rows(0)
+    assert rows(0) != rows(1)
+
+
+def test_positions_of_two_calls_in_one_forward_and_attention_weights():
+    class TwoCalls(torch.nn.Module):
+        def forward(self, q, k1, k2):
+            return F.scaled_dot_product_attention(q, k1, k1) + F.scaled_dot_product_attention(
+                q, k2, k2
+            )
+
+    m = TwoCalls()
+    q, k1, k2 = torch.randn(1, 2, 4, 3), torch.randn(1, 2, 5, 3), torch.randn(1, 2, 6, 3)
+    with AttentionRecorder(m) as rec:
+        m(q, k1, k2)
+    assert [(r.call, r.position) for r in rec.records_] == [(0, 0), (1, 1)]
+    with pytest.raises(ValueError, match="differ in batch, heads or keys"):
+        attention_weights(rec, "")
+    with pytest.raises(ValueError, match="no record of module"):
+        attention_weights(rec, "nope")
+
+
+# --------------------------------------------------------------------------------------------
+# errors and clean-up
+# --------------------------------------------------------------------------------------------
+
+
+def test_module_without_attention_call_raises_clear_error():
+    mlp = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    with pytest.raises(ValueError, match="no attention call was made inside Sequential"):
+        with AttentionRecorder(mlp):
+            mlp(torch.randn(2, 4))
+    assert no_hooks_left(mlp)
+
+
+def test_filters_that_exclude_everything_say_what_was_seen():
+    model = Stack(n_layers=2)
+    with pytest.raises(ValueError, match=r"none of the attention calls .* 'layers.0' \(1\)"):
+        with AttentionRecorder(model, modules="layers.1", steps=5):
+            model(torch.randn(1, 3, 8))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"modules": "decoder.*"}, "matches no module"),
+        ({"modules": []}, "modules must be None"),
+        ({"steps": -1}, "steps must be None"),
+        ({"calls": "0"}, "calls must be None"),
+        ({"max_queries": 0}, "max_queries must be None or a positive int"),
+        ({"record_values": 1}, "record_values must be a bool"),
+    ],
+)
+def test_invalid_parameters(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        with AttentionRecorder(Stack(n_layers=1), **kwargs):
+            pass
+
+
+def test_head_out_of_range_and_non_module():
+    m = SDPAModule(n_heads=3)
+    with pytest.raises(ValueError, match="has 3 heads"):
+        with AttentionRecorder(m, heads=[0, 3]):
+            m(torch.randn(1, 2, 12), torch.randn(1, 2, 12))
+    assert no_hooks_left(m)
+    with pytest.raises(TypeError, match="torch.nn.Module"):
+        with AttentionRecorder(lambda x: x):
+            pass
+
+
+def test_nothing_left_behind_after_an_exception_inside_multihead_attention():
+    mha = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+    with pytest.raises((RuntimeError, AssertionError), match="shape"):
+        with AttentionRecorder(mha):
+            mha(torch.randn(2, 3, 8), torch.randn(2, 4, 8), torch.randn(2, 5, 8))  # bad shapes
+    assert no_hooks_left(mha)
+    x = torch.randn(1, 3, 8)
+    mha.eval()
+    with torch.no_grad():  # the mode is gone: has_torch_function is False again
+        assert not torch.overrides.has_torch_function((x,))
+
+
+def test_nw_correspondence_validation():
+    with pytest.raises(ValueError, match="recording is empty"):
+        nw_correspondence([])
+    with pytest.raises(ValueError, match="threshold must be a real number"):
+        nw_correspondence([], threshold="high")
+
+
+def test_plot_returns_two_panels():
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    model = QKModule()
+    with AttentionRecorder(model) as rec:
+        for _ in range(2):
+            model(torch.randn(1, 2, 5, 3), torch.randn(1, 2, 6, 3))
+    res = nw_correspondence(rec)
+    fig = plot_nw_correspondence(res, x=[0.5, 1.0], xlabel="t")
+    assert len(fig.axes) == 2 and fig.axes[1].get_xlabel() == "t"
+    np.testing.assert_allclose(fig.axes[1].lines[0].get_ydata(), res.fraction_nw_like()[1])
+    with pytest.raises(ValueError, match="one value per step"):
+        plot_nw_correspondence(res, x=[1.0])
+    assert isinstance(res, NWCorrespondence)
+
+
+# --------------------------------------------------------------------------------------------
+# skflow's learned model: the inspector reproduces LearnedFlowSampler.attention_weights
+# --------------------------------------------------------------------------------------------
+
+
+def test_learned_sampler_attention_through_the_inspector():
+    from skflow import LearnedFlowSampler
+    from skflow.tasks import GaussianMixtureTasks
+
+    tasks = GaussianMixtureTasks(n_features=2)
+    lf = LearnedFlowSampler(
+        d_model=16,
+        n_heads=2,
+        n_layers=2,
+        max_iter=3,
+        batch_tasks=4,
+        support_size=12,
+        n_targets=8,
+        n_steps=5,
+        exact_head=True,
+        random_state=0,
+    ).fit(tasks)
+    S, X = tasks.sample_task(12, 9, random_state=1)
+    expected = lf.attention_weights(X, 0.7, support=S)  # (L, H, n, m), explicit softmax
+    with AttentionRecorder(lf.model_, modules="blocks.*.attn") as rec:
+        lf.velocity(X, 0.7, support=S)
+    got = np.stack([attention_weights(rec, f"blocks.{i}.attn")[0] for i in range(2)])
+    np.testing.assert_allclose(got, expected, atol=1e-6)
+    assert "head" in rec.calls_seen_  # the exact NW head's own SDPA call, filtered out
+
+
+# --------------------------------------------------------------------------------------------
+# CUDA
+# --------------------------------------------------------------------------------------------
+
+
+@CUDA
+@pytest.mark.cuda
+def test_cuda_recording_matches_cpu():
+    torch.manual_seed(5)
+    dec = torch.nn.TransformerDecoder(
+        torch.nn.TransformerDecoderLayer(16, 4, 32, batch_first=True), 2
+    ).eval()
+    x, mem = torch.randn(2, 5, 16), torch.randn(2, 9, 16)
+    with torch.no_grad(), AttentionRecorder(dec, heads=[0, 2], max_queries=3, random_state=0) as a:
+        dec(x, mem)
+    dec_c = dec.cuda()
+    with torch.no_grad():
+        out0 = dec_c(x.cuda(), mem.cuda())
+        with AttentionRecorder(dec_c, heads=[0, 2], max_queries=3, random_state=0) as b:
+            out1 = dec_c(x.cuda(), mem.cuda())
+    assert torch.equal(out0, out1)
+    for r_cpu, r_gpu in zip(a.records_, b.records_, strict=True):
+        assert isinstance(r_gpu.q, np.ndarray)
+        assert np.array_equal(r_cpu.query_index, r_gpu.query_index)
+        np.testing.assert_allclose(r_gpu.q, r_cpu.q, atol=1e-4)
+        np.testing.assert_allclose(r_gpu.k, r_cpu.k, atol=1e-4)
+    res = nw_correspondence(b)
+    assert np.isfinite(res.spearman).all() and not math.isnan(res.pearson[0])
