@@ -29,10 +29,14 @@ standardized data, for ``t`` up to 1, with and without the float64 fallback.
 Usage::
 
     python benchmarks/bench_field.py [--quick] [--device cpu|cuda] [--threads N] [--write-docs]
+                                     [--docs-path PATH] [--json PATH] [--shapes N,M,D ...]
+                                     [--sampling-n N]
 
 ``--quick`` drops the (65536, 65536, 64) shape and the NumPy sampling comparison.
 ``--write-docs`` writes the tables into ``docs/performance.md`` (the section of this device;
-the rest of the file is kept).
+the rest of the file is kept), or into ``--docs-path``. ``--json`` also writes the results as
+JSON. ``--shapes`` replaces the list of shapes and ``--sampling-n`` the sampling size
+(``benchmarks/gpu_check.py`` uses both for its tiny CPU self-test).
 """
 
 from __future__ import annotations
@@ -269,11 +273,11 @@ def _time_shape(n, m, d, device):
     return row
 
 
-def bench_sampling(device, with_numpy):
+def bench_sampling(device, with_numpy, n=4096):
     from skflow import NWFlowSampler
 
     rng = np.random.default_rng(0)
-    support = rng.standard_normal((4096, 64)).astype(np.float32)
+    support = rng.standard_normal((n, 64)).astype(np.float32)
     res = {}
     backends = ["torch"] + (["numpy"] if with_numpy else [])
     for backend in backends:
@@ -287,10 +291,10 @@ def bench_sampling(device, with_numpy):
         sampler.sample(8)  # warm-up
         _sync(device)
         t0 = time.perf_counter()
-        out = sampler.sample(4096)
+        out = sampler.sample(n)
         _sync(device)
         res[backend] = time.perf_counter() - t0
-        assert out.shape == (4096, 64) and out.dtype == np.float32
+        assert out.shape == (n, 64) and out.dtype == np.float32
     return res
 
 
@@ -359,7 +363,7 @@ def _mib(b):
     return f"{b / 2**20:.1f} MiB"
 
 
-def render(device, info, rows, sampling, precision, load, command, elapsed):
+def render(device, info, rows, sampling, precision, load, command, elapsed, sampling_n=4096):
     lines = []
     lines.append(f"Command: `{command}` (total {elapsed:.0f} s).")
     lines.append("")
@@ -441,8 +445,10 @@ def render(device, info, rows, sampling, precision, load, command, elapsed):
         lines.append("| peak extra memory at (65536, 65536, 64) < 1 GiB | not run (--quick) | - |")
     lines.append("")
     lines.append(
-        "Sampling (NWFlowSampler, n = m = 4096, d = 64, float32, Heun, 100 steps = 200 field "
-        "evaluations): " + ", ".join(f"backend {k}: {_ms(v)}" for k, v in sampling.items()) + "."
+        f"Sampling (NWFlowSampler, n = m = {sampling_n}, d = 64, float32, Heun, 100 steps = "
+        "200 field evaluations): "
+        + ", ".join(f"backend {k}: {_ms(v)}" for k, v in sampling.items())
+        + "."
     )
     lines.append("")
     times, table = precision
@@ -483,12 +489,43 @@ def write_docs(device, text, threads=None, path=DOCS):
     path.write_text(doc)
 
 
+def _shape(text):
+    """``"n,m,d"`` -> ``(n, m, d)`` (the ``--shapes`` argument)."""
+    parts = text.split(",")
+    if len(parts) != 3 or not all(p.strip().isdigit() and int(p) > 0 for p in parts):
+        raise argparse.ArgumentTypeError(f"expected n,m,d (positive integers), got {text!r}")
+    return tuple(int(p) for p in parts)
+
+
+def write_json(path, info, rows, sampling, sampling_n, precision, load, command, elapsed):
+    """The run's results as JSON (``--json``; read by ``benchmarks/gpu_check.py``)."""
+    times, table = precision
+    out = {
+        "command": command,
+        "elapsed_s": elapsed,
+        "load": list(load),
+        "machine": info,
+        "rows": rows,
+        "sampling_n": sampling_n,
+        "sampling_s": sampling,
+        "precision_times": times,
+        "precision": {f"d={d}, t={t:g}": errs for (d, t), errs in table.items()},
+    }
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(out, indent=1))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="drop the (65536, 65536, 64) shape")
     ap.add_argument("--device", default="cpu", help="cpu or cuda")
     ap.add_argument("--write-docs", action="store_true", help="update docs/performance.md")
     ap.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (CPU)")
+    ap.add_argument("--docs-path", type=Path, default=DOCS, help="file --write-docs updates")
+    ap.add_argument("--json", type=Path, default=None, help="also write the results as JSON")
+    ap.add_argument("--shapes", type=_shape, nargs="+", help="replace the shapes: n,m,d ...")
+    ap.add_argument("--sampling-n", type=int, default=4096, help="n = m of the sampling run")
     ap.add_argument("--_probe", nargs=3, type=int, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.threads:
@@ -504,7 +541,7 @@ def main(argv=None):
     info = machine(device)
     print(json.dumps(info))
     print(f"load average at start: {load0}")
-    shapes = SHAPES + ([] if args.quick else [BIG])
+    shapes = args.shapes or SHAPES + ([] if args.quick else [BIG])
     rows = []
     for n, m, d in shapes:
         row = bench_shape(n, m, d, device)
@@ -517,7 +554,8 @@ def main(argv=None):
             f"peak extra {_mib(row['memory'])}, broadcast {_ms(row['broadcast'])}",
             flush=True,
         )
-    sampling = bench_sampling(device, with_numpy=not args.quick and device == "cpu")
+    with_numpy = not args.quick and device == "cpu"
+    sampling = bench_sampling(device, with_numpy, n=args.sampling_n)
     print("sampling:", {k: _ms(v) for k, v in sampling.items()}, flush=True)
     precision = bench_precision(device)
     load1 = "{:.2f}/{:.2f}/{:.2f}".format(*os.getloadavg())
@@ -525,12 +563,20 @@ def main(argv=None):
     command = "python benchmarks/bench_field.py" + (" --quick" if args.quick else "")
     command += f" --threads {args.threads}" if args.threads else ""
     command += f" --device {device}" + (" --write-docs" if args.write_docs else "")
-    text = render(device, info, rows, sampling, precision, (load0, load1), command, elapsed)
+    if args.shapes:
+        command += " --shapes " + " ".join(",".join(map(str, sh)) for sh in args.shapes)
+    command += f" --sampling-n {args.sampling_n}" if args.sampling_n != 4096 else ""
+    load = (load0, load1)
+    text = render(device, info, rows, sampling, precision, load, command, elapsed, args.sampling_n)
     print()
     print(text)
+    if args.json:
+        write_json(
+            args.json, info, rows, sampling, args.sampling_n, precision, load, command, elapsed
+        )
     if args.write_docs:
-        write_docs(device, text, args.threads)
-        print(f"\nwrote {DOCS.relative_to(ROOT)}")
+        write_docs(device, text, args.threads, path=args.docs_path)
+        print(f"\nwrote {args.docs_path}")
 
 
 if __name__ == "__main__":

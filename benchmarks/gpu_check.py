@@ -1,0 +1,759 @@
+#!/usr/bin/env python3
+"""The prepared GPU device check: one command that exercises every CUDA path of skflow.
+
+Usage::
+
+    python3 benchmarks/gpu_check.py OUTDIR [--budget-s 480] [--skip STEP ...] [--maxfail N]
+    python3 benchmarks/gpu_check.py OUTDIR --self-test      # tiny shapes on the CPU (CI)
+    python benchmarks/gpu_check.py --apply OUTDIR [--docs PATH] [--allow-self-test]
+
+On a machine with a CUDA GPU it runs, each step in its own subprocess with a time cap (so one
+crash or hang loses only that step), within ``--budget-s`` seconds in all:
+
+1. ``tests_cuda``: the CUDA-marked tests (``pytest -m cuda``), stopping at the first failure
+   (``--maxfail``); a CUDA test skipped although CUDA is visible counts as a failure;
+2. ``bench_field``: ``benchmarks/bench_field.py --device cuda --write-docs`` (every shape,
+   (65536, 65536, 64) included), the field/SDPA ratios;
+3. ``sampling``: ``NWFlowSampler`` with n = m = 65536, d = 64, float32, Heun with 100 steps
+   (target: under 10 s), then n = 10^5 and 10^6 queries against m = 10^4 (10 Heun steps) with
+   the peak device memory of each (``torch.cuda.max_memory_allocated``; target: it does not
+   grow with n);
+4. ``train_plain``, ``train_mixed``, ``train_compile``, ``train_compile_mixed``: 200 training
+   steps of ``LearnedFlowSampler(**LearnedFlowSampler.paper_config(), device="cuda")`` on
+   ``GaussianMixtureTasks(n_features=16)``, without and with ``mixed_precision`` and
+   ``compile``: steps/s and the projected time of 100k steps (the paper reports about 1 h per
+   100k steps on an RTX 4090);
+5. ``tests_rest``: the rest of the test suite (``-m "not slow and not cuda"``) with CUDA
+   visible, in the time left;
+
+then writes under OUTDIR: one ``STEP.log`` per step, ``summary.json`` (rewritten after every
+step, so a run killed from outside keeps what it measured), ``gpu_section.md`` (the GPU
+section of ``docs/performance.md``) and ``performance.md`` (a copy of the docs page with that
+section replaced). ``--apply OUTDIR``, run later in the repository, copies the section into
+``docs/performance.md`` (only between ``<!-- bench:cuda:start -->`` and
+``<!-- bench:cuda:end -->``).
+
+Every subprocess runs with ``PYTHONUNBUFFERED=1``: its output goes straight to its log file,
+and a child killed at its time cap (or crashing in native code) would otherwise lose the
+block-buffered tail of that log, the lines that say where it stopped. ``PYTHONFAULTHANDLER=1``
+makes a crashing child print its Python traceback; at the time cap a child first gets
+``SIGABRT`` (the fault handler then dumps every thread's stack into the log), then the whole
+process group is killed.
+
+Without CUDA it exits at once with status 2, unless ``--self-test``: every step then runs on
+the CPU on tiny shapes and one thread (the test steps only on ``tests/test_cuda_loud.py``, two
+of the four training variants: on the CPU their flags are ignored anyway), so that the
+script's own code paths (subprocesses, JSON, the docs fragment, ``--apply``) are tested in CI.
+A self-test fragment is refused by ``--apply`` unless ``--allow-self-test`` is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import platform
+import re
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs" / "performance.md"
+START, END = "<!-- bench:cuda:start -->", "<!-- bench:cuda:end -->"
+EXIT_NO_CUDA = 2
+
+#: (step, time cap in seconds), in the order they run: measurements before the long tail of
+#: the test suite, which takes whatever budget is left.
+STEPS = [
+    ("tests_cuda", 90),
+    ("bench_field", 150),
+    ("sampling", 90),
+    ("train_plain", 45),
+    ("train_mixed", 45),
+    ("train_compile", 90),
+    ("train_compile_mixed", 90),
+    ("tests_rest", 300),
+]
+TRAIN_VARIANTS = {  # step -> (mixed_precision, compile)
+    "train_plain": (False, False),
+    "train_mixed": (True, False),
+    "train_compile": (False, True),
+    "train_compile_mixed": (True, True),
+}
+SELF_TEST_SKIPS = ("train_mixed", "train_compile")
+MIN_STEP_S = 15  # a step is not started with less time than this left
+REPORT_RESERVE_S = 5  # kept back from the budget to write the report
+ABORT_GRACE_S = 5  # between SIGABRT (stack dump) and SIGKILL of a step at its cap
+
+TARGETS = {"rate": 0.5, "sampling_s": 10.0}
+PAPER_S_PER_100K = 3600.0  # the paper: about 1 h per 100k steps on an RTX 4090
+RATE_SHAPES = {False: [(8192, 8192, 64), (65536, 65536, 64)], True: [(256, 256, 8)]}
+
+#: Skip reasons that mean "no CUDA here": with CUDA visible, such a skip is a failure.
+NO_CUDA_SKIP = re.compile(r"cuda (is )?not available|needs? a cuda|requires? cuda|no cuda", re.I)
+
+# Real run and self-test sizes of the sampling and training steps.
+SAMPLING = {
+    False: {"n": 65536, "m": 65536, "d": 64, "steps": 100, "big_n": 10**6, "big_m": 10**4},
+    True: {"n": 512, "m": 512, "d": 8, "steps": 10, "big_n": 8200, "big_m": 64},
+}
+BIG_STEPS = 10
+TRAIN = {
+    False: {"n_features": 16, "max_iter": 200, "validation_interval": 50},
+    True: {
+        "n_features": 2,
+        "max_iter": 4,
+        "validation_interval": 2,
+        "d_model": 16,
+        "n_layers": 1,
+        "batch_tasks": 4,
+        "support_size": 10,
+        "n_targets": 16,
+    },
+}
+
+
+# -- step selection and subprocesses ----------------------------------------------------------
+def selected(name: str, skip: list[str]) -> bool:
+    """Whether step ``name`` runs: ``--skip train`` skips every ``train_*`` step.
+
+    Examples
+    --------
+    >>> selected("train_mixed", ["train"]), selected("tests_rest", ["train"])
+    (False, True)
+    """
+    return not any(name == s or name.startswith(s + "_") for s in skip)
+
+
+def child_env(self_test: bool = False) -> dict:
+    """Environment of every step (see the module docstring for why). The self-test's tiny
+    shapes run on one thread: more only oversubscribe a shared CI machine."""
+    env = dict(os.environ)
+    if self_test:
+        env["OMP_NUM_THREADS"] = "1"
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONFAULTHANDLER"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    return env
+
+
+def _no_core_dumps():  # the SIGABRT at a time cap must not write a core file into the tree
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def run_command(argv: list[str], log: Path, timeout: float, self_test: bool = False) -> dict:
+    """Run ``argv`` with its output in ``log``, at most ``timeout`` seconds.
+
+    Returns ``{"status", "rc", "seconds"}``; status is ``"ok"``, ``"failed"``, ``"timeout"``
+    or ``"crashed (SIGNAME)"``.
+    """
+    log.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    with open(log, "wb") as fh:
+        fh.write(("$ " + " ".join(argv) + "\n").encode())
+        fh.flush()
+        proc = subprocess.Popen(
+            argv,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            env=child_env(self_test),
+            start_new_session=True,  # its own process group, killed as one at the cap
+            preexec_fn=_no_core_dumps,
+        )
+        try:
+            rc = proc.wait(timeout=max(timeout, 0.1))
+            status = "ok" if rc == 0 else "failed"
+            if rc < 0:
+                status = f"crashed ({signal.Signals(-rc).name})"
+        except subprocess.TimeoutExpired:
+            rc, status = None, "timeout"
+            _stop(proc)
+    return {"status": status, "rc": rc, "seconds": round(time.perf_counter() - t0, 1)}
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """SIGABRT first (the fault handler dumps the stacks), then SIGKILL to the group."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(proc.pid, signal.SIGABRT)
+    try:
+        proc.wait(timeout=ABORT_GRACE_S)
+    except subprocess.TimeoutExpired:
+        pass
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+# -- the test steps -----------------------------------------------------------------------------
+def pytest_argv(name: str, out: Path, self_test: bool, maxfail: int) -> list[str]:
+    marker = "cuda" if name == "tests_cuda" else "not slow and not cuda"
+    # the script's own CPU self-test is not what a GPU run is for
+    paths = ["tests/test_cuda_loud.py"] if self_test else ["tests"]
+    if self_test and name == "tests_rest":  # one quick test: the plumbing, not the suite
+        paths = [f"{paths[0]}::test_support_and_queries_on_different_devices_raise_a_clear_error"]
+    paths += [] if self_test else ["--ignore=tests/test_gpu_check.py"]
+    return [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-rfEs",
+        "-p",
+        "no:cacheprovider",
+        f"--maxfail={maxfail}",
+        "--continue-on-collection-errors",
+        "-o",
+        "faulthandler_timeout=60",
+        "-m",
+        marker,
+        f"--junitxml={out / (name + '.xml')}",
+        *paths,
+    ]
+
+
+def parse_junit(path: Path) -> dict:
+    """Counts of a pytest JUnit XML report, the failed test ids and the skip reasons."""
+    counts = {"tests": 0, "passed": 0, "failed": 0, "errors": 0, "skipped": 0}
+    failed, skips = [], {}
+    for case in ET.parse(path).getroot().iter("testcase"):
+        counts["tests"] += 1
+        tags = {child.tag: child for child in case}
+        test_id = f"{case.get('classname', '')}::{case.get('name', '')}"
+        if "failure" in tags or "error" in tags:
+            counts["failed" if "failure" in tags else "errors"] += 1
+            failed.append(test_id)
+        elif "skipped" in tags:
+            counts["skipped"] += 1
+            reason = tags["skipped"].get("message", "")
+            skips[reason] = skips.get(reason, 0) + 1
+        else:
+            counts["passed"] += 1
+    return {**counts, "failed_tests": failed[:20], "skip_reasons": skips}
+
+
+def judge_tests(record: dict, results: dict | None, cuda_visible: bool) -> None:
+    """Turn a pytest run into a step status: exit code 5 (nothing collected) and, with CUDA
+    visible, any skip for lack of CUDA are failures, not passes."""
+    if record["rc"] == 5:
+        record["status"] = "failed"
+        record["note"] = "no tests collected"
+    if results is None:
+        return
+    no_cuda = sum(k for r, k in results["skip_reasons"].items() if NO_CUDA_SKIP.search(r))
+    if cuda_visible and no_cuda:
+        record["status"] = "failed"
+        record["note"] = f"{no_cuda} tests skipped for lack of CUDA although CUDA is visible"
+
+
+# -- the sampling and training steps (run as `gpu_check.py --_step NAME OUTDIR`) --------------
+def _sync(device: str) -> None:
+    import torch
+
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def _timed_sample(sampler, n: int, device: str) -> tuple[float, int | None]:
+    """Seconds of ``sampler.sample(n)`` and its peak extra device memory (CUDA only)."""
+    import numpy as np
+    import torch
+
+    cuda = device.startswith("cuda")
+    _sync(device)
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+    t0 = time.perf_counter()
+    out = sampler.sample(n)
+    _sync(device)
+    seconds = time.perf_counter() - t0
+    if out.shape[0] != n or out.dtype != np.float32 or not np.isfinite(out).all():
+        raise RuntimeError(f"bad sample: shape {out.shape}, dtype {out.dtype}")
+    peak = int(torch.cuda.max_memory_allocated() - base) if cuda else None
+    return seconds, peak
+
+
+def step_sampling(self_test: bool) -> dict:
+    """Time n = m sampling, then peak memory at 10x more queries against a smaller support."""
+    import numpy as np
+
+    from skflow import NWFlowSampler
+
+    cfg, device = SAMPLING[self_test], "cpu" if self_test else "cuda"
+    rng = np.random.default_rng(0)
+
+    def sampler(m, steps):
+        support = rng.standard_normal((m, cfg["d"])).astype(np.float32)
+        est = NWFlowSampler(solver="heun", n_steps=steps, backend="torch", device=device)
+        est.set_params(random_state=0).fit(support)
+        est.sample(8)  # warm-up: kernels, support geometry
+        return est
+
+    seconds, _ = _timed_sample(sampler(cfg["m"], cfg["steps"]), cfg["n"], device)
+    res = {"device": device, "config": cfg, "big_steps": BIG_STEPS, "seconds": seconds}
+    big = sampler(cfg["big_m"], BIG_STEPS)
+    res["big_small_n"] = cfg["big_n"] // 10
+    res["big_small_seconds"], res["big_small_peak"] = _timed_sample(big, res["big_small_n"], device)
+    res["big_seconds"], res["big_peak"] = _timed_sample(big, cfg["big_n"], device)
+    res["dense_nm_float32_bytes"] = 4 * cfg["big_n"] * cfg["big_m"]
+    print(json.dumps(res))
+    return res
+
+
+_ITER_LINE = re.compile(r"iter\s+(\d+)/\d+\s.*?([\d.]+)s")
+
+
+def steady_rate(log_text: str) -> float | None:
+    """Steps/s between the first and the last ``verbose`` progress line of a fit.
+
+    Examples
+    --------
+    >>> steady_rate("iter     50/200  loss 1.0  lr 1e-4    10.0s\\n"
+    ...             "iter    200/200  loss 0.9  lr 1e-4    25.0s\\n")
+    10.0
+    """
+    marks = [(int(i), float(s)) for i, s in _ITER_LINE.findall(log_text)]
+    if len(marks) < 2 or marks[-1][1] <= marks[0][1]:
+        return None
+    return (marks[-1][0] - marks[0][0]) / (marks[-1][1] - marks[0][1])
+
+
+def step_train(name: str, self_test: bool) -> dict:
+    """Fit the paper configuration for a few hundred steps; rates and projected 100k time."""
+    import torch
+
+    from skflow import LearnedFlowSampler
+    from skflow.tasks import GaussianMixtureTasks
+
+    mixed, compiled = TRAIN_VARIANTS[name]
+    cfg = dict(TRAIN[self_test])
+    d = cfg.pop("n_features")
+    device = "cpu" if self_test else "cuda"
+    params = {**LearnedFlowSampler.paper_config(), **cfg, "verbose": 1, "random_state": 0}
+    est = LearnedFlowSampler(**params, device=device, mixed_precision=mixed, compile=compiled)
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        est.fit(GaussianMixtureTasks(n_features=d))
+    print(buffer.getvalue(), end="")
+    steady = steady_rate(buffer.getvalue())
+    res = {
+        "device": device,
+        "mixed_precision": mixed,
+        "compile": compiled,
+        "n_features": d,
+        "n_iter": est.n_iter_,
+        "training_time_s": est.training_time_,
+        "steps_per_s_overall": est.n_iter_ / est.training_time_,
+        "steps_per_s_steady": steady,
+        "projected_100k_s": 1e5 / steady if steady else None,
+        "final_loss": est.loss_curve_[-1],
+        "peak_bytes": int(torch.cuda.max_memory_allocated()) if device == "cuda" else None,
+    }
+    print(json.dumps(res))
+    return res
+
+
+def run_child_step(name: str, out: Path, self_test: bool) -> None:
+    res = step_sampling(self_test) if name == "sampling" else step_train(name, self_test)
+    (out / f"{name}.json").write_text(json.dumps(res, indent=1))
+
+
+# -- orchestration ------------------------------------------------------------------------------
+def step_argv(name: str, out: Path, self_test: bool, maxfail: int) -> list[str]:
+    if name.startswith("tests_"):
+        return pytest_argv(name, out, self_test, maxfail)
+    if name == "bench_field":
+        argv = [sys.executable, str(ROOT / "benchmarks" / "bench_field.py"), "--write-docs"]
+        argv += ["--docs-path", str(out / "bench_field_docs.md")]
+        argv += ["--json", str(out / "bench_field.json")]
+        if self_test:
+            return (
+                argv
+                + ["--device", "cpu", "--quick", "--shapes", "256,256,8"]
+                + [
+                    "--sampling-n",
+                    "256",
+                ]
+            )
+        return argv + ["--device", "cuda"]
+    argv = [sys.executable, str(Path(__file__).resolve()), str(out), "--_step", name]
+    return argv + (["--self-test"] if self_test else [])
+
+
+def step_results(name: str, out: Path) -> dict | None:
+    path = out / (f"{name}.xml" if name.startswith("tests_") else f"{name}.json")
+    if not path.exists():
+        return None
+    try:
+        return parse_junit(path) if name.startswith("tests_") else json.loads(path.read_text())
+    except (ET.ParseError, json.JSONDecodeError) as exc:
+        return {"unreadable": str(exc)}
+
+
+def run_steps(steps, out: Path, summary: dict, deadline: float, argv_of, cuda_visible: bool):
+    """Run ``steps`` (``(name, cap)`` pairs) in turn within ``deadline`` (perf_counter);
+    each step's record is added to ``summary["steps"]`` and the summary is rewritten."""
+    for name, cap in steps:
+        left = deadline - time.perf_counter() - REPORT_RESERVE_S
+        record = {"name": name, "log": f"{name}.log", "cap_s": cap}
+        if name in summary["skipped"]:
+            record["status"] = f"skipped ({summary['skipped'][name]})"
+        elif left < MIN_STEP_S:
+            record["status"] = f"skipped (budget: {max(left, 0):.0f} s left)"
+        else:
+            _clear_outputs(name, out)
+            record["timeout_s"] = round(min(cap, left), 1)
+            print(f"== {name} (cap {record['timeout_s']} s)", flush=True)
+            log, cap_s = out / record["log"], record["timeout_s"]
+            record.update(run_command(argv_of(name), log, cap_s, summary["self_test"]))
+            record["results"] = step_results(name, out)
+            if name.startswith("tests_"):
+                judge_tests(record, record["results"], cuda_visible)
+            _print_tail(out / record["log"])
+        print(f"== {name}: {record['status']}", flush=True)
+        summary["steps"].append(record)
+        write_json(out / "summary.json", summary)
+    return summary
+
+
+def _clear_outputs(name: str, out: Path) -> None:
+    """Remove a step's result files of an earlier run in the same folder, so that a step
+    that fails now is never reported with old numbers."""
+    stale = [f"{name}.json", f"{name}.xml"]
+    stale += ["bench_field_docs.md"] if name == "bench_field" else []
+    for file in stale:
+        (out / file).unlink(missing_ok=True)
+
+
+def _print_tail(log: Path, lines: int = 8) -> None:
+    text = log.read_text(errors="replace").rstrip().splitlines()
+    for line in text[-lines:]:
+        print("   " + line[:200])
+
+
+def write_json(path: Path, data: dict) -> None:
+    path.write_text(json.dumps(data, indent=1, default=str))
+
+
+def machine_info() -> dict:
+    """GPU name, memory and driver, torch/CUDA/cuDNN versions, Python, CPU cores, load."""
+    import torch
+
+    info = {
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "python": platform.python_version(),
+        "cpu_cores": os.cpu_count(),
+        "load_start": "{:.2f}/{:.2f}/{:.2f}".format(*os.getloadavg()),
+        "cuda_available": torch.cuda.is_available(),
+    }
+    if info["cuda_available"]:
+        try:
+            props = torch.cuda.get_device_properties(0)
+            info["gpu"] = torch.cuda.get_device_name(0)
+            info["gpu_memory_bytes"] = int(props.total_memory)
+            info["cudnn"] = torch.backends.cudnn.version()
+        except RuntimeError as exc:  # visible but broken: the steps will say more
+            info["gpu_error"] = str(exc)
+    smi = shutil.which("nvidia-smi")
+    if smi and info["cuda_available"]:
+        query = [smi, "--query-gpu=driver_version", "--format=csv,noheader"]
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            res = subprocess.run(query, capture_output=True, text=True, timeout=20)
+            info["driver"] = res.stdout.strip().splitlines()[0] if res.stdout.strip() else None
+    return info
+
+
+# -- the docs fragment --------------------------------------------------------------------------
+def _fmt_s(sec) -> str:
+    return "-" if sec is None else (f"{sec * 1e3:.1f} ms" if sec < 1 else f"{sec:.2f} s")
+
+
+def _fmt_b(b) -> str:
+    return "-" if b is None else f"{b / 2**20:.1f} MiB"
+
+
+def _verdict(ok: bool) -> str:
+    return "yes" if ok else "**no**"
+
+
+def _results(summary: dict, name: str) -> dict | None:
+    for rec in summary["steps"]:
+        if rec["name"] == name:
+            return rec.get("results") if rec.get("status") == "ok" else None
+    return None
+
+
+def _status_of(summary: dict, name: str) -> str:
+    for rec in summary["steps"]:
+        if rec["name"] == name and "seconds" in rec:
+            return f"not measured ({name}: {rec['status']}, see `{rec['log']}`)"
+        if rec["name"] == name:
+            return f"not measured ({name}: {rec['status']})"
+    return f"not measured ({name} did not run)"
+
+
+def target_rows(summary: dict) -> list[str]:
+    """Rows of the targets table (field rate, sampling time, bounded memory)."""
+    rows = []
+    bench = _results(summary, "bench_field")
+    by = {tuple(r["shape"]): r for r in bench["rows"]} if bench else {}
+    for shape in RATE_SHAPES[summary["self_test"]]:
+        what = f"field >= 50 % of the same-shape fused attention (SDPA) rate at {shape}"
+        r = by.get(shape)
+        if r is None:
+            rows.append(f"| {what} | {_status_of(summary, 'bench_field')} | - |")
+            continue
+        rate = 1.0 / r["field/sdpa"]
+        rows.append(
+            f"| {what} | {rate:.0%} (field {_fmt_s(r['field'])}, SDPA {_fmt_s(r['sdpa'])}) "
+            f"| {_verdict(rate >= TARGETS['rate'])} |"
+        )
+    samp = _results(summary, "sampling")
+    cfg = SAMPLING[summary["self_test"]]
+    what = (
+        f"NWFlowSampler n = m = {cfg['n']}, d = {cfg['d']}, float32, Heun {cfg['steps']} steps "
+        "under 10 s"
+    )
+    if samp is None:
+        rows.append(f"| {what} | {_status_of(summary, 'sampling')} | - |")
+        rows.append(
+            f"| peak device memory does not grow with n | {_status_of(summary, 'sampling')} | - |"
+        )
+        return rows
+    rows.append(f"| {what} | {_fmt_s(samp['seconds'])} | {_verdict(samp['seconds'] < 10)} |")
+    rows.append(_memory_row(samp, cfg))
+    return rows
+
+
+def _memory_row(samp: dict, cfg: dict) -> str:
+    what = (
+        f"n = {cfg['big_n']} queries, m = {cfg['big_m']} (Heun {BIG_STEPS} steps): peak device "
+        f"memory does not grow with n (vs n = {samp['big_small_n']})"
+    )
+    if samp["big_peak"] is None:
+        return f"| {what} | {_fmt_s(samp['big_seconds'])}; memory n/a on the CPU | - |"
+    ok = samp["big_peak"] <= 1.25 * samp["big_small_peak"] + 64 * 2**20
+    dense = samp["dense_nm_float32_bytes"] / 2**30
+    return (
+        f"| {what} | {_fmt_b(samp['big_peak'])} vs {_fmt_b(samp['big_small_peak'])} (an n x m "
+        f"float32 matrix: {dense:.0f} GiB); {_fmt_s(samp['big_seconds'])} | {_verdict(ok)} |"
+    )
+
+
+def training_rows(summary: dict) -> list[str]:
+    rows = [
+        "| variant | mixed_precision | compile | steps/s (steady) | steps/s (whole fit) "
+        "| projected 100k steps | vs paper (~1 h per 100k on an RTX 4090) | peak memory |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, (mixed, compiled) in TRAIN_VARIANTS.items():
+        r = _results(summary, name)
+        if r is None:
+            rows.append(f"| {name} | {mixed} | {compiled} | {_status_of(summary, name)} |||||")
+            continue
+        proj = r["projected_100k_s"]
+        steady = "-" if r["steps_per_s_steady"] is None else f"{r['steps_per_s_steady']:.1f}"
+        rows.append(
+            f"| {name} | {mixed} | {compiled} | {steady} | {r['steps_per_s_overall']:.1f} "
+            f"| {'-' if proj is None else f'{proj / 3600:.2f} h'} "
+            f"| {'-' if proj is None else f'{proj / PAPER_S_PER_100K:.2f}x'} "
+            f"| {_fmt_b(r['peak_bytes'])} |"
+        )
+    return rows
+
+
+def _machine_line(info: dict) -> str:
+    if "gpu" in info:
+        gpu = f"GPU {info['gpu']} ({info['gpu_memory_bytes'] / 2**30:.0f} GiB"
+        gpu += f", driver {info['driver']})" if info.get("driver") else ")"
+    else:
+        gpu = "no GPU (CPU self-test)"
+    return (
+        f"Machine: {gpu}; torch {info['torch']}, CUDA {info['cuda']}, cuDNN "
+        f"{info.get('cudnn', '-')}; Python {info['python']}; {info['cpu_cores']} CPU cores; load "
+        f"average (1/5/15 min) {info['load_start']} at start."
+    )
+
+
+def render_section(summary: dict, bench_text: str | None) -> str:
+    """The GPU section of docs/performance.md (without its markers)."""
+    lines = []
+    if summary["self_test"]:
+        lines += ["**CPU self-test of the check (tiny shapes): not a GPU measurement.**", ""]
+    lines += [
+        f"Command: `{summary['command']}` (total {summary['elapsed_s']:.0f} s of a "
+        f"{summary['budget_s']:.0f} s budget), copied here by `python benchmarks/gpu_check.py "
+        "--apply OUT`; logs and `summary.json` in `OUT`.",
+        "",
+        _machine_line(summary["machine"]),
+        "",
+        "| step | status | seconds |",
+        "|---|---|---|",
+    ]
+    for rec in summary["steps"]:
+        res, status = rec.get("results") or {}, rec["status"]
+        if "passed" in res:
+            status += f" ({res['passed']} passed, {res['failed']} failed, {res['errors']} errors, "
+            status += f"{res['skipped']} skipped)"
+        status += f"; {rec['note']}" if rec.get("note") else ""
+        lines.append(f"| {rec['name']} | {status} | {rec.get('seconds', '-')} |")
+    lines += ["", "| target | measured | met |", "|---|---|---|", *target_rows(summary), ""]
+    lines += training_rows(summary) + [""]
+    lines.append(
+        "Training: `LearnedFlowSampler(**LearnedFlowSampler.paper_config())` for "
+        f"{TRAIN[summary['self_test']]['max_iter']} steps on `GaussianMixtureTasks(n_features="
+        f"{TRAIN[summary['self_test']]['n_features']})`; steady steps/s between the first and "
+        "last progress lines (after warm-up and compilation), whole-fit steps/s over "
+        "`training_time_`."
+    )
+    if bench_text:
+        lines += [
+            "",
+            "Field engine (`benchmarks/bench_field.py`, run by the check):",
+            "",
+            bench_text,
+        ]
+    return "\n".join(lines)
+
+
+def replace_section(doc: str, section: str) -> str:
+    """``doc`` with the text between the CUDA markers replaced by ``section``."""
+    if doc.count(START) != 1 or doc.count(END) != 1 or doc.index(START) > doc.index(END):
+        raise ValueError(f"the docs page must contain {START} ... {END} exactly once.")
+    head, rest = doc.split(START, 1)
+    tail = rest.split(END, 1)[1]
+    return f"{head}{START}\n{section.strip()}\n{END}{tail}"
+
+
+def extract_section(doc: str, kind: str = "cuda") -> str | None:
+    """The text between ``<!-- bench:KIND:start -->`` and its end marker, or None."""
+    start, end = f"<!-- bench:{kind}:start -->", f"<!-- bench:{kind}:end -->"
+    if start not in doc or end not in doc:
+        return None
+    return doc.split(start, 1)[1].split(end, 1)[0].strip()
+
+
+def write_report(out: Path, summary: dict) -> None:
+    bench_docs = out / "bench_field_docs.md"
+    kind = "cpu" if summary["self_test"] else "cuda"  # the device bench_field ran on
+    bench_text = extract_section(bench_docs.read_text(), kind) if bench_docs.exists() else None
+    section = render_section(summary, bench_text)
+    (out / "gpu_section.md").write_text(section + "\n")
+    if DOCS.exists():
+        (out / "performance.md").write_text(replace_section(DOCS.read_text(), section))
+    write_json(out / "summary.json", summary)
+    print("\n" + section, flush=True)
+
+
+# -- apply --------------------------------------------------------------------------------------
+def apply(out: Path, docs: Path, allow_self_test: bool) -> int:
+    """Copy ``OUT/gpu_section.md`` between the CUDA markers of ``docs``; 0 on success."""
+    try:
+        summary = json.loads((out / "summary.json").read_text())
+        section = (out / "gpu_section.md").read_text()
+    except (OSError, json.JSONDecodeError) as exc:
+        print(f"gpu_check --apply: cannot read the check's output in {out}: {exc}", file=sys.stderr)
+        return 2
+    if summary.get("self_test") and not allow_self_test:
+        print(
+            f"gpu_check --apply: {out} holds a CPU self-test, not a GPU run; refusing to write "
+            "it into the docs (pass --allow-self-test to do it anyway).",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        docs.write_text(replace_section(docs.read_text(), section))
+    except (OSError, ValueError) as exc:
+        print(f"gpu_check --apply: {docs}: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote the GPU section of {docs}")
+    return 0
+
+
+# -- main ---------------------------------------------------------------------------------------
+def parse_args(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("out", type=Path, help="output folder (logs, JSON, docs fragment)")
+    ap.add_argument("--budget-s", type=float, default=480.0, help="time budget of all steps")
+    ap.add_argument("--skip", nargs="+", default=[], metavar="STEP", help="steps to skip")
+    ap.add_argument("--maxfail", type=int, default=1, help="pytest --maxfail (1: stop at first)")
+    ap.add_argument("--self-test", action="store_true", help="tiny shapes on the CPU")
+    ap.add_argument("--apply", action="store_true", help="copy OUT's GPU section into the docs")
+    ap.add_argument("--docs", type=Path, default=DOCS, help="docs page --apply writes")
+    ap.add_argument("--allow-self-test", action="store_true", help="let --apply use a self-test")
+    ap.add_argument("--_step", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    names = [name for name, _ in STEPS]
+    unknown = [s for s in args.skip if not any(n == s or n.startswith(s + "_") for n in names)]
+    if unknown:
+        ap.error(f"unknown steps {unknown}; the steps are {names}")
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.apply:
+        return apply(args.out, args.docs, args.allow_self_test)
+    if args._step:
+        run_child_step(args._step, args.out, args.self_test)
+        return 0
+    import torch
+
+    if not args.self_test and not torch.cuda.is_available():
+        print(
+            "gpu_check: CUDA is not available on this machine (torch "
+            f"{torch.__version__}); nothing was run. Run it on a machine with a CUDA GPU, or "
+            "pass --self-test for the tiny CPU run.",
+            file=sys.stderr,
+        )
+        return EXIT_NO_CUDA
+    t0 = time.perf_counter()
+    args.out.mkdir(parents=True, exist_ok=True)
+    out = args.out.resolve()
+    command = f"python3 benchmarks/gpu_check.py OUT --budget-s {args.budget_s:g}"
+    command += (" --skip " + " ".join(args.skip)) if args.skip else ""
+    command += f" --maxfail {args.maxfail}" if args.maxfail != 1 else ""
+    command += " --self-test" if args.self_test else ""
+    summary = {
+        "command": command,
+        "self_test": args.self_test,
+        "budget_s": args.budget_s,
+        "machine": machine_info(),
+        "skipped": {n: "--skip" for n, _ in STEPS if not selected(n, args.skip)},
+        "steps": [],
+    }
+    if args.self_test:
+        summary["skipped"].update(dict.fromkeys(SELF_TEST_SKIPS, "self-test"))
+    write_json(out / "summary.json", summary)
+    cuda_visible = summary["machine"]["cuda_available"]
+    run_steps(
+        STEPS,
+        out,
+        summary,
+        t0 + args.budget_s,
+        lambda name: step_argv(name, out, args.self_test, args.maxfail),
+        cuda_visible,
+    )
+    summary["elapsed_s"] = time.perf_counter() - t0
+    write_report(out, summary)
+    ok = [r["name"] for r in summary["steps"] if r["status"] == "ok"]
+    bad = [r["name"] for r in summary["steps"] if r["status"] != "ok"]
+    bad = [n for n in bad if n not in summary["skipped"]]
+    print(f"\ngpu_check: ok: {ok}; not ok: {bad}; skipped: {sorted(summary['skipped'])}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
