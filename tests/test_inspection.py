@@ -536,3 +536,81 @@ def test_cuda_recording_matches_cpu():
         np.testing.assert_allclose(r_gpu.k, r_cpu.k, atol=1e-4)
     res = nw_correspondence(b)
     assert np.isfinite(res.spearman).all() and not math.isnan(res.pearson[0])
+
+
+# --------------------------------------------------------------------------------------------
+# diffusers (optional extra "inspect"): a tiny random UNet with IP-Adapter processors
+# --------------------------------------------------------------------------------------------
+
+
+def tiny_ip_adapter_unet():
+    """A randomly initialised UNet2DConditionModel with IP-Adapter attention processors."""
+    from diffusers import UNet2DConditionModel
+    from diffusers.models.attention_processor import AttnProcessor2_0, IPAdapterAttnProcessor2_0
+    from diffusers.models.embeddings import ImageProjection, MultiIPAdapterImageProjection
+
+    torch.manual_seed(0)
+    unet = UNet2DConditionModel(
+        sample_size=8,
+        layers_per_block=1,
+        block_out_channels=(32, 64),
+        down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
+        up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"),
+        cross_attention_dim=32,
+        attention_head_dim=8,
+        norm_num_groups=8,
+    ).eval()
+    widths = {"down_blocks.0": 32, "mid_block": 64, "up_blocks.1": 32}
+    procs = {}
+    for name in unet.attn_processors:
+        if name.endswith("attn1.processor"):
+            procs[name] = AttnProcessor2_0()
+        else:
+            width = next(w for prefix, w in widths.items() if name.startswith(prefix))
+            procs[name] = IPAdapterAttnProcessor2_0(width, cross_attention_dim=32, num_tokens=(4,))
+    unet.set_attn_processor(procs)
+    unet.encoder_hid_proj = MultiIPAdapterImageProjection(
+        [ImageProjection(cross_attention_dim=32, image_embed_dim=16, num_image_text_embeds=4)]
+    )
+    unet.config.encoder_hid_dim_type = "ip_image_proj"
+    return unet
+
+
+def test_diffusers_ip_adapter_unet_end_to_end():
+    pytest.importorskip("diffusers")
+    unet = tiny_ip_adapter_unet()
+    x, text, image = torch.randn(1, 4, 8, 8), torch.randn(1, 5, 32), [torch.randn(1, 1, 16)]
+    tokens = []
+    unet.encoder_hid_proj.register_forward_hook(lambda m, a, out: tokens.append(out[0]))
+
+    def denoise():
+        for step in (999, 500, 1):
+            unet(x, step, encoder_hidden_states=text, added_cond_kwargs={"image_embeds": image})
+
+    with torch.no_grad():
+        out0 = unet(x, 10, encoder_hidden_states=text, added_cond_kwargs={"image_embeds": image})
+        with AttentionRecorder(unet, modules="*attn2", heads=[0, 1]) as rec:
+            out1 = unet(
+                x, 10, encoder_hidden_states=text, added_cond_kwargs={"image_embeds": image}
+            )
+        with AttentionRecorder(unet, modules="mid_block.*attn2") as rec3:
+            denoise()
+    assert torch.equal(out0.sample, out1.sample)
+    # two calls per cross-attention module: text tokens (position 0), image tokens (1)
+    assert [r.position for r in rec.records_] == [0, 1] * 4
+    name = "mid_block.attentions.0.transformer_blocks.0.attn2"
+    text_call, image_call = (r for r in rec.records_ if r.module == name)
+    assert text_call.k.shape[2] == 5 and image_call.k.shape[2] == 4
+    assert np.array_equal(text_call.q, image_call.q)  # one query, two key sets
+    attn = unet.get_submodule(name)
+
+    def heads(a):
+        return a.view(1, -1, attn.heads, a.shape[-1] // attn.heads).transpose(1, 2)[:, :2]
+
+    with torch.no_grad():
+        k_text = heads(attn.to_k(text)).numpy()
+        k_image = heads(attn.processor.to_k_ip[0](tokens[1])).numpy()
+    np.testing.assert_allclose(text_call.k, k_text, atol=1e-6)
+    np.testing.assert_allclose(image_call.k, k_image, atol=1e-6)
+    res = nw_correspondence(rec3)
+    assert sorted(set(res.step.tolist())) == [0, 1, 2] and np.isfinite(res.spearman).all()

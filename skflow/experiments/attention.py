@@ -57,7 +57,7 @@ from skflow.inspection import AttentionRecorder, attention_weights, nw_correspon
 from skflow.metrics import nw_weight_correlation
 from skflow.tasks import GaussianMixtureTasks
 
-from ._io import _plain, _seed, _TorchThreads, prepare_output, save_figure, write_json
+from ._io import TorchThreads, derive_seed, prepare_output, save_figure, to_plain, write_json
 
 __all__ = ["PRESETS", "run"]
 
@@ -194,11 +194,11 @@ def _model_job(exact_head: bool, cfg: dict, random_state: int) -> dict:
         "sigma_min": sigma_min,
         "support_size": m,
         "max_time": cfg["max_time"],
-        "random_state": _seed(random_state, 1),  # the same seed for both models
+        "random_state": derive_seed(random_state, 1),  # the same seed for both models
     }
     times = np.asarray(cfg["times"], dtype=float)
     n_q = cfg["n_queries"]
-    with _TorchThreads(cfg["torch_threads"]):
+    with TorchThreads(cfg["torch_threads"]):
         model = LearnedFlowSampler(**params)
         t0 = time.perf_counter()
         model.fit(tasks)
@@ -206,7 +206,7 @@ def _model_job(exact_head: bool, cfg: dict, random_state: int) -> dict:
 
         t0 = time.perf_counter()
         supports, truths = tasks.sample_tasks(
-            cfg["n_eval_tasks"], m, n_q, random_state=_seed(random_state, 2)
+            cfg["n_eval_tasks"], m, n_q, random_state=derive_seed(random_state, 2)
         )
         nw = NWFlowSampler(sigma_min=sigma_min)
         rho = {key: [] for key in VARIANTS}  # per task: (T, L, H, n)
@@ -215,10 +215,10 @@ def _model_job(exact_head: bool, cfg: dict, random_state: int) -> dict:
         for b, (S, X1) in enumerate(zip(supports, truths, strict=True)):
             nw.fit(S)
             grid, traj = model.sample_trajectories(
-                n_q, support=S, random_state=_seed(random_state, 3, b)
+                n_q, support=S, random_state=derive_seed(random_state, 3, b)
             )
             idx = np.abs(grid[None, :] - times[:, None]).argmin(axis=1)
-            x0 = np.random.default_rng(_seed(random_state, 4, b)).standard_normal(X1.shape)
+            x0 = np.random.default_rng(derive_seed(random_state, 4, b)).standard_normal(X1.shape)
             per_key = {key: [] for key in VARIANTS}
             per_t_inspector = {"rho": [], "dispersion": []}
             for k, t in enumerate(times):
@@ -424,7 +424,7 @@ def run(
     times = np.asarray(cfg["times"], dtype=float)
 
     t_start = time.perf_counter()
-    with _TorchThreads(cfg["torch_threads"]):
+    with TorchThreads(cfg["torch_threads"]):
         outputs = Parallel(n_jobs=n_jobs)(
             delayed(_model_job)(bool(head), cfg, seed) for head in cfg["exact_heads"]
         )
@@ -465,7 +465,7 @@ def run(
         "config": config,
         "models": models,
         "machine": _machine(),
-        "summary": _plain(summary),  # plain Python: printable as JSON
+        "summary": to_plain(summary),  # plain Python: printable as JSON
     }
     _plot(results, out_dir)
     write_json(results, out_dir)
