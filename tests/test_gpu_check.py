@@ -140,12 +140,14 @@ def test_a_crash_loses_only_its_step(tmp_path, capsys):
         "crash": [sys.executable, "-c", "import ctypes; ctypes.string_at(0)"],
         "fine": [sys.executable, "-c", "print('fine')"],
     }
+    (tmp_path / "fine.json").write_text('{"stale": "numbers of an earlier run"}')
     summary = {"steps": [], "skipped": {}, "self_test": True}
     deadline = time.perf_counter() + 120
     gc.run_steps([("crash", 60), ("fine", 60)], tmp_path, summary, deadline, argv.get, False)
     status = {r["name"]: r["status"] for r in summary["steps"]}
     assert status == {"crash": "crashed (SIGSEGV)", "fine": "ok"}
     assert "Segmentation fault" in (tmp_path / "crash.log").read_text()
+    assert summary["steps"][1]["results"] is None  # never an earlier run's numbers
     assert json.loads((tmp_path / "summary.json").read_text())["steps"][1]["name"] == "fine"
     # no budget left: the step is recorded as skipped, not started
     summary = {"steps": [], "skipped": {"crash": "--skip"}, "self_test": True}
@@ -229,3 +231,20 @@ def test_unknown_steps_are_refused():
     assert gc.selected("tests_rest", ["train", "tests_cuda"]) is True
     with pytest.raises(SystemExit):
         gc.parse_args(["out", "--skip", "nonsense"])
+
+
+def test_training_rows():
+    steady = {"steps_per_s_overall": 8.0, "steps_per_s_steady": 20.0, "peak_bytes": 2**30}
+    steady["projected_100k_s"] = 5000.0
+    no_log = {**steady, "steps_per_s_steady": None, "projected_100k_s": 12500.0}
+    rows = gc.training_rows(
+        _summary(
+            train_plain={"status": "ok", "seconds": 30.0, "results": steady},
+            train_mixed={"status": "ok", "seconds": 30.0, "results": no_log},
+            train_compile={"status": "timeout", "seconds": 90.0},
+        )
+    )
+    assert rows[2] == "| train_plain | False | False | 20.0 | 8.0 | 1.39 h | 1.39x | 1024.0 MiB |"
+    assert "| - | 8.0 | 3.47 h (whole-fit rate) | 3.47x |" in rows[3]
+    assert "not measured (train_compile: timeout, see `train_compile.log`)" in rows[4]
+    assert "not measured (train_compile_mixed did not run)" in rows[5]
