@@ -95,6 +95,10 @@ class _NumpyNamespace:
     def logaddexp(a, b):
         return np.logaddexp(a, b)
 
+    @staticmethod
+    def where(cond, a, b):
+        return np.where(cond, a, b)
+
 
 class _TorchNamespace:
     name = "torch"
@@ -158,6 +162,9 @@ class _TorchNamespace:
 
     def logaddexp(self, a, b):
         return self.torch.logaddexp(a, b)
+
+    def where(self, cond, a, b):
+        return self.torch.where(cond, a, b)
 
 
 _NUMPY = _NumpyNamespace()

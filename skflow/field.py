@@ -70,7 +70,12 @@ from typing import Any
 
 import numpy as np
 
-from ._attention import bias_attention_mean, lifted_attention_mean, torch_coefficients
+from ._attention import (
+    bias_attention_mean,
+    callable_bandwidth,
+    lifted_attention_mean,
+    torch_coefficients,
+)
 from ._backend import get_namespace, is_torch
 from .paths import OTPath
 
@@ -228,14 +233,31 @@ def kernel_coefficients(
         Noise level of the OT path at ``t = 1``.
     bandwidth : {"ot"} or float or callable, default="ot"
         ``"ot"`` uses the exact ``h(t) = sigma_t / t``; a positive float ``c`` uses ``c h(t)``;
-        a callable maps times (float64 array) to bandwidths ``h(t)`` (in the rescaled ``x / t``
-        coordinates). At ``t = 0`` the weights are uniform for every bandwidth, since
-        ``x - 0 * s_i`` does not depend on ``i``.
+        a callable maps times (float64 array, ``t = 0`` included) to bandwidths ``h(t)`` (in
+        the rescaled ``x / t`` coordinates).
+
+        **The value at t = 0 is the limit t -> 0+.** For ``"ot"`` and a float the x-space
+        width ``t h(t)`` tends to 1 (resp. ``c``) times ``sigma_0 = 1`` while ``a, b -> 0``:
+        uniform weights. A callable must return at ``t = 0`` its limit ``h(0+)``:
+
+        * ``inf`` with ``t h(t)^2 -> inf`` (e.g. ``c sigma_t / t``): ``a, b -> 0``, uniform
+          weights;
+        * a finite ``h(0) > 0`` (``h`` bounded and continuous at 0, e.g. a constant): the
+          x-space width ``t h(t) -> 0`` and ``a -> inf``; the weights tend to one-hot on
+          ``argmax_i <P x, P s_i>``, ties broken by ``-||P s_i||^2 / (2 h(0)^2)`` (a softmax
+          over the tied points; exact ties share the weight equally). Returned as
+          ``a = inf``, ``b = 1 / (2 h(0)^2)``.
+
+        Anything else raises ``ValueError``: ``h(0)`` zero, negative or NaN, ``h(0) = inf``
+        growing like ``t^(-1/2)`` or slower (``t h(t)^2 < 1e6`` at ``t = 1e-12``), or a finite
+        ``h(0)`` that differs from ``h(1e-12)`` by more than ``1e-6`` relative (not the
+        limit).
 
     Returns
     -------
     a, b, sigma_t : ndarray of the shape of ``t``
-        Query scale, key-bias scale and noise level, in float64.
+        Query scale, key-bias scale and noise level, in float64 (``a = inf`` marks the
+        hard-argmax limit at ``t = 0``, see above).
 
     Examples
     --------
@@ -248,15 +270,14 @@ def kernel_coefficients(
     path = OTPath(sigma_min)
     sigma_t = path.sigma(t_arr)
     if callable(bandwidth):
-        safe_t = np.where(t_arr > 0, t_arr, 1.0)
-        h = np.asarray(bandwidth(safe_t), dtype=np.float64)
-        if h.shape != safe_t.shape:
-            h = np.broadcast_to(h, safe_t.shape)
-        if not np.all(h > 0):
-            raise ValueError("bandwidth(t) must return positive values.")
+        h = callable_bandwidth(bandwidth, t_arr)
+        pos = t_arr > 0
+        safe_t = np.where(pos, t_arr, 1.0)
         with np.errstate(over="ignore", divide="ignore"):
-            a = np.where(t_arr > 0, 1.0 / (safe_t * h**2), 0.0)
-            b = np.where(t_arr > 0, 0.5 / h**2, 0.0)
+            # t = 0: a = inf marks the hard-argmax limit (finite h(0)); a = 0 for h(0) = inf.
+            a_zero = np.where(np.isinf(h), 0.0, np.inf)
+            a = np.where(pos, 1.0 / (safe_t * h**2), a_zero)
+            b = 0.5 / h**2
     else:
         scale = 1.0 if bandwidth == "ot" else float(bandwidth)
         tau2 = (scale * sigma_t) ** 2
@@ -347,6 +368,10 @@ class _Geometry:
         """``max_i ||P (s_i - mu)||^2`` (host float)."""
         return float(self.sq_norms.max())
 
+    def mean_key(self):
+        """``P mu`` (1, k): the projected support mean."""
+        return self.mean if self.proj is None else self.mean @ self.proj.T
+
 
 def _projection_like(xp, projection, like, d):
     """The projection as an array of the dtype/device of ``like``, shape-checked."""
@@ -413,6 +438,10 @@ class _StreamGeometry:
 
     def radius2(self) -> float:
         return max(float(sq.max()) for _, _, sq in self.blocks())
+
+    def mean_key(self):
+        """``P mu`` (1, k): the projected support mean."""
+        return self.mean if self.proj is None else self.mean @ self.proj.T
 
 
 class _RadiusCache:
@@ -493,6 +522,9 @@ class _Problem:
         self.out_dtype = self.x.dtype
         self.decay = 1.0 - float(sigma_min)
         self.user_chunk = _check_chunk(chunk_size, "chunk_size")
+        #: (n, 1) boolean column of the rows in the hard-argmax limit (t = 0 with a finite
+        #: callable h(0), see kernel_coefficients), or None when there are none.
+        self.hard = None
         self.a_max = self._coefficients(t, n, sigma_min, bandwidth)
         #: Support rows per streamed chunk, or None for the dense path.
         self.support_rows = self._support_rows(support, projection, support_chunk_size)
@@ -568,7 +600,13 @@ class _Problem:
                 dtype=self.x.dtype,
                 device=dev,
                 validate=t.device.type == "cpu",
+                limit=True,
             )
+            if callable(bandwidth):  # only callables have rows in the hard-argmax limit
+                hard = xp.torch.isinf(a)
+                if bool(hard.any()):
+                    self.hard = hard[:, None]
+                    a = xp.torch.where(hard, xp.torch.zeros_like(a), a)
             self.t = t.to(device=dev, dtype=self.x.dtype)[:, None]
             self.a, self.b, self.sigma_t = a[:, None], b[:, None], sig[:, None]
             if not _is_float32(xp, self.x) or n == 0:
@@ -576,6 +614,17 @@ class _Problem:
             return float(a.max())
         t_arr = _times_to_numpy(t)
         a, b, sigma_t = kernel_coefficients(t_arr, sigma_min=sigma_min, bandwidth=bandwidth)
+        hard = np.isinf(a)
+        if hard.any():  # rows in the hard-argmax limit (t = 0, finite callable h(0))
+            if hard.ndim and hard.shape[0] != n:
+                raise ValueError(f"t has {hard.shape[0]} entries but x has {n} rows.")
+            column = np.broadcast_to(hard.reshape(-1, 1), (n, 1))
+            self.hard = (
+                column
+                if xp.name == "numpy"
+                else xp.torch.as_tensor(column.copy(), device=self.x.device)
+            )
+            a = np.where(hard, 0.0, a)
         self.t = _as_column(t_arr, xp, self.x, n)
         self.a = _as_column(a, xp, self.x, n)
         self.b = _as_column(b, xp, self.x, n)
@@ -620,8 +669,26 @@ class _Problem:
         for start in range(0, max(self.x.shape[0], 1), step):  # one empty block if n = 0
             stop = min(self.x.shape[0], start + step)
             q = g.queries(self.x[start:stop], _slice(self.t, start, stop))
-            logits = _slice(self.a, start, stop) * (q @ g.keys.T)
-            yield start, stop, logits - _slice(self.b, start, stop) * g.sq_norms
+            yield start, stop, self.logits(q, g.keys, g.sq_norms, start, stop)
+
+    def logits(self, q, keys, sq, start, stop, top=None):
+        """Logits ``a <q, k_i> - b ||k_i||^2`` of query rows ``start:stop`` against ``keys``.
+
+        Rows in the hard-argmax limit get the limit ``a -> inf``: ``-inf`` off
+        ``argmax_i <q, k_i>`` (``top``, the row maximum over the whole support; over
+        ``keys`` when None) and ``-b (||k_i||^2 + 2 <P mu, k_i>) = -b ||P s_i||^2 + const``
+        on it, so ties are broken as the limit breaks them.
+        """
+        lin = q @ keys.T
+        out = _slice(self.a, start, stop) * lin - _slice(self.b, start, stop) * sq
+        if self.hard is None:
+            return out
+        xp = self.xp
+        if top is None:
+            top = xp.amax(lin, axis=1, keepdims=True)
+        tie = -_slice(self.b, start, stop) * (sq + 2.0 * (self.geom.mean_key() @ keys.T))
+        limit = xp.where(lin >= top, tie, -np.inf)
+        return xp.where(self.hard[start:stop], limit, out)
 
     def attention_rows(self) -> int:
         """Queries per ``scaled_dot_product_attention`` call."""
@@ -668,16 +735,19 @@ def _stream_stats(prob, *, divergence=False, neff=False):
     xp, g = prob.xp, prob.geom
     ranges = _query_ranges(prob)
     queries = [g.queries(prob.x[a:b], _slice(prob.t, a, b)) for a, b in ranges]
+    tops = _stream_tops(prob, queries)
     states = [None] * len(ranges)
     for values, keys, sq in g.blocks():
         sq_col = sq.reshape(-1, 1)
         for i, (start, stop) in enumerate(ranges):
-            logits = _slice(prob.a, start, stop) * (queries[i] @ keys.T)
-            logits = logits - _slice(prob.b, start, stop) * sq
+            logits = prob.logits(queries[i], keys, sq, start, stop, top=tops[i])
             old = states[i]
             top = xp.amax(logits, axis=1, keepdims=True)
             top = top if old is None else xp.maximum(old["max"], top)
-            p = xp.exp(logits - top)
+            # Hard-limit rows have -inf logits off their argmax: a chunk (or all chunks so
+            # far) may hold no finite logit, whose exponentials are 0 under any finite shift.
+            shift = top if prob.hard is None else xp.where(top > -np.inf, top, 0.0)
+            p = xp.exp(logits - shift)
             block = {"z": xp.sum(p, axis=1, keepdims=True), "mean": p @ values}
             if divergence:
                 block["sq"] = p @ sq_col
@@ -686,13 +756,17 @@ def _stream_stats(prob, *, divergence=False, neff=False):
             if neff:
                 block["z2"] = xp.sum(p * p, axis=1, keepdims=True)
             if old is not None:
-                scale = xp.exp(old["max"] - top)
+                scale = xp.exp(old["shift"] - shift)
+                if prob.hard is not None:  # nothing accumulated yet: any finite scale
+                    scale = xp.where(old["max"] > -np.inf, scale, 0.0)
                 for name in block:
                     factor = scale * scale if name == "z2" else scale
                     block[name] = old[name] * factor + block[name]
-            block["max"] = top
+            block["max"], block["shift"] = top, shift
             states[i] = block
-    return {name: xp.concat([st[name] for st in states], axis=0) for name in states[0]}
+    out = {name: xp.concat([st[name] for st in states], axis=0) for name in states[0]}
+    out["max"] = out.pop("shift")  # the sums are relative to exp(shift): lse = shift + log z
+    return out
 
 
 def _stream_logit_blocks(prob):
@@ -700,10 +774,23 @@ def _stream_logit_blocks(prob):
     g = prob.geom
     ranges = _query_ranges(prob)
     queries = [g.queries(prob.x[a:b], _slice(prob.t, a, b)) for a, b in ranges]
+    tops = _stream_tops(prob, queries)
     for _, keys, sq in g.blocks():
         for i, (start, stop) in enumerate(ranges):
-            logits = _slice(prob.a, start, stop) * (queries[i] @ keys.T)
-            yield i, logits - _slice(prob.b, start, stop) * sq
+            yield i, prob.logits(queries[i], keys, sq, start, stop, top=tops[i])
+
+
+def _stream_tops(prob, queries):
+    """Per query block, ``max_i <q, k_i>`` over the whole support (n_b, 1), for the rows in
+    the hard-argmax limit: one extra pass over the support, only when there are such rows."""
+    if prob.hard is None:
+        return [None] * len(queries)
+    xp, tops = prob.xp, [None] * len(queries)
+    for _, keys, _ in prob.geom.blocks():
+        for i, q in enumerate(queries):
+            top = xp.amax(q @ keys.T, axis=1, keepdims=True)
+            tops[i] = top if tops[i] is None else xp.maximum(tops[i], top)
+    return tops
 
 
 def _stream_matrix(prob, transform=None):
@@ -744,7 +831,8 @@ def _local_mean(prob):
     if prob.streaming:
         stats = _stream_stats(prob)
         return stats["mean"] / stats["z"] + prob.geom.mean
-    if prob.xp.name == "torch" and _USE_ATTENTION:
+    # Rows in the hard-argmax limit need explicit logits: the GEMM path (t = 0 only).
+    if prob.xp.name == "torch" and _USE_ATTENTION and prob.hard is None:
         return _attention_mean(prob)
     return _reduce(prob, want_second=False)[0] + prob.geom.mean
 
@@ -1034,7 +1122,10 @@ def nw_velocity_and_divergence(
         trace = second_p - xp.sum(mean_p * mean_p, axis=1)
     a = prob.a if isinstance(prob.a, float) else prob.a[:, 0]
     sig = prob.sigma_t if isinstance(prob.sigma_t, float) else prob.sigma_t[:, 0]
-    divergence = (a * trace - prob.decay * prob.x.shape[1]) / sig
+    spread = a * trace
+    if prob.hard is not None:  # a -> inf: the limit is 0 on one point, +inf over a tie
+        spread = xp.where(prob.hard[:, 0] & (trace > 0), np.inf, spread)
+    divergence = (spread - prob.decay * prob.x.shape[1]) / sig
     return prob.finish(prob.velocity(centred + g.mean)), prob.finish(divergence)
 
 
