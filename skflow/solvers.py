@@ -496,7 +496,10 @@ def _integrate_adaptive(tab, func, y0, grid, *, trajectory, rtol, atol, max_step
         if trajectory:
             states.append(_copy(st.y))
     y = _stack(states) if trajectory else st.y
-    return ODESolution(grid, y, st.n_evals, int(st.n_accepted), int(st.n_rejected))
+    counts = (st.n_accepted, st.n_rejected)
+    if is_torch(st.y):  # one read of both counters
+        counts = _torch().stack(counts).tolist()
+    return ODESolution(grid, y, st.n_evals, int(counts[0]), int(counts[1]))
 
 
 def _integrate_fixed(tab, func, y0, grid, *, trajectory):
