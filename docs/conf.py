@@ -118,6 +118,7 @@ API_MODULES = [
     ("skflow.projection", "Projections before kernel smoothing."),
     ("skflow.metrics", "MMD², effective sample size, attention-vs-NW weight correlation."),
     ("skflow.diagnostics", "Diagnosis of the failure regimes of the plug-in field."),
+    ("skflow.inspection", "Attention inspector: any model's attention calls vs NW weights."),
     ("skflow.tasks", "Meta-distributions of tasks."),
     ("skflow.datasets", "Bundled data sets."),
     ("skflow.nn", "Torch modules: exact NW heads and the learned velocity network."),
