@@ -229,6 +229,19 @@ def test_multihead_attention_masks_match_its_weights():
     assert rec.records_[0].k.shape == (2, 2, 7, 4)  # the bias_k key is appended
 
 
+@pytest.mark.parametrize("unbatched", [False, True])
+def test_multihead_attention_separate_projections_and_unbatched(unbatched):
+    torch.manual_seed(3)
+    mha = torch.nn.MultiheadAttention(8, 4, kdim=6, vdim=5, batch_first=False)
+    x, y, z = torch.randn(4, 2, 8), torch.randn(7, 2, 6), torch.randn(7, 2, 5)
+    if unbatched:
+        x, y, z = x[:, 0], y[:, 0], z[:, 0]
+    with AttentionRecorder(mha) as rec:
+        _, w = mha(x, y, z, average_attn_weights=False)
+    w = w.detach().numpy()
+    np.testing.assert_allclose(rec.records_[0].weights(), w[None] if unbatched else w, atol=1e-6)
+
+
 def test_transformer_decoder_matches_hand_hooks_and_output():
     torch.manual_seed(2)
     layer = torch.nn.TransformerDecoderLayer(16, 4, dim_feedforward=32, batch_first=True)
