@@ -148,21 +148,32 @@ def _noise(random_state: Any, shape: tuple[int, int]) -> np.ndarray:
 # --------------------------------------------------------------------------------------------
 
 
-def _path_neff(support, sigma_min, grid, n_trajectories, random_state):
-    """n_eff (len(grid), n_trajectories) at every grid time along the flow's trajectories."""
+def _path_neff(support, sigma_min, n_steps, times, n_trajectories, random_state):
+    """n_eff (len(times), n_trajectories) at ``times`` along the flow's trajectories.
+
+    The flow is integrated with Heun's method on the uniform grid of ``n_steps`` steps,
+    whatever ``times`` holds. A time on the grid reads the grid state; a time ``tau`` inside
+    a step ``[t_k, t_k+1]`` reads the state of the same Heun step from ``(t_k, x_k)`` shortened
+    to ``tau - t_k``. So the state at a time depends on that time alone (not on the other
+    reported times), is second-order accurate like the grid states and is continuous in
+    ``tau`` (the shortened step is the grid step at ``tau = t_k+1``).
+    """
     m, d = support.shape
     x0 = _noise(random_state, (n_trajectories, d))
 
     def velocity(t, x):
         return nw_velocity(x, support, t, sigma_min=sigma_min)
 
+    grid = np.linspace(0.0, 1.0, n_steps + 1)
     states = integrate(velocity, x0, grid, method="heun", return_trajectory=True).y
-    neff = np.stack(
-        [
-            np.asarray(nw_effective_sample_size(states[k], support, t, sigma_min=sigma_min))
-            for k, t in enumerate(grid)
-        ]
-    )
+    neff = []
+    for tau in times:
+        k = min(int(np.searchsorted(grid, tau, side="right")) - 1, n_steps)
+        x = states[k]
+        if tau != grid[k]:
+            x = integrate(velocity, x, (grid[k], tau), method="heun").y
+        neff.append(np.asarray(nw_effective_sample_size(x, support, tau, sigma_min=sigma_min)))
+    neff = np.stack(neff)
     if not np.all(np.isfinite(neff)):
         raise ValueError(
             "n_eff is not finite: the support's magnitude is too large for floating-point "
@@ -171,10 +182,9 @@ def _path_neff(support, sigma_min, grid, n_trajectories, random_state):
     return neff
 
 
-def _grid(n_steps: int, times: np.ndarray | None) -> np.ndarray:
-    base = np.linspace(0.0, 1.0, n_steps + 1)
-    extra = [MID_TIME] if times is None else [MID_TIME, *times.tolist()]
-    return np.unique(np.concatenate([base, extra]))
+def _default_times(n_steps: int) -> np.ndarray:
+    """The uniform integration grid plus ``MID_TIME``: where n_eff is read by default."""
+    return np.union1d(np.linspace(0.0, 1.0, n_steps + 1), [MID_TIME])
 
 
 def neff_along_path(
@@ -204,8 +214,10 @@ def neff_along_path(
     times : array-like of float in [0, 1], optional
         Times at which ``n_eff`` is reported (sorted, duplicates removed). Default: the uniform
         integration grid ``linspace(0, 1, n_steps + 1)`` plus ``t = 0.5``. The flow is always
-        integrated from ``t = 0`` on that uniform grid with the requested times inserted, so
-        the states do not depend on which times are reported.
+        integrated from ``t = 0`` on that uniform grid, whatever ``times`` holds; a time
+        between two grid times reads the state of the Heun step from the grid time below it,
+        shortened to end there. So the state (and ``n_eff``) at a time does not depend on
+        which other times are reported.
     n_trajectories : int, default=256
         Number of flow trajectories.
     n_steps : int, default=50
@@ -244,11 +256,8 @@ def neff_along_path(
     times = _check_times(times)
     n_trajectories = _check_positive_int(n_trajectories, "n_trajectories")
     n_steps = _check_positive_int(n_steps, "n_steps")
-    grid = _grid(n_steps, times)
-    neff = _path_neff(support, sigma_min, grid, n_trajectories, random_state)
-    if times is None:
-        return grid, neff
-    return times, neff[np.searchsorted(grid, times)]
+    times = _default_times(n_steps) if times is None else times
+    return times, _path_neff(support, sigma_min, n_steps, times, n_trajectories, random_state)
 
 
 # --------------------------------------------------------------------------------------------
@@ -287,13 +296,18 @@ def _geometry(support: np.ndarray) -> dict:
     if m < 2:
         return out
     centred = support - support.mean(axis=0)
+    # Every statistic below but the eigenvalues is scale-free: compute them on the support
+    # scaled to unit magnitude, so that squares of tiny (or huge) coordinates do not underflow
+    # (or overflow); the eigenvalues are scaled back.
+    scale = float(np.max(np.abs(centred)))
+    if not scale > 0:
+        return out  # all support points coincide: no geometry to assess
+    centred = centred / scale
     n = m - 1  # degrees of freedom of the covariance
     cov = centred.T @ centred / n
     lam = np.clip(np.linalg.eigvalsh(cov)[::-1], 0.0, None)
-    out["eigenvalues"] = lam
+    out["eigenvalues"] = lam * scale**2
     total = float(lam.sum())
-    if not total > 0:
-        return out  # all support points coincide: no geometry to assess
     total2 = float(np.sum(lam * lam))
     out["condition_number"] = float(lam[0] / lam[-1]) if lam[-1] > 1e-12 * lam[0] else float("inf")
     pr = total * total / total2
@@ -393,8 +407,8 @@ class FailureReport:
     mid_time : float
         The time ``0.5``.
     collapse_time : float or None
-        First time on the integration grid (uniform steps plus ``times``) at which the median
-        ``n_eff`` is below 2; None if it never is. With ``sigma_min`` small every support of
+        First time on the uniform integration grid (plus ``t = 0.5``) at which the median
+        ``n_eff`` is below 2; None if it never is. It does not depend on ``times``. With ``sigma_min`` small every support of
         distinct points collapses near ``t = 1`` by design (the terminal law is a KDE of
         bandwidth ``sigma_min``): what matters is how early.
     eigenvalues : ndarray of shape (d,)
@@ -706,8 +720,8 @@ def diagnose(
     >>> report = diagnose(S, n_trajectories=32, n_steps=10, random_state=0)
     >>> report.flags
     {'collapse': False, 'mismatch': False, 'scarcity': False}
-    >>> report.neff_median.shape == report.times.shape
-    True
+    >>> bool(report.neff_mid > 50), report.collapse_time is not None
+    (True, True)
     >>> print(report.summary().splitlines()[0])
     FailureReport: m=200 support points in d=2 (m/d=100), sigma_min=0.01
     """
@@ -718,14 +732,17 @@ def diagnose(
     n_steps = _check_positive_int(n_steps, "n_steps")
     m, d = support.shape
 
-    grid = _grid(n_steps, times)
-    neff = _path_neff(support, sigma_min, grid, n_trajectories, random_state)
+    # n_eff on the default times (collapse time and mid-path value) and the reported ones;
+    # states depend on the time alone, so the flags do not depend on ``times``.
+    base = _default_times(n_steps)
+    report_times = base if times is None else times
+    grid = np.union1d(base, report_times)
+    neff = _path_neff(support, sigma_min, n_steps, grid, n_trajectories, random_state)
     q25, med, q75 = np.percentile(neff, [25.0, 50.0, 75.0], axis=1)
-    below = np.flatnonzero(med < COLLAPSE_NEFF)
-    collapse_time = float(grid[below[0]]) if below.size else None
+    below = np.flatnonzero(med[np.searchsorted(grid, base)] < COLLAPSE_NEFF)
+    collapse_time = float(base[below[0]]) if below.size else None
     mid = int(np.searchsorted(grid, MID_TIME))
-    rows = slice(None) if times is None else np.searchsorted(grid, times)
-    report_times = grid if times is None else times
+    rows = np.searchsorted(grid, report_times)
 
     geo = _geometry(support)
     details = _geometry_flags(geo, m)
