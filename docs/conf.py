@@ -120,7 +120,6 @@ API_MODULES = [
     ("skflow.diagnostics", "Diagnosis of the failure regimes of the plug-in field."),
     ("skflow.inspection", "Attention inspector: any model's attention calls vs NW weights."),
     ("skflow.tasks", "Meta-distributions of tasks."),
-    ("skflow.datasets", "Bundled data sets."),
     ("skflow.nn", "Torch modules: exact NW heads and the learned velocity network."),
 ]
 

@@ -36,7 +36,6 @@ PUBLIC_MODULES = [
     "skflow.metrics",
     "skflow.diagnostics",
     "skflow.tasks",
-    "skflow.datasets",
     "skflow.nn",
 ]
 
@@ -165,6 +164,10 @@ def test_getting_started_commands_match_readme():
     demo = [c for c in commands if "skflow demo" in c]
     test = re.search(r"<!-- test-command -->\s*```bash\n(.*?)\n\s*```", readme, re.S)
     assert demo and test, "README.md lost its demo or test command"
+    # both create and activate the same virtual environment (no pip into a system Python, which
+    # fails where it is externally managed, PEP 668)
+    venv = "python3 -m venv .venv && . .venv/bin/activate && "
+    assert demo[0].startswith(venv) and test.group(1).strip().startswith(venv)
     page_commands = _code_blocks(page, "bash")
     for command in (demo[0], test.group(1).strip()):
         assert command in page_commands, (
