@@ -10,14 +10,19 @@ besides mostly-valid arrays so that the valid paths are exercised too. The contr
   ``AttributeError``) with a non-empty message;
 * never another exception, a hang, or a non-finite result.
 
-The suite is derandomized (``derandomize=True``, no example database), so every run tries
-the same examples; ``max_examples`` keeps the whole file well under a minute on a loaded
-2-core machine. ``python -m pytest tests/test_fuzz.py -s`` prints the number of cases tried
-per test and how they ended (``docs/robustness.md`` records a run).
+The suite is derandomized (``derandomize=True``, no example database; ``tests/conftest.py``
+imports every ``skflow`` module first, so the examples do not depend on which tests ran
+before), so every run tries the same examples; ``max_examples`` keeps the whole file well
+under a minute on a loaded 2-core machine. ``python -m pytest tests/test_fuzz.py -s`` prints
+the number of cases tried per test and how they ended; with ``SKFLOW_FUZZ_COUNTS=PATH`` in
+the environment the counts are also written to ``PATH`` as JSON, which
+``python benchmarks/fuzz_counts.py --write-docs`` turns into the table of
+``docs/robustness.md``.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import warnings
 from collections import Counter, defaultdict
@@ -73,6 +78,18 @@ OUTCOMES: dict[str, Counter] = defaultdict(Counter)
 CASES: Counter = Counter()
 
 
+#: test name -> max_examples before SKFLOW_FUZZ_SCALE (recorded by ``_fuzz``'s callers).
+MAX_EXAMPLES = {
+    "NWFlowSampler": 400,
+    "SamplingPipeline": 120,
+    "FlowProjection": 60,
+    "LearnedFlowSampler": 25,
+    "mmd2": 300,
+    "ess/correlation": 300,
+    "diagnose": 100,
+}
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _report():
     yield
@@ -81,6 +98,18 @@ def _report():
     for name in sorted(OUTCOMES):
         counts = ", ".join(f"{k}={v}" for k, v in sorted(OUTCOMES[name].items()))
         print(f"[fuzz]   {name}: {CASES[name]} cases; calls: {counts}")
+    path = os.environ.get("SKFLOW_FUZZ_COUNTS")
+    if path:  # only on request (benchmarks/fuzz_counts.py): a run never writes files otherwise
+        counts = {
+            name: {
+                "max_examples": MAX_EXAMPLES.get(name),
+                "cases": CASES[name],
+                "calls": dict(OUTCOMES[name]),
+            }
+            for name in sorted(CASES)
+        }
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump({"scale": _SCALE, "random": _RANDOM, "tests": counts}, fh, indent=1)
 
 
 def _leaves(out):
@@ -247,7 +276,7 @@ BAD_PARAMS = st.one_of(
 )
 
 
-@_fuzz(400)
+@_fuzz(MAX_EXAMPLES["NWFlowSampler"])
 @given(data=st.data(), params=NW_PARAMS, bad=BAD_PARAMS)
 def test_nw_flow_sampler(data, params, bad):
     name = "NWFlowSampler"
@@ -286,7 +315,7 @@ def test_nw_flow_sampler(data, params, bad):
 
 
 # -- pipeline and projection --------------------------------------------------------------------
-@_fuzz(120)
+@_fuzz(MAX_EXAMPLES["SamplingPipeline"])
 @given(data=st.data())
 def test_sampling_pipeline(data):
     name = "SamplingPipeline"
@@ -307,7 +336,7 @@ def test_sampling_pipeline(data):
     call(name, pipe.score, Q)
 
 
-@_fuzz(60)
+@_fuzz(MAX_EXAMPLES["FlowProjection"])
 @given(data=st.data())
 def test_flow_projection(data):
     name = "FlowProjection"
@@ -328,7 +357,7 @@ def test_flow_projection(data):
 
 
 # -- LearnedFlowSampler (tiny config; skipped if the module does not import) --------------------
-@_fuzz(25)
+@_fuzz(MAX_EXAMPLES["LearnedFlowSampler"])
 @given(data=st.data())
 def test_learned_flow_sampler(data):
     try:
@@ -362,7 +391,7 @@ def test_learned_flow_sampler(data):
 
 
 # -- metrics and diagnostics ----------------------------------------------------------------
-@_fuzz(300)
+@_fuzz(MAX_EXAMPLES["mmd2"])
 @given(data=st.data())
 def test_mmd2(data):
     name = "mmd2"
@@ -382,7 +411,7 @@ def test_mmd2(data):
     call(name, mmd2_test, X, Y, n_permutations=5, bandwidth=bandwidth, random_state=0)
 
 
-@_fuzz(300)
+@_fuzz(MAX_EXAMPLES["ess/correlation"])
 @given(data=st.data())
 def test_effective_sample_size_and_correlation(data):
     name = "ess/correlation"
@@ -404,7 +433,7 @@ def test_effective_sample_size_and_correlation(data):
         assert np.all(np.isnan(per_row) | (np.abs(per_row) <= 1.0))
 
 
-@_fuzz(100)
+@_fuzz(MAX_EXAMPLES["diagnose"])
 @given(data=st.data())
 def test_diagnose(data):
     name = "diagnose"
