@@ -282,8 +282,12 @@ def _timed_sample(sampler, n: int, device: str) -> tuple[float, int | None]:
     return seconds, peak
 
 
-def step_sampling(self_test: bool) -> dict:
-    """Time n = m sampling, then peak memory at 10x more queries against a smaller support."""
+def step_sampling(self_test: bool, save=lambda res: None) -> dict:
+    """Time n = m sampling, then peak memory at 10x more queries against a smaller support.
+
+    ``save(results)`` is called after each part, so a time cap hit in the second part keeps
+    the first one's numbers.
+    """
     import numpy as np
 
     from skflow import NWFlowSampler
@@ -300,11 +304,13 @@ def step_sampling(self_test: bool) -> dict:
 
     seconds, _ = _timed_sample(sampler(cfg["m"], cfg["steps"]), cfg["n"], device)
     res = {"device": device, "config": cfg, "big_steps": BIG_STEPS, "seconds": seconds}
+    save(res)
     big = sampler(cfg["big_m"], BIG_STEPS)
     res["big_small_n"] = cfg["big_n"] // 10
     res["big_small_seconds"], res["big_small_peak"] = _timed_sample(big, res["big_small_n"], device)
     res["big_seconds"], res["big_peak"] = _timed_sample(big, cfg["big_n"], device)
     res["dense_nm_float32_bytes"] = 4 * cfg["big_n"] * cfg["big_m"]
+    save(res)
     print(json.dumps(res))
     return res
 
@@ -368,8 +374,10 @@ def step_train(name: str, self_test: bool) -> dict:
 
 
 def run_child_step(name: str, out: Path, self_test: bool) -> None:
-    res = step_sampling(self_test) if name == "sampling" else step_train(name, self_test)
-    (out / f"{name}.json").write_text(json.dumps(res, indent=1))
+    def save(res):
+        (out / f"{name}.json").write_text(json.dumps(res, indent=1))
+
+    save(step_sampling(self_test, save) if name == "sampling" else step_train(name, self_test))
 
 
 # -- orchestration ------------------------------------------------------------------------------
@@ -424,6 +432,7 @@ def run_steps(steps, out: Path, summary: dict, deadline: float, argv_of, cuda_vi
             if name.startswith("tests_"):
                 judge_tests(record, record["results"], cuda_visible)
             _print_tail(out / record["log"])
+            _echo(name, record["results"])
         print(f"== {name}: {record['status']}", flush=True)
         summary["steps"].append(record)
         write_json(out / "summary.json", summary)
@@ -437,6 +446,18 @@ def _clear_outputs(name: str, out: Path) -> None:
     stale += ["bench_field_docs.md"] if name == "bench_field" else []
     for file in stale:
         (out / file).unlink(missing_ok=True)
+
+
+def _echo(name: str, results: dict | None) -> None:
+    """Print a step's headline numbers (the field/SDPA ratios, times, rates)."""
+    if not results:
+        return
+    if name == "bench_field":
+        for r in results.get("rows", []):
+            print(f"   {tuple(r['shape'])}: field/SDPA {r['field/sdpa']:.2f}", flush=True)
+    elif name == "sampling" or name.startswith("train_"):
+        keep = ("seconds", "big_seconds", "big_peak", "steps_per_s_steady", "projected_100k_s")
+        print("   " + json.dumps({k: results[k] for k in keep if k in results}), flush=True)
 
 
 def _print_tail(log: Path, lines: int = 8) -> None:
@@ -491,10 +512,11 @@ def _verdict(ok: bool) -> str:
     return "yes" if ok else "**no**"
 
 
-def _results(summary: dict, name: str) -> dict | None:
+def _results(summary: dict, name: str, partial: bool = False) -> dict | None:
+    """A step's results if it succeeded (``partial``: whatever it saved before it stopped)."""
     for rec in summary["steps"]:
-        if rec["name"] == name:
-            return rec.get("results") if rec.get("status") == "ok" else None
+        if rec["name"] == name and (partial or rec.get("status") == "ok"):
+            return rec.get("results")
     return None
 
 
@@ -523,28 +545,28 @@ def target_rows(summary: dict) -> list[str]:
             f"| {what} | {rate:.0%} (field {_fmt_s(r['field'])}, SDPA {_fmt_s(r['sdpa'])}) "
             f"| {_verdict(rate >= TARGETS['rate'])} |"
         )
-    samp = _results(summary, "sampling")
+    samp = _results(summary, "sampling", partial=True) or {}
     cfg = SAMPLING[summary["self_test"]]
     what = (
         f"NWFlowSampler n = m = {cfg['n']}, d = {cfg['d']}, float32, Heun {cfg['steps']} steps "
         "under 10 s"
     )
-    if samp is None:
+    if "seconds" in samp:
+        ok = samp["seconds"] < TARGETS["sampling_s"]
+        rows.append(f"| {what} | {_fmt_s(samp['seconds'])} | {_verdict(ok)} |")
+    else:
         rows.append(f"| {what} | {_status_of(summary, 'sampling')} | - |")
-        rows.append(
-            f"| peak device memory does not grow with n | {_status_of(summary, 'sampling')} | - |"
-        )
-        return rows
-    rows.append(f"| {what} | {_fmt_s(samp['seconds'])} | {_verdict(samp['seconds'] < 10)} |")
-    rows.append(_memory_row(samp, cfg))
+    rows.append(_memory_row(summary, samp, cfg))
     return rows
 
 
-def _memory_row(samp: dict, cfg: dict) -> str:
+def _memory_row(summary: dict, samp: dict, cfg: dict) -> str:
     what = (
         f"n = {cfg['big_n']} queries, m = {cfg['big_m']} (Heun {BIG_STEPS} steps): peak device "
-        f"memory does not grow with n (vs n = {samp['big_small_n']})"
+        f"memory does not grow with n (vs n = {cfg['big_n'] // 10})"
     )
+    if "big_peak" not in samp:
+        return f"| {what} | {_status_of(summary, 'sampling')} | - |"
     if samp["big_peak"] is None:
         return f"| {what} | {_fmt_s(samp['big_seconds'])}; memory n/a on the CPU | - |"
     ok = samp["big_peak"] <= 1.25 * samp["big_small_peak"] + 64 * 2**20
@@ -618,7 +640,8 @@ def render_section(summary: dict, bench_text: str | None) -> str:
         "Training: `LearnedFlowSampler(**LearnedFlowSampler.paper_config())` for "
         f"{TRAIN[summary['self_test']]['max_iter']} steps on `GaussianMixtureTasks(n_features="
         f"{TRAIN[summary['self_test']]['n_features']})`; steady steps/s between the first and "
-        "last progress lines (after warm-up and compilation), whole-fit steps/s over "
+        "last progress lines of the fit (after warm-up and compilation; their times have "
+        "0.1 s resolution), whole-fit steps/s over "
         "`training_time_`."
     )
     if bench_text:
