@@ -133,7 +133,14 @@ def test_field_methods_equal_brute_force(support, kind):
     np.testing.assert_allclose(s.weights(X, t), w_ref, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(s.velocity(X, t), v_ref, rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(s.effective_sample_size(X, t), 1.0 / np.sum(w_ref**2, axis=1))
-    np.testing.assert_allclose(s.effective_sample_size(X, 0.0), 30.0)
+    # t = 0 is the limit t -> 0+: uniform weights where the x-space width t h(t) stays
+    # sigma_t-sized, the point maximizing <x, s_i> where it shrinks to 0 (bounded callable h)
+    if kind == "callable":
+        w0 = np.eye(len(support))[np.argmax(X @ support.T, axis=1)]
+    else:
+        w0 = np.full((4, len(support)), 1.0 / len(support))
+    np.testing.assert_allclose(s.weights(X, 0.0), w0, atol=1e-12)
+    np.testing.assert_allclose(s.effective_sample_size(X, 0.0), 1.0 / np.sum(w0**2, axis=1))
 
 
 @pytest.mark.parametrize("kind", list(WIDTHS))
