@@ -64,9 +64,11 @@ class Stack(torch.nn.Module):
         return x
 
 
-def no_hooks_left(model):
+def no_hooks_left(model):  # per-module and global hooks, and the mode
     return (
         all(not m._forward_pre_hooks and not m._forward_hooks for m in model.modules())
+        and not torch.nn.modules.module._global_forward_pre_hooks
+        and not torch.nn.modules.module._global_forward_hooks
         and torch._C._len_torch_function_stack() == 0
     )
 
@@ -303,6 +305,39 @@ def test_sdpa_after_multihead_attention_is_still_seen():
         ("mha", "multihead_attention", 1),
         ("sdpa", "sdpa", 1),
     ]
+
+
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")
+@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize("padding", [False, True])
+@pytest.mark.parametrize("grad", [False, True])
+def test_transformer_encoder_fast_paths_are_kept(norm_first, padding, grad):
+    """Eval mode without autograd: fused encoder-layer kernel (and nested tensors with padding)."""
+    torch.manual_seed(6)
+    layer = torch.nn.TransformerEncoderLayer(16, 4, 32, batch_first=True, norm_first=norm_first)
+    enc = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=not norm_first).eval()
+    x = torch.randn(3, 9, 16)
+    kpm = None
+    if padding:
+        kpm = torch.zeros(3, 9, dtype=torch.bool)
+        kpm[0, -4:], kpm[1, -2:] = True, True
+    with torch.set_grad_enabled(grad):
+        out0 = enc(x, src_key_padding_mask=kpm)
+        with AttentionRecorder(enc) as rec:
+            out1 = enc(x, src_key_padding_mask=kpm)
+    assert torch.equal(out0, out1)
+    assert [r.module for r in rec.records_] == ["layers.0.self_attn", "layers.1.self_attn"]
+    first = enc.layers[0]
+    with torch.no_grad():  # reference: the self-attention's own weights on the layer input
+        a = first.norm1(x) if norm_first else x
+        _, w = first.self_attn(a, a, a, key_padding_mask=kpm, average_attn_weights=False)
+    got, w = rec.records_[0].weights(), w.numpy()
+    valid = np.ones((3, 9), bool) if kpm is None else ~kpm.numpy()
+    for b in range(3):  # padded rows may be cut off (nested tensors): compare the real ones
+        n = valid[b].sum()
+        np.testing.assert_allclose(got[b, :, :n, :n], w[b, :, :n, :n], atol=1e-6)
+        assert np.all(got[b, :, :n, n:] == 0)
+    assert no_hooks_left(enc)
 
 
 @pytest.mark.parametrize("variant", ["causal", "bool_mask", "float_mask", "gqa"])

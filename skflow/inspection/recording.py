@@ -4,17 +4,23 @@
 :func:`torch.nn.functional.scaled_dot_product_attention` (intercepted with a
 :class:`torch.overrides.TorchFunctionMode`, wherever it is called: a hand-written module, an HF
 transformer, a diffusers attention processor) and every forward of a
-:class:`torch.nn.MultiheadAttention` (read by a forward pre-hook, which recomputes the
-in-projection ``q = x W_q^T + b_q``, ``k = y W_k^T + b_k`` from the module's own weights) made
-inside the model is stored as an :class:`AttentionRecord`: the calling module's qualified
-name, the step (forward of the root model), the call index, the heads, ``q`` and ``k`` (and
-``v`` if asked), the scale and the mask. Forward pre-hooks on the model's modules tell which
-module is running when the attention function is called.
+:class:`torch.nn.MultiheadAttention` (read by a forward hook from its inputs, recomputing the
+in-projection ``q = x W_q^T + b_q``, ``k = y W_k^T + b_k`` from the module's own weights; the
+self-attention of a :class:`torch.nn.TransformerEncoderLayer` likewise from the layer's
+input, since its fused kernel never calls ``self_attn``) made inside the model is stored as an
+:class:`AttentionRecord`: the calling module's qualified name, the step (forward of the root
+model), the call index, the heads, ``q`` and ``k`` (and ``v`` if asked), the scale and the
+mask. Global module hooks (:func:`torch.nn.modules.module.register_module_forward_pre_hook`
+and ``register_module_forward_hook``), filtered to the model's modules, tell which module is
+running when the attention function is called.
 
-Nothing is changed in the computation: the intercepted call receives its original arguments,
-and :class:`torch.nn.MultiheadAttention` runs with the mode popped, so its fused "fast path"
-(taken in eval mode without autograd) runs exactly as without the recorder. Outputs are equal
-bit for bit. On exit (also after an exception) every hook is removed and the mode is popped.
+Nothing is changed in the computation: the intercepted call receives its original arguments;
+:class:`torch.nn.MultiheadAttention`, :class:`torch.nn.TransformerEncoderLayer` and
+:class:`torch.nn.TransformerEncoder` run with the mode popped, and no hook is attached to any
+module (encoder layers turn their fused kernel off when a module of theirs has hooks), so their
+fused "fast paths" (eval mode without autograd, nested tensors for padded batches) run exactly
+as without the recorder. Outputs are equal bit for bit. On exit (also after an exception) the
+hooks are removed and the mode is popped.
 
 Memory stays bounded by the filters: module-name patterns (:func:`fnmatch.fnmatchcase`, or
 compiled regular expressions), steps, per-module call indices, heads, and a seeded subsample of
@@ -36,6 +42,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from sklearn.utils import check_random_state
+from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 from torch.overrides import TorchFunctionMode
 
 __all__ = ["AttentionRecord", "AttentionRecorder"]
@@ -219,6 +226,14 @@ class _InterceptMode(TorchFunctionMode):
 
 
 _MHA_SIGNATURE = inspect.signature(torch.nn.MultiheadAttention.forward)
+_ENCODER_LAYER_SIGNATURE = inspect.signature(torch.nn.TransformerEncoderLayer.forward)
+#: Modules with a fused "fast path" that any active TorchFunctionMode turns off: the mode is
+#: popped while they run, so their outputs stay bit for bit those of an unrecorded run.
+_FAST_PATH = (
+    torch.nn.MultiheadAttention,
+    torch.nn.TransformerEncoderLayer,
+    torch.nn.TransformerEncoder,
+)
 
 
 def _mha_mask(
@@ -293,7 +308,7 @@ class AttentionRecorder:
     Parameters
     ----------
     model : torch.nn.Module
-        The model; every submodule gets a forward pre-hook (removed on exit).
+        The model (its modules are watched by global module hooks, removed on exit).
     modules : str, re.Pattern or sequence of them, optional
         Keep only calls whose module's qualified name matches one of the patterns
         (:func:`fnmatch.fnmatchcase` for strings, ``fullmatch`` for compiled regular
@@ -332,12 +347,12 @@ class AttentionRecorder:
     -----
     The recorder sees :func:`torch.nn.functional.scaled_dot_product_attention` and
     :class:`torch.nn.MultiheadAttention` (and modules built on it:
-    :class:`torch.nn.TransformerDecoder`, ...). Attention written as explicit ``matmul`` and
-    ``softmax`` is invisible to it. ``q``, ``k`` are recorded before dropout. A
-    :class:`torch.nn.TransformerEncoderLayer` in eval mode without autograd runs a fused
-    kernel that bypasses its ``self_attn`` module; while the recorder is open the mode makes it
-    take its ordinary path instead (same attention, rounding may differ), so record encoder
-    layers with autograd enabled or in training mode for bit-equal outputs.
+    :class:`torch.nn.TransformerDecoder`, :class:`torch.nn.TransformerEncoder`, ...).
+    Attention written as explicit ``matmul`` and ``softmax`` is invisible to it. ``q``, ``k``
+    are recorded before dropout. In the nested-tensor path of
+    :class:`torch.nn.TransformerEncoder` (eval, no autograd, a key padding mask) the padded
+    positions are no queries (the records have as many rows as the longest sequence). One
+    recorder at a time.
 
     Examples
     --------
@@ -405,14 +420,14 @@ class AttentionRecorder:
         self._stack: list[list] = []  # [name, position counter] of the running modules
         self._step = -1
         self._suspended = None
-        self._handles = []
-        for name, module in self.model.named_modules():
-            self._handles.append(
-                module.register_forward_pre_hook(self._pre_hook(name), with_kwargs=True)
-            )
-            self._handles.append(
-                module.register_forward_hook(self._post_hook(name), always_call=True)
-            )
+        self._covered: set = set()  # self_attn modules recorded by their encoder layer
+        # Global module hooks, filtered to the model's modules: per-module hooks would turn
+        # off nn.TransformerEncoderLayer's fused fast path (it checks for them).
+        self._names = {id(m): (name, m) for name, m in self.model.named_modules()}
+        self._handles = [
+            register_module_forward_pre_hook(self._pre_hook),
+            register_module_forward_hook(self._post_hook, with_kwargs=True, always_call=True),
+        ]
         self._mode = _InterceptMode(self)
         self._mode.__enter__()
         self._mode_on = True
@@ -463,32 +478,52 @@ class AttentionRecorder:
             self._suspended = None
 
     # -- hooks -------------------------------------------------------------------------------
-    def _pre_hook(self, name: str):
-        def hook(module, args, kwargs):
-            if module is self.model:
-                self._step += 1
-            self._stack.append([name, 0])
-            if isinstance(module, torch.nn.MultiheadAttention):
-                self._suspend(module)
-                self._on_mha(module, args, kwargs)
+    def _name_of(self, module: torch.nn.Module) -> str | None:
+        entry = self._names.get(id(module))
+        return entry[0] if entry is not None and entry[1] is module else None
 
-        return hook
+    def _pre_hook(self, module, args):
+        name = self._name_of(module)
+        if name is None:
+            return  # a module of another model
+        if module is self.model:
+            self._step += 1
+        self._stack.append([name, 0])
+        if isinstance(module, _FAST_PATH):
+            self._suspend(module)
+        if isinstance(module, torch.nn.TransformerEncoderLayer):
+            self._covered.add(module.self_attn)  # recorded from the layer's input
 
-    def _post_hook(self, name: str):
-        def hook(module, args, output):
+    def _post_hook(self, module, args, *rest):
+        # rest is (kwargs, output) after a forward, (output,) after an exception in it.
+        name = self._name_of(module)
+        if name is None:
+            return
+        try:
+            if len(rest) == 2:
+                if isinstance(module, torch.nn.TransformerEncoderLayer):
+                    self._on_encoder_layer(name, module, args, rest[0])
+                elif isinstance(module, torch.nn.MultiheadAttention):
+                    if module not in self._covered:
+                        self._on_mha(module, args, rest[0])
+        finally:
             if self._stack and self._stack[-1][0] == name:
                 self._stack.pop()
+            if isinstance(module, torch.nn.TransformerEncoderLayer):
+                self._covered.discard(module.self_attn)
             self._resume(module)
 
-        return hook
-
-    def _select(self) -> tuple[str, int, int] | None:
-        """Count the call of the running module; its (name, call, position) if kept."""
-        if not self._stack:
+    def _select(self, name: str | None = None) -> tuple[str, int, int] | None:
+        """Count the call of the running module (or of ``name``, a module that is not running
+        yet: position 0); its (name, call, position) if kept."""
+        if name is not None:
+            position = 0
+        elif not self._stack:
             return None  # a call outside the model
-        frame = self._stack[-1]
-        name, position = frame[0], frame[1]
-        frame[1] += 1
+        else:
+            frame = self._stack[-1]
+            name, position = frame[0], frame[1]
+            frame[1] += 1
         call = self.calls_seen_.get(name, 0)
         self.calls_seen_[name] = call + 1
         if not _name_matches(name, self._patterns):
@@ -529,6 +564,33 @@ class AttentionRecorder:
         with torch.no_grad():
             q, k, v, mask = _mha_qkv(module, bound.arguments, self.record_values)
         scale = 1.0 / float(np.sqrt(module.head_dim))
+        self._store(where, "multihead_attention", q, k, v, scale, mask)
+
+    def _on_encoder_layer(self, name: str, layer: Any, args: tuple, kwargs: dict) -> None:
+        """The self-attention of a TransformerEncoderLayer, from the layer's input.
+
+        In eval mode without autograd the layer runs one fused kernel and never calls its
+        ``self_attn``; the record is therefore made here, after the layer's forward, from its
+        inputs (and ``self_attn``'s own hook skips it). Inside ``nn.TransformerEncoder``'s
+        nested-tensor path the input is a nested tensor: it is padded and its padding becomes
+        a key padding mask.
+        """
+        where = self._select(f"{name}.self_attn" if name else "self_attn")
+        if where is None:
+            return
+        bound = _ENCODER_LAYER_SIGNATURE.bind(layer, *args, **kwargs)
+        bound.apply_defaults()
+        x, kpm = bound.arguments["src"], bound.arguments["src_key_padding_mask"]
+        with torch.no_grad():
+            if x.is_nested:
+                lengths = torch.tensor([len(t) for t in x.unbind()], device=x.device)
+                x = torch.nested.to_padded_tensor(x, 0.0)
+                kpm = torch.arange(x.shape[1], device=x.device)[None] >= lengths[:, None]
+            a = layer.norm1(x) if layer.norm_first else x
+            p = {"query": a, "key": a, "value": a, "key_padding_mask": kpm}
+            p["attn_mask"] = bound.arguments["src_mask"]
+            q, k, v, mask = _mha_qkv(layer.self_attn, p, self.record_values)
+        scale = 1.0 / float(np.sqrt(layer.self_attn.head_dim))
         self._store(where, "multihead_attention", q, k, v, scale, mask)
 
     def _store(self, where, kind, q, k, v, scale, mask) -> None:
