@@ -189,15 +189,15 @@ def _check_grid(t_grid: Any) -> np.ndarray:
 
 
 def _combine(coeffs: tuple, ks: list) -> Any:
-    """``sum_j coeffs[j] ks[j]`` over the non-zero coefficients.
+    """``sum_j coeffs[j] ks[j]`` over the non-zero coefficients (0.0 if there is none).
 
     The coefficients stay Python floats, so nothing is copied to the device.
     """
-    acc = None
+    acc = 0.0
     for c, k in zip(coeffs, ks, strict=False):
         if c == 0.0:
             continue
-        if acc is None:
+        if isinstance(acc, float):
             acc = k * c
         elif is_torch(acc):
             acc.add_(k, alpha=c)
