@@ -94,3 +94,27 @@ class OTPath:
         """
         tc = _column(t, xt)
         return (x1 - self.decay * xt) / self.sigma(tc)
+
+    def conditional_target(self, x0: Any, x1: Any) -> Any:
+        """Regression target of flow matching ``x_1 - (1 - sigma_min) x_0``.
+
+        It equals :meth:`target_velocity` at ``x_t = sample_xt(x0, x1, t)`` for every ``t``,
+        without the division by ``sigma_t`` (exact in floating point at late times).
+
+        Parameters
+        ----------
+        x0, x1 : array of shape (..., d)
+            Noise and data end points.
+
+        Returns
+        -------
+        target : array of shape (..., d)
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> path = OTPath(sigma_min=0.5)
+        >>> path.conditional_target(np.array([2.0]), np.array([3.0])).tolist()
+        [2.0]
+        """
+        return x1 - self.decay * x0

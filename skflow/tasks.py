@@ -26,17 +26,43 @@ GaussianMixtureTasks
 SphericalShellTasks
     Random concentric spherical shells, where the variation is purely radial (a geometric
     mismatch for isotropic kernels).
+RingTasks, MoonsTasks, SpiralTasks
+    The paper's 2-D families (random rings, two moons, multi-arm spirals), embedded in
+    ``d`` dimensions by a random rotation of their plane.
+MixedTasks
+    Mixes families with weights (the paper's "mixed" meta-distribution).
 ClassTasks
     Real data: every class of a labelled data set is a task.
+SingleDatasetTasks
+    Random support/target splits of one data set (``LearnedFlowSampler.fit(X)``).
+
+The task sources never put a task's support rows among its targets (the synthetic ones draw
+every point independently; the data-based ones split rows).
+
+:class:`GaussianMixtureTasks` also knows its exact population velocity under the OT path
+(:meth:`GaussianMixtureTasks.velocity`), a low-variance regression target.
 """
 
 import numbers
 import warnings
+from typing import NamedTuple
 
 import numpy as np
 from sklearn.utils import check_random_state
 
-__all__ = ["GaussianMixtureTasks", "SphericalShellTasks", "ClassTasks"]
+from .paths import OTPath
+
+__all__ = [
+    "ClassTasks",
+    "GaussianMixtureParams",
+    "GaussianMixtureTasks",
+    "MixedTasks",
+    "MoonsTasks",
+    "RingTasks",
+    "SingleDatasetTasks",
+    "SphericalShellTasks",
+    "SpiralTasks",
+]
 
 # Upper bound on the number of float64 random keys drawn at once by ClassTasks when it
 # samples rows without replacement (bounds memory for large classes).
@@ -153,6 +179,38 @@ def _categorical(rng, weights, n_draws, n_active):
     return np.minimum(idx, n_active[:, None] - 1)
 
 
+def _haar_rotations(rng, batch_shape, d):
+    """Uniformly random (Haar) orthogonal matrices of shape ``(*batch_shape, d, d)``.
+
+    QR of a Gaussian matrix with the sign fix (columns scaled by the signs of diag(R)).
+    """
+    G = rng.standard_normal((*batch_shape, d, d))
+    Qm, Rm = np.linalg.qr(G)
+    signs = np.sign(np.diagonal(Rm, axis1=-2, axis2=-1))
+    signs[signs == 0] = 1.0
+    return Qm * signs[..., None, :]
+
+
+class GaussianMixtureParams(NamedTuple):
+    """Parameters of a batch of Gaussian mixtures (one per task), slot ``k`` of task ``b``.
+
+    Attributes
+    ----------
+    weights : ndarray of shape (B, K)
+        Mixture weights (0 for unused slots; rows sum to 1).
+    means : ndarray of shape (B, K, d)
+    rotations : ndarray of shape (B, K, d, d)
+        Orthogonal eigenbases ``R`` of the covariances ``R diag(scales**2) R^T``.
+    scales : ndarray of shape (B, K, d)
+        Standard deviations along the columns of ``R``.
+    """
+
+    weights: np.ndarray
+    means: np.ndarray
+    rotations: np.ndarray
+    scales: np.ndarray
+
+
 class _TaskDistribution:
     """Shared interface: ``sample_task`` is task 0 of ``sample_tasks(1, ...)``."""
 
@@ -253,7 +311,7 @@ class GaussianMixtureTasks(_TaskDistribution):
             raise ValueError(f"anisotropic must be a bool, got {self.anisotropic!r}.")
         return d, k_lo, k_hi, box, s_lo, s_hi, bool(self.anisotropic)
 
-    def sample_tasks(self, n_tasks, n_support, n_query, random_state=None):
+    def sample_tasks(self, n_tasks, n_support, n_query, random_state=None, *, return_params=False):
         """Draw a batch of independent tasks.
 
         Parameters
@@ -266,43 +324,127 @@ class GaussianMixtureTasks(_TaskDistribution):
             Number of query points per task.
         random_state : None, int, RandomState or Generator, default=None
             Source of randomness.
+        return_params : bool, default=False
+            Also return the mixtures, for :meth:`velocity` (the same draws either way).
 
         Returns
         -------
         supports : ndarray of shape (n_tasks, n_support, n_features), float64
         queries : ndarray of shape (n_tasks, n_query, n_features), float64
+        params : GaussianMixtureParams, only if ``return_params``
+            The task's mixture: component ``k`` of task ``b`` is
+            ``N(means[b, k], rotations[b, k] diag(scales[b, k]**2) rotations[b, k]^T)``
+            with weight ``weights[b, k]`` (0 for unused slots).
         """
         d, k_lo, k_hi, box, s_lo, s_hi, anisotropic = self._validate()
         B, m, q = _check_sizes(n_tasks, n_support, n_query)
         rng = _rng(random_state)
-        n = m + q
-
         n_active = rng.integers(k_lo, k_hi + 1, size=B)
         weights, _ = _masked_dirichlet(rng, n_active, k_hi)
         means = rng.uniform(-box, box, size=(B, k_hi, d))
         if anisotropic:
-            G = rng.standard_normal((B, k_hi, d, d))
-            Qm, Rm = np.linalg.qr(G)
-            signs = np.sign(np.diagonal(Rm, axis1=-2, axis2=-1))
-            signs[signs == 0] = 1.0
-            rot = Qm * signs[..., None, :]  # uniform (Haar) on O(d)
-            sigmas = rng.uniform(s_lo, s_hi, size=(B, k_hi, d))
-            A = rot * sigmas[..., None, :]  # R diag(sigmas)
+            rot = _haar_rotations(rng, (B, k_hi), d)
+            scales = rng.uniform(s_lo, s_hi, size=(B, k_hi, d))
         else:
-            sigmas = rng.uniform(s_lo, s_hi, size=(B, k_hi))
+            rot = np.broadcast_to(np.eye(d), (B, k_hi, d, d))
+            scales = np.repeat(rng.uniform(s_lo, s_hi, size=(B, k_hi))[..., None], d, axis=2)
+        params = GaussianMixtureParams(weights, means, rot, scales)
 
-        comp = _categorical(rng, weights, n, n_active)  # (B, n)
-        z = rng.standard_normal((B, n, d))
+        comp = _categorical(rng, weights, m + q, n_active)  # (B, n)
+        z = rng.standard_normal((B, m + q, d))
         X = np.take_along_axis(means, comp[:, :, None], axis=1)  # (B, n, d)
         if anisotropic:
+            A = rot * scales[..., None, :]  # R diag(scales)
             # loop over the (few) component slots only: X += A_k z for points of slot k
             for k in range(k_hi):
                 mask = comp == k
                 if mask.any():
                     X += np.where(mask[:, :, None], z @ np.swapaxes(A[:, k], -1, -2), 0.0)
         else:
-            X += np.take_along_axis(sigmas, comp, axis=1)[:, :, None] * z
-        return np.ascontiguousarray(X[:, :m]), np.ascontiguousarray(X[:, m:])
+            X += np.take_along_axis(scales[..., 0], comp, axis=1)[:, :, None] * z
+        S, Q = np.ascontiguousarray(X[:, :m]), np.ascontiguousarray(X[:, m:])
+        return (S, Q, params) if return_params else (S, Q)
+
+    @staticmethod
+    def posterior_mean(x, t, params, *, sigma_min=0.01):
+        """Exact ``E[x_1 | x_t = x]`` under the OT path, for the mixtures ``params``.
+
+        With ``x_1`` from the mixture and ``x_t = t x_1 + sigma_t x_0``, ``x_t`` is a Gaussian
+        mixture with components ``N(t mu_k, t^2 Sigma_k + sigma_t^2 I)``; the posterior mean is
+        the responsibility-weighted ``mu_k + t Sigma_k (t^2 Sigma_k + sigma_t^2 I)^{-1}
+        (x - t mu_k)``, computed in each component's eigenbasis (no matrix inverse).
+
+        Parameters
+        ----------
+        x : array-like of shape (B, n, n_features)
+            Points at time ``t``; ``B`` is the number of tasks of ``params``.
+        t : float or array-like of shape (B, n)
+            Times in [0, 1].
+        params : GaussianMixtureParams
+            From ``sample_tasks(..., return_params=True)``.
+        sigma_min : float, default=0.01
+            Path noise at ``t = 1``.
+
+        Returns
+        -------
+        mean : ndarray of shape (B, n, n_features), float64
+        """
+        path = OTPath(sigma_min)
+        x = np.asarray(x, dtype=np.float64)
+        t = np.broadcast_to(np.asarray(t, dtype=np.float64), x.shape[:2])[..., None]
+        var_noise = path.sigma(t) ** 2  # (B, n, 1)
+        K = params.means.shape[1]
+        log_resp = np.empty(x.shape[:2] + (K,))
+        cond = np.empty(x.shape[:2] + (K, x.shape[2]))
+        with np.errstate(divide="ignore"):
+            log_w = np.log(params.weights)  # unused slots: -inf
+        for k in range(K):
+            mu, R = params.means[:, None, k], params.rotations[:, k]  # (B, 1, d), (B, d, d)
+            s2 = params.scales[:, None, k] ** 2  # (B, 1, d)
+            var = t**2 * s2 + var_noise  # eigenvalues of the component's covariance at t
+            z = (x - t * mu) @ R  # coordinates in the eigenbasis, (B, n, d)
+            log_resp[..., k] = log_w[:, None, k] - 0.5 * np.sum(z**2 / var + np.log(var), -1)
+            cond[..., k, :] = mu + ((t * s2 / var) * z) @ np.swapaxes(R, -1, -2)
+        log_resp -= log_resp.max(axis=-1, keepdims=True)
+        resp = np.exp(log_resp)
+        resp /= resp.sum(axis=-1, keepdims=True)
+        return np.einsum("bnk,bnkd->bnd", resp, cond)
+
+    def velocity(self, x, t, params, *, sigma_min=0.01):
+        """Exact population velocity of the OT path for the mixtures ``params``.
+
+        ``u_t(x) = (E[x_1 | x_t = x] - (1 - sigma_min) x) / sigma_t``: the marginal field that
+        conditional flow matching regresses on in expectation, here without sampling noise
+        (a low-variance regression target, ``LearnedFlowSampler(target="exact")``).
+
+        Parameters
+        ----------
+        x : array-like of shape (B, n, n_features)
+        t : float or array-like of shape (B, n)
+            Times in [0, 1].
+        params : GaussianMixtureParams
+            From ``sample_tasks(..., return_params=True)``.
+        sigma_min : float, default=0.01
+
+        Returns
+        -------
+        u : ndarray of shape (B, n, n_features), float64
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from skflow.tasks import GaussianMixtureTasks
+        >>> tasks = GaussianMixtureTasks(n_features=2)
+        >>> S, Q, params = tasks.sample_tasks(3, 5, 7, random_state=0, return_params=True)
+        >>> u = tasks.velocity(Q, 0.5, params)
+        >>> u.shape
+        (3, 7, 2)
+        """
+        path = OTPath(sigma_min)
+        x = np.asarray(x, dtype=np.float64)
+        tt = np.broadcast_to(np.asarray(t, dtype=np.float64), x.shape[:2])[..., None]
+        mean = self.posterior_mean(x, tt[..., 0], params, sigma_min=sigma_min)
+        return (mean - path.decay * x) / path.sigma(tt)
 
 
 # --------------------------------------------------------------------------------------
@@ -417,6 +559,359 @@ class SphericalShellTasks(_TaskDistribution):
         r = np.take_along_axis(radii, shell, axis=1) + noise * rng.standard_normal((B, n))
         X = center + r[:, :, None] * u
         return np.ascontiguousarray(X[:, :m]), np.ascontiguousarray(X[:, m:])
+
+
+# --------------------------------------------------------------------------------------
+# 2-D families of the paper (rings, moons, spirals), embedded in d dimensions
+# --------------------------------------------------------------------------------------
+def _embed_plane(rng, P, d, box, noise):
+    """Place 2-D task shapes ``P`` (B, n, 2) in ``R^d``: a random rotation, a shift, noise.
+
+    Each task's plane is spanned by two orthonormal rows of a Haar-random rotation (in 2-D: a
+    random rotation or reflection of the plane), the shape is shifted by a vector uniform in
+    ``[-box, box]^d`` and isotropic Gaussian noise of the task's level ``noise`` (B,) is added
+    in all ``d`` dimensions.
+    """
+    B, n, _ = P.shape
+    frame = _haar_rotations(rng, (B,), d)[:, :2, :]  # (B, 2, d), orthonormal rows
+    shift = rng.uniform(-box, box, size=(B, 1, d)) if box > 0 else np.zeros((B, 1, d))
+    X = P @ frame + shift + noise[:, None, None] * rng.standard_normal((B, n, d))
+    return X
+
+
+class _PlanarTasks(_TaskDistribution):
+    """Shared sampling of the 2-D families: draw shapes, embed them, split support/query."""
+
+    def _common(self):
+        d = _check_int(self.n_features, "n_features", 2)
+        box = _check_float(self.box, "box", low=0.0)
+        n_lo, n_hi = _check_positive_range(self.noise, "noise")
+        return d, box, n_lo, n_hi
+
+    def sample_tasks(self, n_tasks, n_support, n_query, random_state=None):
+        """Draw a batch of independent tasks.
+
+        Parameters
+        ----------
+        n_tasks : int >= 1
+            Number of tasks ``B``.
+        n_support : int >= 1
+            Number of support points per task.
+        n_query : int >= 0
+            Number of query points per task.
+        random_state : None, int, RandomState or Generator, default=None
+            Source of randomness.
+
+        Returns
+        -------
+        supports : ndarray of shape (n_tasks, n_support, n_features), float64
+        queries : ndarray of shape (n_tasks, n_query, n_features), float64
+        """
+        d, box, n_lo, n_hi = self._common()
+        shape_params = self._validate_shape()
+        B, m, q = _check_sizes(n_tasks, n_support, n_query)
+        rng = _rng(random_state)
+        P = self._shapes(rng, B, m + q, *shape_params)  # (B, n, 2)
+        noise = rng.uniform(n_lo, n_hi, size=B)
+        X = _embed_plane(rng, P, d, box, noise)
+        return np.ascontiguousarray(X[:, :m]), np.ascontiguousarray(X[:, m:])
+
+
+class RingTasks(_PlanarTasks):
+    """Meta-distribution of random rings (circles with Gaussian noise), in a random plane.
+
+    For every task: ``K`` rings (uniform on the integers in ``n_rings``), each with its own
+    centre uniform in ``[-spread, spread]^2``, radius uniform in ``radius`` and Dirichlet(1)
+    weight; a point is ``centre_k + r_k (cos a, sin a)`` with ``a`` uniform. The planar task
+    is then rotated into ``R^d``, shifted and noised (see ``noise``, ``box``).
+
+    Parameters
+    ----------
+    n_features : int >= 2, default=2
+        Dimension ``d``; for ``d > 2`` the rings lie in a random 2-D plane.
+    n_rings : int or (int, int), default=(1, 3)
+        Range (inclusive) of the number of rings.
+    radius : float or (float, float), default=(1.0, 3.0)
+        Range of the radii.
+    spread : float >= 0, default=3.0
+        Ring centres are uniform in ``[-spread, spread]^2`` (0: concentric rings).
+    box : float >= 0, default=2.0
+        The whole task is shifted by a vector uniform in ``[-box, box]^d``.
+    noise : float or (float, float), default=(0.05, 0.2)
+        Range of the task's isotropic Gaussian noise level (all ``d`` dimensions).
+
+    Attributes
+    ----------
+    n_features : int
+        Dimension of the points.
+
+    Examples
+    --------
+    >>> from skflow.tasks import RingTasks
+    >>> S, Q = RingTasks(n_features=4).sample_tasks(3, 10, 5, random_state=0)
+    >>> S.shape, Q.shape
+    ((3, 10, 4), (3, 5, 4))
+    """
+
+    _param_names = ("n_features", "n_rings", "radius", "spread", "box", "noise")
+
+    def __init__(
+        self, n_features=2, *, n_rings=(1, 3), radius=(1.0, 3.0), spread=3.0, box=2.0,
+        noise=(0.05, 0.2),
+    ):  # fmt: skip
+        self.n_features = n_features
+        self.n_rings = n_rings
+        self.radius = radius
+        self.spread = spread
+        self.box = box
+        self.noise = noise
+
+    def _validate_shape(self):
+        k_lo, k_hi = _check_int_range(self.n_rings, "n_rings", 1)
+        r_lo, r_hi = _check_positive_range(self.radius, "radius")
+        spread = _check_float(self.spread, "spread", low=0.0)
+        return k_lo, k_hi, r_lo, r_hi, spread
+
+    @staticmethod
+    def _shapes(rng, B, n, k_lo, k_hi, r_lo, r_hi, spread):
+        n_active = rng.integers(k_lo, k_hi + 1, size=B)
+        weights, _ = _masked_dirichlet(rng, n_active, k_hi)
+        centres = rng.uniform(-spread, spread, size=(B, k_hi, 2))
+        radii = rng.uniform(r_lo, r_hi, size=(B, k_hi))
+        ring = _categorical(rng, weights, n, n_active)  # (B, n)
+        angle = rng.uniform(0.0, 2.0 * np.pi, size=(B, n))
+        circle = np.stack([np.cos(angle), np.sin(angle)], axis=-1)
+        r = np.take_along_axis(radii, ring, axis=1)[..., None]
+        return np.take_along_axis(centres, ring[..., None], axis=1) + r * circle
+
+
+class MoonsTasks(_PlanarTasks):
+    """Meta-distribution of random two-moons tasks (two interleaved half circles).
+
+    The planar shape is scikit-learn's ``make_moons``: with ``a`` uniform in ``[0, pi]``,
+    a point is ``(cos a, sin a)`` (upper moon) or ``(1 - cos a, 1/2 - sin a)`` (lower moon)
+    with probability 1/2 each, centred on ``(1/2, 1/4)`` and multiplied by the task's
+    ``scale``; the task is then rotated into ``R^d``, shifted and noised.
+
+    Parameters
+    ----------
+    n_features : int >= 2, default=2
+        Dimension ``d``; for ``d > 2`` the moons lie in a random 2-D plane.
+    scale : float or (float, float), default=(1.0, 3.0)
+        Range of the task's size factor (the moons' radius).
+    box : float >= 0, default=3.0
+        The task is shifted by a vector uniform in ``[-box, box]^d``.
+    noise : float or (float, float), default=(0.05, 0.2)
+        Range of the task's isotropic Gaussian noise level, in units of the data (not of
+        ``scale``).
+
+    Attributes
+    ----------
+    n_features : int
+        Dimension of the points.
+
+    Examples
+    --------
+    >>> from skflow.tasks import MoonsTasks
+    >>> S, Q = MoonsTasks().sample_task(20, 4, random_state=0)
+    >>> S.shape, Q.shape
+    ((20, 2), (4, 2))
+    """
+
+    _param_names = ("n_features", "scale", "box", "noise")
+
+    def __init__(self, n_features=2, *, scale=(1.0, 3.0), box=3.0, noise=(0.05, 0.2)):
+        self.n_features = n_features
+        self.scale = scale
+        self.box = box
+        self.noise = noise
+
+    def _validate_shape(self):
+        return _check_positive_range(self.scale, "scale")
+
+    @staticmethod
+    def _shapes(rng, B, n, s_lo, s_hi):
+        scale = rng.uniform(s_lo, s_hi, size=(B, 1, 1))
+        lower = rng.random((B, n)) < 0.5
+        a = rng.uniform(0.0, np.pi, size=(B, n))
+        x = np.where(lower, 1.0 - np.cos(a), np.cos(a)) - 0.5
+        y = np.where(lower, 0.5 - np.sin(a), np.sin(a)) - 0.25
+        return scale * np.stack([x, y], axis=-1)
+
+
+class SpiralTasks(_PlanarTasks):
+    """Meta-distribution of random Archimedean spirals with several arms.
+
+    For every task: ``A`` arms (uniform on the integers in ``n_arms``) turned by ``2 pi a / A``,
+    ``turns`` revolutions and a size ``scale``. A point of arm ``a`` is
+    ``scale * s * (cos(theta + 2 pi a / A), sin(theta + 2 pi a / A))`` with
+    ``theta = 2 pi * turns * s`` and ``s = sqrt(u)``, ``u`` uniform on [0, 1] (roughly uniform
+    along the arm); the task is then rotated into ``R^d``, shifted and noised.
+
+    Parameters
+    ----------
+    n_features : int >= 2, default=2
+        Dimension ``d``; for ``d > 2`` the spiral lies in a random 2-D plane.
+    n_arms : int or (int, int), default=(1, 3)
+        Range (inclusive) of the number of arms.
+    turns : float or (float, float), default=(1.0, 2.0)
+        Range of the revolutions of each arm.
+    scale : float or (float, float), default=(2.0, 5.0)
+        Range of the outer radius.
+    box : float >= 0, default=2.0
+        The task is shifted by a vector uniform in ``[-box, box]^d``.
+    noise : float or (float, float), default=(0.05, 0.2)
+        Range of the task's isotropic Gaussian noise level.
+
+    Attributes
+    ----------
+    n_features : int
+        Dimension of the points.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skflow.tasks import SpiralTasks
+    >>> tasks = SpiralTasks(n_features=3, box=0.0, noise=1e-9, scale=2.0)
+    >>> S, _ = tasks.sample_task(50, 0, random_state=0)
+    >>> bool(np.linalg.norm(S, axis=1).max() <= 2.0 + 1e-6)
+    True
+    """
+
+    _param_names = ("n_features", "n_arms", "turns", "scale", "box", "noise")
+
+    def __init__(
+        self, n_features=2, *, n_arms=(1, 3), turns=(1.0, 2.0), scale=(2.0, 5.0), box=2.0,
+        noise=(0.05, 0.2),
+    ):  # fmt: skip
+        self.n_features = n_features
+        self.n_arms = n_arms
+        self.turns = turns
+        self.scale = scale
+        self.box = box
+        self.noise = noise
+
+    def _validate_shape(self):
+        a_lo, a_hi = _check_int_range(self.n_arms, "n_arms", 1)
+        t_lo, t_hi = _check_positive_range(self.turns, "turns")
+        s_lo, s_hi = _check_positive_range(self.scale, "scale")
+        return a_lo, a_hi, t_lo, t_hi, s_lo, s_hi
+
+    @staticmethod
+    def _shapes(rng, B, n, a_lo, a_hi, t_lo, t_hi, s_lo, s_hi):
+        n_arms = rng.integers(a_lo, a_hi + 1, size=(B, 1))
+        turns = rng.uniform(t_lo, t_hi, size=(B, 1))
+        scale = rng.uniform(s_lo, s_hi, size=(B, 1))
+        arm = np.floor(rng.random((B, n)) * n_arms)  # uniform arm index in [0, A)
+        s = np.sqrt(rng.random((B, n)))
+        theta = 2.0 * np.pi * (turns * s + arm / n_arms)
+        return (scale * s)[..., None] * np.stack([np.cos(theta), np.sin(theta)], axis=-1)
+
+
+# --------------------------------------------------------------------------------------
+# mixtures of families
+# --------------------------------------------------------------------------------------
+class MixedTasks(_TaskDistribution):
+    """A meta-distribution that mixes task families: each task comes from one family.
+
+    Every task picks family ``j`` with probability ``weights[j]`` (independently), then is
+    drawn from it. This is the paper's "mixed" meta-distribution (Gaussian mixtures, rings,
+    moons and spirals); leaving one family out of ``families`` gives its leave-one-family-out
+    training distribution.
+
+    Parameters
+    ----------
+    families : sequence of task sources
+        Objects with ``sample_tasks(n_tasks, n_support, n_query, random_state)`` and
+        ``n_features`` (all equal), e.g. the classes of this module.
+    weights : sequence of float or None, default=None
+        Non-negative family probabilities (normalized); uniform when None.
+
+    Attributes
+    ----------
+    n_features : int
+        Dimension of the points (shared by the families).
+
+    Examples
+    --------
+    >>> from skflow.tasks import (GaussianMixtureTasks, MixedTasks, MoonsTasks, RingTasks,
+    ...                           SpiralTasks)
+    >>> mixed = MixedTasks([GaussianMixtureTasks(4), RingTasks(4), MoonsTasks(4),
+    ...                     SpiralTasks(4)], weights=[2, 1, 1, 1])
+    >>> Ss, Qs = mixed.sample_tasks(6, 10, 3, random_state=0)
+    >>> Ss.shape, Qs.shape
+    ((6, 10, 4), (6, 3, 4))
+    """
+
+    def __init__(self, families, weights=None):
+        self.families = families
+        self.weights = weights
+
+    def __repr__(self):
+        return f"MixedTasks(families={list(self.families)!r}, weights={self.weights!r})"
+
+    def _validate(self):
+        families = list(self.families)
+        if not families or not all(callable(getattr(f, "sample_tasks", None)) for f in families):
+            raise ValueError("families must be a non-empty sequence of task sources.")
+        dims = {int(f.n_features) for f in families}
+        if len(dims) != 1:
+            raise ValueError(f"all families must have the same n_features, got {sorted(dims)}.")
+        if self.weights is None:
+            w = np.full(len(families), 1.0 / len(families))
+        else:
+            w = np.asarray(self.weights, dtype=np.float64)
+            if w.shape != (len(families),) or not np.all(np.isfinite(w)) or np.any(w < 0):
+                raise ValueError(
+                    f"weights must be {len(families)} non-negative finite numbers, got "
+                    f"{self.weights!r}."
+                )
+            if w.sum() <= 0:
+                raise ValueError("weights must not all be zero.")
+            w = w / w.sum()
+        return families, w, dims.pop()
+
+    @property
+    def n_features(self):
+        return self._validate()[2]
+
+    def sample_tasks(self, n_tasks, n_support, n_query, random_state=None):
+        """Draw a batch of tasks, each from a randomly chosen family.
+
+        Parameters
+        ----------
+        n_tasks : int >= 1
+            Number of tasks ``B``.
+        n_support : int >= 1
+            Number of support points per task.
+        n_query : int >= 0
+            Number of query points per task.
+        random_state : None, int, RandomState or Generator, default=None
+            Source of randomness (shared, in order, by the family draws).
+
+        Returns
+        -------
+        supports : ndarray of shape (n_tasks, n_support, n_features), float64
+        queries : ndarray of shape (n_tasks, n_query, n_features), float64
+        """
+        families, w, d = self._validate()
+        B, m, q = _check_sizes(n_tasks, n_support, n_query)
+        rng = _rng(random_state)
+        family = np.minimum(np.searchsorted(np.cumsum(w), rng.random(B), side="right"), len(w) - 1)
+        supports, queries = np.empty((B, m, d)), None
+        for j in np.unique(family):
+            idx = np.flatnonzero(family == j)
+            S, Q = families[j].sample_tasks(idx.size, m, q, random_state=rng)
+            if queries is None:
+                queries = np.empty((B, Q.shape[1], d))
+            if S.shape[1:] != (m, d) or Q.shape[1:] != queries.shape[1:]:
+                raise ValueError(
+                    f"family {j} returned supports {S.shape} and queries {Q.shape}; every "
+                    f"family must return ({idx.size}, {m}, {d}) and ({idx.size}, "
+                    f"{queries.shape[1]}, {d})."
+                )
+            supports[idx], queries[idx] = S, Q
+        return supports, queries
 
 
 # --------------------------------------------------------------------------------------
@@ -756,3 +1251,110 @@ class ClassTasks(_TaskDistribution):
         rows = part["rows"][part["offsets"][cls][:, None] + local]  # (B, m + q)
         X = prep["X"][rows]  # (B, m + q, d)
         return np.ascontiguousarray(X[:, :m]), np.ascontiguousarray(X[:, m:])
+
+
+# --------------------------------------------------------------------------------------
+# one data set: random support/target splits
+# --------------------------------------------------------------------------------------
+class SingleDatasetTasks(_TaskDistribution):
+    """Random support/target splits of one data set: the tasks of ``fit(X)``.
+
+    Each task takes ``k = min(n_support, n_samples - 1)`` distinct rows of ``X`` as its
+    support and draws its ``n_query`` target rows uniformly, with replacement, among the
+    *other* rows, so a task's support rows are never among its targets and a model trained
+    on these tasks learns to generate points it has not been shown.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features)
+        Finite numeric data with at least 2 rows.
+
+    Attributes
+    ----------
+    n_features : int
+        Number of columns of ``X``.
+
+    Notes
+    -----
+    The supports have ``k`` rows, fewer than ``n_support`` when ``X`` has at most
+    ``n_support`` rows. Up to 4096 rows every task permutes all rows at once (vectorized);
+    above, it draws its ``k`` support rows without replacement and redraws the few targets
+    that hit one of them.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skflow.tasks import SingleDatasetTasks
+    >>> X = np.arange(20.0).reshape(10, 2)
+    >>> Ss, Qs = SingleDatasetTasks(X).sample_tasks(3, 4, 6, random_state=0)
+    >>> Ss.shape, Qs.shape
+    ((3, 4, 2), (3, 6, 2))
+    >>> bool(np.isin(Qs[0, :, 0], Ss[0, :, 0]).any())  # targets avoid the support rows
+    False
+    """
+
+    def __init__(self, X):
+        self.X = X
+
+    def __repr__(self):
+        shape = getattr(self.X, "shape", None)
+        return f"SingleDatasetTasks(X=<{'x'.join(map(str, shape)) if shape else '?'}>)"
+
+    def _data(self):
+        X = getattr(self, "_X", None)
+        if X is None:
+            try:
+                X = np.asarray(self.X, dtype=np.float64)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"X must be a numeric array, could not convert: {exc}") from None
+            if X.ndim != 2 or X.shape[0] < 2 or X.shape[1] == 0:
+                raise ValueError(f"X must be 2-D with at least 2 rows, got shape {X.shape}.")
+            if not np.all(np.isfinite(X)):
+                raise ValueError("X contains NaN or infinity.")
+            self._X = X
+        return X
+
+    @property
+    def n_features(self):
+        return self._data().shape[1]
+
+    def sample_tasks(self, n_tasks, n_support, n_query, random_state=None):
+        """Draw a batch of support/target splits.
+
+        Parameters
+        ----------
+        n_tasks : int >= 1
+            Number of tasks ``B``.
+        n_support : int >= 1
+            Support rows per task (at most ``n_samples - 1`` are used).
+        n_query : int >= 0
+            Target rows per task.
+        random_state : None, int, RandomState or Generator, default=None
+            Source of randomness.
+
+        Returns
+        -------
+        supports : ndarray of shape (n_tasks, k, n_features), float64
+            ``k = min(n_support, n_samples - 1)`` distinct rows per task.
+        queries : ndarray of shape (n_tasks, n_query, n_features), float64
+            Rows of ``X`` that are not in the task's support.
+        """
+        X = self._data()
+        B, m, q = _check_sizes(n_tasks, n_support, n_query)
+        rng = _rng(random_state)
+        N = X.shape[0]
+        k = min(m, N - 1)
+        if N <= 4096:
+            order = np.argsort(rng.random((B, N)), axis=1)
+            support_idx = order[:, :k]
+            pick = rng.integers(0, N - k, size=(B, q))
+            query_idx = np.take_along_axis(order[:, k:], pick, axis=1)
+            return X[support_idx], X[query_idx]
+        # large X: draw k distinct rows per task without permuting all N rows
+        support_idx = np.stack([rng.choice(N, size=k, replace=False) for _ in range(B)])
+        query_idx = rng.integers(0, N, size=(B, q))
+        clash = (query_idx[:, :, None] == support_idx[:, None, :]).any(axis=2)
+        while clash.any():
+            query_idx[clash] = rng.integers(0, N, size=int(clash.sum()))
+            clash = (query_idx[:, :, None] == support_idx[:, None, :]).any(axis=2)
+        return X[support_idx], X[query_idx]

@@ -13,7 +13,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from skflow.field import nw_velocity
 from skflow.metrics import mmd2
-from skflow.nn._training import H_MAX, lr_factor, sample_times
+from skflow.nn.training import H_MAX, lr_factor, sample_times
 from skflow.nn.transformer import CrossAttentionVelocity
 from skflow.samplers.learned import LearnedFlowSampler
 from skflow.samplers.nw import NWFlowSampler
@@ -195,10 +195,10 @@ def test_fit_modes_and_attributes(gmm2):
 
 @pytest.mark.parametrize("n_rows", [30, 5000])
 def test_single_task_splits_are_disjoint(n_rows):
-    from skflow.samplers.learned import _SingleTaskSource
+    from skflow.tasks import SingleDatasetTasks
 
     X = np.arange(float(n_rows))[:, None]
-    S, Q = _SingleTaskSource(X).sample_tasks(8, 10, 40, np.random.default_rng(0))
+    S, Q = SingleDatasetTasks(X).sample_tasks(8, 10, 40, np.random.default_rng(0))
     assert S.shape == (8, 10, 1) and Q.shape == (8, 40, 1)
     for b in range(8):
         assert len(set(S[b, :, 0])) == 10 and not set(S[b, :, 0]) & set(Q[b, :, 0])

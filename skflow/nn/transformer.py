@@ -21,7 +21,7 @@ coordinates are centred on the support mean and divided by ``input_scale``; the 
 fed as ``sigma_t (u_NW - s_bar)``, which is bounded (it is the centred NW local mean minus
 ``(1 - sigma_min)`` times the centred query).
 
-This module depends only on Torch and :mod:`skflow.nn.heads`.
+This module depends only on Torch, :mod:`skflow.paths` and :mod:`skflow.nn.heads`.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ import torch
 import torch.nn.functional as tnf
 from torch import nn
 
+from ..paths import OTPath
 from .heads import NWAttentionHead
 
 __all__ = ["CrossAttentionVelocity", "FourierTimeEmbedding"]
@@ -63,6 +64,7 @@ class FourierTimeEmbedding(nn.Module):
     def __init__(self, d_model: int, sigma_min: float, n_frequencies: int = 8):
         super().__init__()
         self.sigma_min = float(sigma_min)
+        self.path = OTPath(self.sigma_min)
         self.n_frequencies = n_frequencies
         n_in = 2 * n_frequencies + 2
         self.mlp = nn.Sequential(nn.Linear(n_in, d_model), nn.SiLU(), nn.Linear(d_model, d_model))
@@ -71,7 +73,7 @@ class FourierTimeEmbedding(nn.Module):
         """Raw features of ``t`` (any shape), shape ``(*t.shape, 2 n_frequencies + 2)``."""
         freqs = math.pi * 2.0 ** torch.arange(self.n_frequencies, device=t.device, dtype=t.dtype)
         arg = t[..., None] * freqs
-        sigma_t = 1.0 - (1.0 - self.sigma_min) * t
+        sigma_t = self.path.sigma(t)
         log_sigma = torch.log(sigma_t) / math.log(self.sigma_min)
         return torch.cat([arg.sin(), arg.cos(), t[..., None], log_sigma[..., None]], dim=-1)
 
@@ -219,6 +221,7 @@ class CrossAttentionVelocity(nn.Module):
         }
         self.n_features = d
         self.sigma_min = float(sigma_min)
+        self.path = OTPath(self.sigma_min)
         self.exact_head = bool(exact_head)
         self.support_summary = bool(support_summary)
 
@@ -332,8 +335,7 @@ class CrossAttentionVelocity(nn.Module):
             with torch.autocast(device_type=x.device.type, enabled=False):
                 u_nw = self.head(x, support, t_full)
             u_c = u_nw - mu
-            sigma_t = 1.0 - (1.0 - self.sigma_min) * t_col
-            local_mean_c = sigma_t * u_c + (1.0 - self.sigma_min) * x_c
+            local_mean_c = self.path.sigma(t_col) * u_c + self.path.decay * x_c
             feats.append(local_mean_c / scale)
         h = self.query_embed(torch.cat(feats, dim=-1).to(wdtype))
         h = h + self.time(t_full.to(wdtype))

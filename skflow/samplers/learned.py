@@ -11,8 +11,9 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from .._device import resolve_device
+from .._validation import check_int, check_real
 from ..paths import OTPath
-from ._base import BaseFlowSampler, _check_positive_int
+from ._base import BaseFlowSampler
 
 __all__ = ["LearnedFlowSampler"]
 
@@ -32,38 +33,6 @@ def _check_real(value: Any, name: str, *, low: float, strict: bool, allow_none: 
     if value < low or (strict and value == low):
         raise ValueError(f"{name} must be {'>' if strict else '>='} {low}, got {value!r}.")
     return float(value)
-
-
-class _SingleTaskSource:
-    """Random support/query splits of one data set (``fit(X)``).
-
-    Each task takes ``k = min(n_support, len(X) - 1)`` distinct rows as support and draws the
-    query rows uniformly, with replacement, among the *other* rows, so the model learns to
-    generate points it has not been shown.
-    """
-
-    def __init__(self, X: np.ndarray):
-        self.X = np.asarray(X, dtype=np.float64)
-        self.n_features = self.X.shape[1]
-
-    def sample_tasks(self, n_tasks, n_support, n_query, random_state=None):
-        rng = random_state
-        N = self.X.shape[0]
-        k = min(n_support, N - 1)
-        if N <= 4096:
-            order = np.argsort(rng.random((n_tasks, N)), axis=1)
-            support_idx = order[:, :k]
-            pick = rng.integers(0, N - k, size=(n_tasks, n_query))
-            query_idx = np.take_along_axis(order[:, k:], pick, axis=1)
-            return self.X[support_idx], self.X[query_idx]
-        # large X: draw k distinct rows per task without permuting all N rows
-        support_idx = np.stack([rng.choice(N, size=k, replace=False) for _ in range(n_tasks)])
-        query_idx = rng.integers(0, N, size=(n_tasks, n_query))
-        clash = (query_idx[:, :, None] == support_idx[:, None, :]).any(axis=2)
-        while clash.any():
-            query_idx[clash] = rng.integers(0, N, size=int(clash.sum()))
-            clash = (query_idx[:, :, None] == support_idx[:, None, :]).any(axis=2)
-        return self.X[support_idx], self.X[query_idx]
 
 
 class LearnedFlowSampler(BaseFlowSampler):
@@ -97,8 +66,10 @@ class LearnedFlowSampler(BaseFlowSampler):
         with ``exact_head=True`` that is exactly the plug-in NW field.
     max_time : float, optional
         Wall-clock training budget in seconds; training stops at ``max_iter`` or ``max_time``,
-        whichever comes first, and the cosine schedule follows the larger fraction. Results
-        then depend on the machine's speed (not reproducible bit for bit).
+        whichever comes first. The learning-rate schedule follows the iterations only: a run
+        that reaches ``max_iter`` first is identical, bit for bit, to the same run without
+        ``max_time``; a run stopped by the budget depends on the machine's speed and stops
+        before the cosine has decayed to 0.
     batch_tasks : int, default=32
         Tasks per training batch.
     support_size : int, default=50
@@ -119,10 +90,30 @@ class LearnedFlowSampler(BaseFlowSampler):
     time_sampling : {"uniform", "log-bandwidth"}, default="uniform"
         Law of the training times: uniform on [0, 1], or log-uniform OT bandwidth
         ``h(t) = sigma_t / t`` on ``[sigma_min, 100]`` (more samples at late times).
+    target : {"conditional", "exact", "marginal"}, default="conditional"
+        Regression target of the training loss. ``"conditional"``: ``x_1 - (1 - sigma_min)
+        x_0``, the flow-matching target. ``"exact"``: the population velocity of each task at
+        ``x_t``, for task sources that know it (``velocity`` and
+        ``sample_tasks(..., return_params=True)``, e.g. ``GaussianMixtureTasks``); a
+        ``ValueError`` otherwise. ``"marginal"``: the self-normalized marginal (NW) field at
+        ``x_t`` of a reference set of ``4 * n_targets`` target points of the task (its first
+        ``n_targets`` are the regression points), as in empirical flow matching. Validation
+        always scores the conditional loss.
+    ema_decay : float in (0, 1) or None, default=None
+        Exponential moving average of the weights, used for sampling and validation (decay
+        ``min(ema_decay, (1 + k) / (10 + k))`` after ``k`` steps); None disables it.
+    warm_start : bool, default=False
+        If True and the estimator is fitted, ``fit`` continues training the fitted network
+        for ``max_iter`` more iterations: from its last training weights, AdamW moments and
+        EMA, with the task, noise and time streams continuing, without a second warmup;
+        ``n_iter_``, ``loss_curve_`` and ``training_time_`` accumulate. The data must have the
+        same number of features; the network's architecture parameters are ignored. A warm
+        start after unpickling continues from ``model_``'s weights with a fresh optimizer.
     validation_fraction : float in [0, 1), default=0.0
         If > 0, a fixed set of ``batch_tasks`` validation tasks is scored (minus the
         flow-matching loss, with fixed noise and times) every ``validation_interval``
-        iterations and the best weights are kept. Labelled data (``fit(X, y)``) hold out this
+        iterations and the weights used for sampling at the best check are kept (the EMA
+        weights when ``ema_decay`` is set). Labelled data (``fit(X, y)``) hold out this
         fraction of every class's rows for it; a task source draws separate validation tasks
         (new distributions); ``fit(X)`` uses fresh random splits of ``X`` (monitoring only).
     n_iter_no_change : int, optional
@@ -150,13 +141,15 @@ class LearnedFlowSampler(BaseFlowSampler):
         Seeds the weights, the training tasks, noise and times (through local generators;
         no global seed is touched) and the sampling noise.
     verbose : int, default=0
-        Print the training loss (and validation loss) every ``validation_interval``
-        iterations when > 0.
+        When > 0, show a ``tqdm`` progress bar of training and print the training loss (and
+        validation loss) every ``validation_interval`` iterations.
 
     Attributes
     ----------
     model_ : CrossAttentionVelocity
-        The trained network (in eval mode).
+        The network used for sampling (in eval mode): with validation, the weights of the
+        best check; else the final ones; in both cases the EMA weights when ``ema_decay``
+        is set.
     support_ : ndarray of shape (k, n_features) or None
         Default support of :meth:`sample`: after ``fit(X)``, ``X`` itself when it has at most
         ``support_size`` rows, else a random subset of ``support_size`` rows (seeded by
@@ -229,6 +222,9 @@ class LearnedFlowSampler(BaseFlowSampler):
         lr_schedule: str = "cosine",
         clip_grad: float | None = 1.0,
         time_sampling: str = "uniform",
+        target: str = "conditional",
+        ema_decay: float | None = None,
+        warm_start: bool = False,
         validation_fraction: float = 0.0,
         n_iter_no_change: int | None = None,
         tol: float = 1e-4,
@@ -260,6 +256,9 @@ class LearnedFlowSampler(BaseFlowSampler):
         self.lr_schedule = lr_schedule
         self.clip_grad = clip_grad
         self.time_sampling = time_sampling
+        self.target = target
+        self.ema_decay = ema_decay
+        self.warm_start = warm_start
         self.validation_fraction = validation_fraction
         self.n_iter_no_change = n_iter_no_change
         self.tol = tol
@@ -315,16 +314,16 @@ class LearnedFlowSampler(BaseFlowSampler):
     def _validate_params(self) -> None:
         self.path_ = OTPath(self.sigma_min)
         for name in ("d_model", "n_heads", "n_layers", "mlp_ratio", "batch_tasks"):
-            _check_positive_int(getattr(self, name), name)
-        _check_positive_int(self.max_iter, "max_iter", minimum=0)
-        _check_positive_int(self.support_size, "support_size")
-        _check_positive_int(self.n_targets, "n_targets")
-        _check_positive_int(self.validation_interval, "validation_interval")
-        _check_positive_int(self.warmup, "warmup", minimum=0)
+            check_int(getattr(self, name), name)
+        check_int(self.max_iter, "max_iter", minimum=0)
+        check_int(self.support_size, "support_size")
+        check_int(self.n_targets, "n_targets")
+        check_int(self.validation_interval, "validation_interval")
+        check_int(self.warmup, "warmup", minimum=0)
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}.")
         if self.n_iter_no_change is not None:
-            _check_positive_int(self.n_iter_no_change, "n_iter_no_change")
+            check_int(self.n_iter_no_change, "n_iter_no_change")
         _check_real(self.learning_rate, "learning_rate", low=0.0, strict=True)
         _check_real(self.weight_decay, "weight_decay", low=0.0, strict=False)
         _check_real(self.tol, "tol", low=0.0, strict=False)
@@ -333,23 +332,29 @@ class LearnedFlowSampler(BaseFlowSampler):
         vf = _check_real(self.validation_fraction, "validation_fraction", low=0.0, strict=False)
         if vf >= 1.0:
             raise ValueError(f"validation_fraction must be in [0, 1), got {vf}.")
-        from ..nn._training import LR_SCHEDULES, TIME_SAMPLINGS
-
-        if self.time_sampling not in TIME_SAMPLINGS:
-            raise ValueError(
-                f"time_sampling must be one of {TIME_SAMPLINGS}, got {self.time_sampling!r}."
-            )
-        if self.lr_schedule not in LR_SCHEDULES:
-            raise ValueError(
-                f"lr_schedule must be one of {LR_SCHEDULES}, got {self.lr_schedule!r}."
-            )
-        for name in ("exact_head", "mixed_precision", "compile"):
+        self._validate_training_options()
+        for name in ("exact_head", "mixed_precision", "compile", "warm_start"):
             if not isinstance(getattr(self, name), bool | np.bool_):
                 raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}.")
         if isinstance(self.verbose, bool) or not isinstance(self.verbose, numbers.Integral):
             raise ValueError(f"verbose must be an int, got {self.verbose!r}.")
         self._validate_solver_params()
         resolve_device(self.device)
+
+    def _validate_training_options(self) -> None:
+        from ..nn.training import LR_SCHEDULES, TARGETS, TIME_SAMPLINGS
+
+        for name, allowed in (
+            ("time_sampling", TIME_SAMPLINGS),
+            ("lr_schedule", LR_SCHEDULES),
+            ("target", TARGETS),
+        ):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}.")
+        check_real(
+            self.ema_decay, "ema_decay", low=0.0, high=1.0, low_open=True, high_open=True,
+            allow_none=True,
+        )  # fmt: skip
 
     def _train_device(self) -> str:
         import torch
@@ -375,7 +380,7 @@ class LearnedFlowSampler(BaseFlowSampler):
     # -- fitting ---------------------------------------------------------------------------
     def _task_sources(self, X: Any, y: Any, rng: np.random.RandomState):
         """(training source, validation source or None, split kwargs, default support)."""
-        from ..tasks import ClassTasks
+        from ..tasks import ClassTasks, SingleDatasetTasks
 
         if _is_task_source(X) and not hasattr(X, "__array__"):
             if y is not None:
@@ -384,7 +389,7 @@ class LearnedFlowSampler(BaseFlowSampler):
             if d is None:
                 probe, _ = X.sample_tasks(1, 1, 0, random_state=np.random.default_rng(0))
                 d = probe.shape[-1]
-            self.n_features_in_ = _check_positive_int(int(d), "n_features of the task source")
+            self.n_features_in_ = check_int(int(d), "n_features of the task source")
             if hasattr(self, "feature_names_in_"):
                 del self.feature_names_in_
             val = X if self.validation_fraction > 0 else None
@@ -397,7 +402,7 @@ class LearnedFlowSampler(BaseFlowSampler):
                     f"fit(X) needs at least 2 samples (1 support and 1 target row), got "
                     f"{X.shape[0]} sample."
                 )
-            source = _SingleTaskSource(X)
+            source = SingleDatasetTasks(X)
             if X.shape[0] > self.support_size:
                 rows = np.sort(rng.choice(X.shape[0], self.support_size, replace=False))
                 default = X[rows].copy()
@@ -422,66 +427,70 @@ class LearnedFlowSampler(BaseFlowSampler):
             return source, {"split": "train"}, source, {"split": "validation"}, None
         return source, {"split": "train"}, None, {}, None
 
-    def fit(self, X: Any, y: Any = None) -> LearnedFlowSampler:
-        """Meta-train the velocity network.
+    def _draw(
+        self,
+        source: Any,
+        rng: np.random.Generator,
+        n_tasks: int,
+        kwargs: dict,
+        target: str = "conditional",
+    ):
+        """``n_tasks`` tasks of ``source`` as float arrays, checked for shape and finiteness.
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features) or task source
-            Training rows (with ``y``: rows of many tasks; without: one task), or an object
-            with ``sample_tasks`` (a meta-distribution, e.g. ``GaussianMixtureTasks``).
-        y : array-like of shape (n_samples,), optional
-            Task labels: every label is one task.
-
-        Returns
-        -------
-        self : LearnedFlowSampler
+        Returns ``(supports, targets)``, plus the reference set (``target="marginal"``) or the
+        tasks' velocity function (``target="exact"``).
         """
-        import torch
+        from ..nn.training import MARGINAL_REFERENCE_FACTOR
 
-        from ..nn._training import train_flow_model
-        from ..nn.transformer import CrossAttentionVelocity
-
-        self._validate_params()
-        device = self._train_device()
-        rng = check_random_state(self.random_state)
-        source, kw, val_source, val_kw, default = self._task_sources(X, y, rng)
-        seeds = rng.randint(0, 2**31 - 1, size=5)
-        task_rng = np.random.default_rng(int(seeds[0]))
         d = self.n_features_in_
-
-        def draw(source_, rng_, n_tasks, kwargs):
-            S, Q = source_.sample_tasks(
-                n_tasks, self.support_size, self.n_targets, random_state=rng_, **kwargs
+        n = self.n_targets * (MARGINAL_REFERENCE_FACTOR if target == "marginal" else 1)
+        extra = {"return_params": True} if target == "exact" else {}
+        drawn = source.sample_tasks(
+            n_tasks, self.support_size, n, random_state=rng, **kwargs, **extra
+        )
+        S, Q = np.asarray(drawn[0]), np.asarray(drawn[1])
+        if S.ndim != 3 or S.shape[-1] != d or Q.ndim != 3 or Q.shape[-1] != d:
+            raise ValueError(
+                f"the task source returned supports {S.shape} and targets {Q.shape}; "
+                f"expected (B, m, {d}) and (B, n, {d})."
             )
-            S, Q = np.asarray(S), np.asarray(Q)
-            if S.ndim != 3 or S.shape[-1] != d or Q.shape[-1] != d:
-                raise ValueError(
-                    f"the task source returned supports {S.shape} and targets {Q.shape}; "
-                    f"expected (B, m, {d}) and (B, n, {d})."
-                )
-            if not (np.all(np.isfinite(S)) and np.all(np.isfinite(Q))):
-                raise ValueError("the task source returned NaN or infinite values.")
-            return S, Q
+        if not (np.all(np.isfinite(S)) and np.all(np.isfinite(Q))):
+            raise ValueError("the task source returned NaN or infinite values.")
+        if target == "marginal":
+            return S, Q[:, : self.n_targets], Q
+        if target == "exact":
+            params, sigma_min = drawn[2], float(self.sigma_min)
+            return S, Q, lambda x, t: source.velocity(x, t, params, sigma_min=sigma_min)
+        return S, Q
 
-        # Global coordinate scale (spread of targets around their support mean).
-        scale_rng = np.random.default_rng(int(seeds[1]))
-        S, Q = draw(source, scale_rng, self.batch_tasks, kw)
+    def _check_target(self, source: Any) -> None:
+        if self.target == "exact" and not callable(getattr(source, "velocity", None)):
+            raise ValueError(
+                f"target='exact' needs a task source that knows its population velocity (a "
+                f"velocity method and sample_tasks(..., return_params=True), e.g. "
+                f"GaussianMixtureTasks); {type(source).__name__} has none. Use "
+                "target='conditional' or 'marginal'."
+            )
+
+    def _input_scale(self, source: Any, kwargs: dict, seed: int) -> float:
+        """Global coordinate scale: RMS spread of targets around their support mean."""
+        S, Q = self._draw(source, np.random.default_rng(seed), self.batch_tasks, kwargs)
         spread = float(np.sqrt(np.mean((Q - S.mean(axis=1, keepdims=True)) ** 2)))
         if not np.isfinite(spread) or spread > 1e30:
             raise ValueError(
                 f"the training data's spread ({spread:.3g}) is too large for float32 training; "
                 "rescale the data (e.g. StandardScaler) first."
             )
-        input_scale = spread if spread > 1e-12 else 1.0
-        validation = None
-        if val_source is not None:
-            validation = draw(
-                val_source, np.random.default_rng(int(seeds[2])), self.batch_tasks, val_kw
-            )
+        return spread if spread > 1e-12 else 1.0
+
+    def _network(self, input_scale: float, device: str, seed: int):
+        """A freshly initialized network (local generator) on ``device``."""
+        import torch
+
+        from ..nn.transformer import CrossAttentionVelocity
 
         config = {
-            "n_features": d,
+            "n_features": self.n_features_in_,
             "d_model": self.d_model,
             "n_heads": self.n_heads,
             "n_layers": self.n_layers,
@@ -489,29 +498,31 @@ class LearnedFlowSampler(BaseFlowSampler):
             "exact_head": bool(self.exact_head),
             "sigma_min": float(self.sigma_min),
         }
-        generator = torch.Generator(device=device)
-        generator.manual_seed(int(seeds[3]))
         model = _build_model(CrossAttentionVelocity, config)
-        init_gen = torch.Generator().manual_seed(int(seeds[4]))
-        model.reset_parameters(init_gen)
+        model.reset_parameters(torch.Generator().manual_seed(seed))
         model.input_scale.fill_(input_scale)
         model.output_scale.fill_(float(np.sqrt(input_scale**2 + 1.0)))
-        model.to(device)
+        return model.to(device)
 
-        forward = model
+    def _forward(self, model, device: str):
+        """The callable of the training forward pass (``torch.compile`` on CUDA if asked)."""
+        import torch
+
         cuda = device.startswith("cuda")
         if (self.compile or self.mixed_precision) and not cuda:
             warnings.warn(
                 "compile and mixed_precision apply on CUDA devices only; ignored on the CPU.",
                 UserWarning,
-                stacklevel=2,
+                stacklevel=4,
             )
-        if self.compile and cuda:
-            forward = torch.compile(model)
+        return torch.compile(model) if self.compile and cuda else model
 
-        result = train_flow_model(
+    def _train(self, model, draw_tasks, validation, device: str, generator, state):
+        from ..nn.training import train_flow_model
+
+        return train_flow_model(
             model,
-            lambda: draw(source, task_rng, self.batch_tasks, kw),
+            draw_tasks,
             sigma_min=float(self.sigma_min),
             max_iter=self.max_iter,
             learning_rate=float(self.learning_rate),
@@ -529,16 +540,90 @@ class LearnedFlowSampler(BaseFlowSampler):
             max_time=self.max_time,
             verbose=self.verbose,
             mixed_precision=bool(self.mixed_precision),
-            forward=forward,
+            forward=self._forward(model, device),
+            target=self.target,
+            ema_decay=None if self.ema_decay is None else float(self.ema_decay),
+            state=state,
         )
-        model.eval()
-        self.model_ = model
+
+    def _start(self, source: Any, kw: dict, seeds: list, device: str) -> dict:
+        """Network, generators and optimizer state of this fit (continued on a warm start)."""
+        import torch
+
+        warm = self.warm_start and hasattr(self, "model_")
+        if warm and self.model_.n_features != self.n_features_in_:
+            raise ValueError(
+                f"warm_start=True but the data have {self.n_features_in_} features and the "
+                f"fitted network {self.model_.n_features}; fit with warm_start=False."
+            )
+        previous = getattr(self, "_warm", None) if warm else None
+        if previous is not None:
+            return {**previous, "model": self.model_.to(device)}
+        generator = torch.Generator(device=device).manual_seed(seeds[3])
+        if warm:  # unpickled: the weights only, with fresh generators and optimizer
+            model = self.model_.to(device)
+        else:
+            model = self._network(self._input_scale(source, kw, seeds[1]), device, seeds[4])
+        task_rng = np.random.default_rng(seeds[0])
+        return {"model": model, "task_rng": task_rng, "generator": generator, "state": None}
+
+    def _store(self, run: dict, result, default, validated: bool, warm: bool) -> None:
+        run["model"].eval()
+        self._warm = {**run, "state": result.state}
+        del self._warm["model"]
+        self.model_ = run["model"]
         self.support_ = default
-        self.n_iter_ = result.n_iter
-        self.loss_curve_ = result.loss_curve
-        self.validation_scores_ = result.validation_scores if validation is not None else None
+        scores = result.validation_scores if validated else None
+        if warm:
+            self.n_iter_ += result.n_iter
+            self.loss_curve_ = self.loss_curve_ + result.loss_curve
+            self.training_time_ += result.elapsed
+            if scores is not None and self.validation_scores_ is not None:
+                scores = self.validation_scores_ + scores
+        else:
+            self.n_iter_ = result.n_iter
+            self.loss_curve_ = result.loss_curve
+            self.training_time_ = result.elapsed
+        self.validation_scores_ = scores
         self.best_validation_score_ = result.best_validation_score
-        self.training_time_ = result.elapsed
+
+    def fit(self, X: Any, y: Any = None) -> LearnedFlowSampler:
+        """Meta-train the velocity network.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features) or task source
+            Training rows (with ``y``: rows of many tasks; without: one task), or an object
+            with ``sample_tasks`` (a meta-distribution, e.g. ``GaussianMixtureTasks``).
+        y : array-like of shape (n_samples,), optional
+            Task labels: every label is one task.
+
+        Returns
+        -------
+        self : LearnedFlowSampler
+        """
+        self._validate_params()
+        device = self._train_device()
+        warm = bool(self.warm_start) and hasattr(self, "model_")
+        rng = check_random_state(self.random_state)
+        source, kw, val_source, val_kw, default = self._task_sources(X, y, rng)
+        self._check_target(source)
+        seeds = [int(s) for s in rng.randint(0, 2**31 - 1, size=5)]
+        run = self._start(source, kw, seeds, device)
+        validation = None
+        if val_source is not None:
+            val_rng = np.random.default_rng(seeds[2])
+            validation = self._draw(val_source, val_rng, self.batch_tasks, val_kw)
+        task_rng, target = run["task_rng"], self.target
+        result = self._train(
+            run["model"],
+            lambda: self._draw(source, task_rng, self.batch_tasks, kw, target),
+            validation,
+            device,
+            run["generator"],
+            run["state"],
+        )
+        self._store(run, result, default, validation is not None, warm)
         return self
 
     # -- support and backend ---------------------------------------------------------------
@@ -672,7 +757,7 @@ class LearnedFlowSampler(BaseFlowSampler):
 
         supports = self._check_supports(supports)
         B, _, d = supports.shape
-        n = _check_positive_int(n_samples, "n_samples")
+        n = check_int(n_samples, "n_samples")
         x0 = self._noise(B * n, d, supports.dtype, random_state)
         S = self._to_backend(supports)
         self._validate_solver_params()
@@ -739,6 +824,8 @@ class LearnedFlowSampler(BaseFlowSampler):
     # -- persistence -----------------------------------------------------------------------
     def __getstate__(self):
         state = super().__getstate__()
+        if "_warm" in state:  # generators and optimizer moments: not part of the model
+            state = {k: v for k, v in state.items() if k != "_warm"}
         model = state.get("model_")
         if model is not None and not isinstance(model, dict):
             state = dict(state)

@@ -1,0 +1,594 @@
+"""Meta-training loop of support-conditioned velocity networks (flow-matching loss, OT path).
+
+Each iteration draws a batch of tasks (supports ``S`` of shape (B, m, d) and targets ``X_1``
+of shape (B, n, d)) from a task source, noise ``X_0 ~ N(0, I)`` and one time per target, forms
+``x_t = t x_1 + sigma_t x_0`` and regresses the network's ``v(x_t, t; S)`` on the conditional
+target ``x_1 - (1 - sigma_min) x_0`` (mean squared norm over targets); the path's formulas
+come from :class:`skflow.paths.OTPath`. AdamW, linear warmup then a cosine (or constant)
+learning rate over the iterations, gradient-norm clipping, optional validation on a fixed set
+of tasks with early stopping.
+
+All randomness comes from generators passed in (a ``torch.Generator`` for noise and times, a
+``numpy.random.Generator`` for the tasks): nothing here touches a global seed.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..paths import OTPath
+
+__all__ = [
+    "LR_SCHEDULES",
+    "MARGINAL_REFERENCE_FACTOR",
+    "TARGETS",
+    "TIME_SAMPLINGS",
+    "TrainingResult",
+    "flow_matching_loss",
+    "lr_factor",
+    "sample_times",
+    "train_flow_model",
+]
+
+TIME_SAMPLINGS = ("uniform", "log-bandwidth")
+LR_SCHEDULES = ("cosine", "constant")
+TARGETS = ("conditional", "exact", "marginal")
+
+# target="marginal": each task's reference set has this many times n_targets points (its
+# first n_targets are the regression points), as in empirical flow matching.
+MARGINAL_REFERENCE_FACTOR = 4
+
+# EMA decay warm-up: the decay used after k updates is min(ema_decay, (1 + k) / (10 + k)), so
+# the average forgets the initial weights quickly in short runs.
+_EMA_WARMUP = 10.0
+
+# Largest OT bandwidth h(t) = sigma_t / t drawn by the "log-bandwidth" time sampling; the
+# corresponding smallest time is 1 / (H_MAX + 1 - sigma_min), about 0.0099.
+H_MAX = 100.0
+
+
+def sample_times(
+    shape: tuple[int, ...],
+    *,
+    sigma_min: float,
+    method: str,
+    generator: torch.Generator | None,
+    device: Any = "cpu",
+) -> torch.Tensor:
+    """Training times of the flow-matching loss.
+
+    ``"uniform"``: ``t ~ U(0, 1)``. ``"log-bandwidth"``: the OT bandwidth
+    ``h(t) = sigma_t / t`` is drawn log-uniformly on ``[sigma_min, H_MAX]`` and inverted,
+    ``t = 1 / (h + 1 - sigma_min)``: every octave of kernel width gets the same share of the
+    samples, which puts more of them at late times (small bandwidths) than uniform sampling.
+
+    Parameters
+    ----------
+    shape : tuple of int
+        Shape of the returned times, e.g. ``(B, n)``.
+    sigma_min : float
+        Path noise at ``t = 1``.
+    method : {"uniform", "log-bandwidth"}
+    generator : torch.Generator or None
+    device : torch device, default="cpu"
+
+    Returns
+    -------
+    t : tensor of shape ``shape``, values in [0, 1]
+
+    Examples
+    --------
+    >>> import torch
+    >>> g = torch.Generator().manual_seed(0)
+    >>> sample_times((2, 3), sigma_min=0.01, method="uniform", generator=g).shape
+    torch.Size([2, 3])
+    """
+    u = torch.rand(shape, generator=generator, device=device)
+    if method == "uniform":
+        return u
+    if method == "log-bandwidth":
+        lo, hi = math.log(sigma_min), math.log(H_MAX)
+        h = torch.exp(lo + (hi - lo) * u)
+        return (1.0 / (h + OTPath(sigma_min).decay)).clamp(0.0, 1.0)
+    raise ValueError(f"time_sampling must be one of {TIME_SAMPLINGS}, got {method!r}.")
+
+
+def lr_factor(iteration: int, progress: float, *, warmup: int, schedule: str) -> float:
+    """Learning-rate multiplier: linear warmup over ``warmup`` iterations, then cosine decay
+    to 0 over the training ``progress`` in [0, 1] (or constant).
+
+    Examples
+    --------
+    >>> lr_factor(0, 0.0, warmup=4, schedule="cosine")
+    0.25
+    >>> lr_factor(9, 1.0, warmup=4, schedule="cosine")
+    0.0
+    """
+    if warmup > 0 and iteration < warmup:
+        return (iteration + 1) / warmup
+    if schedule == "constant":
+        return 1.0
+    return 0.5 * (1.0 + math.cos(math.pi * min(max(progress, 0.0), 1.0)))
+
+
+def flow_matching_loss(
+    model: Callable,
+    supports: torch.Tensor,
+    targets: torch.Tensor,
+    x0: torch.Tensor,
+    t: torch.Tensor,
+    sigma_min: float,
+    goal: torch.Tensor | Callable | None = None,
+) -> torch.Tensor:
+    """Mean over targets of ``||v(x_t, t; S) - goal||^2``.
+
+    Parameters
+    ----------
+    model : callable
+        ``model(x_t (B, n, d), supports (B, m, d), t (B, n)) -> (B, n, d)``.
+    supports : tensor of shape (B, m, d)
+    targets : tensor of shape (B, n, d)
+        Data end points ``x_1``.
+    x0 : tensor of shape (B, n, d)
+        Noise end points.
+    t : tensor of shape (B, n)
+    sigma_min : float
+    goal : tensor of shape (B, n, d) or callable, optional
+        Regression target, or ``goal(x_t, t) -> tensor (B, n, d)`` (evaluated without
+        gradient); the conditional target ``x_1 - (1 - sigma_min) x_0`` when None.
+
+    Returns
+    -------
+    loss : scalar tensor
+    """
+    path = OTPath(sigma_min)
+    xt = path.sample_xt(x0, targets, t[..., None])
+    if goal is None:
+        goal = path.conditional_target(x0, targets)
+    elif callable(goal):
+        with torch.no_grad():
+            goal = goal(xt, t)
+    v = model(xt, supports, t)
+    return ((v - goal) ** 2).sum(dim=-1).mean()
+
+
+@dataclass
+class TrainingResult:
+    """What :func:`train_flow_model` did.
+
+    Attributes
+    ----------
+    n_iter : int
+        Optimizer steps taken.
+    loss_curve : list of float
+        Training loss of every step.
+    validation_scores : list of float
+        ``-validation loss`` at every check (empty without validation).
+    best_iter : int or None
+        Step of the best validation score (its weights are restored), else None.
+    best_validation_score : float or None
+        That score (a later score counts as better only when it exceeds it by ``tol``).
+    stop_reason : str
+        ``"max_iter"``, ``"max_time"`` or ``"no_improvement"``.
+    elapsed : float
+        Wall-clock seconds of the loop.
+    state : dict
+        What a warm start needs: ``"weights"`` (the last training weights, before any EMA or
+        checkpoint is loaded), ``"optimizer"`` (the AdamW state) and ``"ema"`` (the EMA
+        weights and update count, or None); pass it back as ``train_flow_model(state=...)``.
+    """
+
+    n_iter: int = 0
+    loss_curve: list = field(default_factory=list)
+    validation_scores: list = field(default_factory=list)
+    best_iter: int | None = None
+    best_validation_score: float | None = None
+    stop_reason: str = "max_iter"
+    elapsed: float = 0.0
+    state: dict = field(default_factory=dict)
+
+
+@dataclass
+class _Settings:
+    """Scalar options of :func:`train_flow_model` (validated by the caller)."""
+
+    sigma_min: float
+    max_iter: int
+    learning_rate: float
+    weight_decay: float
+    warmup: int
+    lr_schedule: str
+    clip_grad: float | None
+    time_sampling: str
+    validation_interval: int = 50
+    n_iter_no_change: int | None = None
+    tol: float = 1e-4
+    max_time: float | None = None
+    verbose: int = 0
+    mixed_precision: bool = False
+    target: str = "conditional"
+    ema_decay: float | None = None
+
+
+class _EMA:
+    """Exponential moving average of the trainable parameters (kept in their dtype)."""
+
+    def __init__(self, params, decay: float, state: dict | None = None):
+        self.params, self.decay = params, decay
+        if state is None:
+            self.shadow = [p.detach().clone() for p in params]
+            self.count = 0
+        else:
+            self.shadow = [
+                s.to(p.device, p.dtype).clone()
+                for s, p in zip(state["shadow"], params, strict=True)
+            ]
+            self.count = int(state["count"])
+
+    @torch.no_grad()
+    def update(self) -> None:
+        self.count += 1
+        decay = min(self.decay, (1.0 + self.count) / (_EMA_WARMUP + self.count))
+        for s, p in zip(self.shadow, self.params, strict=True):
+            s.lerp_(p.detach(), 1.0 - decay)
+
+    @torch.no_grad()
+    def swap(self) -> None:
+        """Exchange the live parameters and the averages (call twice to undo)."""
+        for s, p in zip(self.shadow, self.params, strict=True):
+            tmp = p.detach().clone()
+            p.copy_(s)
+            s.copy_(tmp)
+
+    def state(self) -> dict:
+        return {"shadow": [s.detach().clone() for s in self.shadow], "count": self.count}
+
+
+def _marginal_goal(reference: torch.Tensor, sigma_min: float) -> Callable:
+    """Self-normalized marginal field of ``reference`` (B, n_ref, d): its exact NW velocity."""
+    from .heads import NWAttentionHead
+
+    head = NWAttentionHead(sigma_min=sigma_min)
+    return lambda xt, t: head(xt, reference, t)
+
+
+def _exact_goal(velocity: Callable, device) -> Callable:
+    """Population velocity ``velocity(x_t (B, n, d), t (B, n))`` of NumPy tasks, as a tensor."""
+
+    def goal(xt, t):
+        x = xt.detach().cpu().numpy().astype(np.float64)
+        u = velocity(x, t.detach().cpu().numpy().astype(np.float64))
+        return torch.as_tensor(np.asarray(u, dtype=np.float32), device=device)
+
+    return goal
+
+
+class _Trainer:
+    """One training run: the optimizer, EMA, the fixed validation set and the bookkeeping."""
+
+    def __init__(self, model, draw_tasks, cfg: _Settings, generator, device, forward, state):
+        self.model, self.draw_tasks, self.cfg = model, draw_tasks, cfg
+        self.generator, self.device = generator, torch.device(device)
+        self.forward = model if forward is None else forward
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(
+            self.params, lr=cfg.learning_rate, weight_decay=cfg.weight_decay
+        )
+        self.warm = bool(state)
+        if self.warm:
+            model.load_state_dict(state["weights"])
+            self.optimizer.load_state_dict(state["optimizer"])
+        ema_state = state.get("ema") if self.warm else None
+        self.ema = None if cfg.ema_decay is None else _EMA(self.params, cfg.ema_decay, ema_state)
+        self.amp = bool(cfg.mixed_precision) and self.device.type == "cuda"
+        self.val = None
+        self.result = TrainingResult()
+        self.best_score, self.best_state, self.n_bad = -math.inf, None, 0
+        self.window: list[float] = []
+
+    def _tensor(self, a) -> torch.Tensor:
+        return torch.as_tensor(np.asarray(a, dtype=np.float32), device=self.device)
+
+    def _noise_and_times(self, targets: torch.Tensor):
+        x0 = torch.randn(targets.shape, generator=self.generator, device=self.device)
+        t = sample_times(
+            targets.shape[:2],
+            sigma_min=self.cfg.sigma_min,
+            method=self.cfg.time_sampling,
+            generator=self.generator,
+            device=self.device,
+        )
+        return x0, t
+
+    def set_validation(self, validation) -> None:
+        """Fix the validation tasks and draw their noise and times once."""
+        vs, vq = (self._tensor(a) for a in validation[:2])
+        self.val = (vs, vq, *self._noise_and_times(vq))
+
+    def validation_loss(self) -> float:
+        """Conditional flow-matching loss of the weights used for sampling (EMA if any)."""
+        self.model.eval()
+        if self.ema is not None:
+            self.ema.swap()
+        with torch.no_grad(), self._autocast():
+            loss = flow_matching_loss(self.forward, *self.val, sigma_min=self.cfg.sigma_min)
+        if self.ema is not None:
+            self.ema.swap()
+        self.model.train()
+        return float(loss)
+
+    def _autocast(self):
+        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.amp)
+
+    def _set_lr(self, it: int) -> None:
+        # the schedule follows iterations only, so a run that reaches max_iter before
+        # max_time is identical to the same run without max_time; a warm start keeps the
+        # optimizer's moments and skips the warmup
+        cfg = self.cfg
+        warmup = 0 if self.warm else cfg.warmup
+        factor = lr_factor(it, it / cfg.max_iter, warmup=warmup, schedule=cfg.lr_schedule)
+        for group in self.optimizer.param_groups:
+            group["lr"] = cfg.learning_rate * factor
+
+    def _batch(self):
+        """Supports, data points and the regression target of one batch of tasks."""
+        drawn = self.draw_tasks()
+        supports, targets = self._tensor(drawn[0]), self._tensor(drawn[1])
+        target = self.cfg.target
+        if target == "conditional":
+            return supports, targets, None
+        if target == "marginal":
+            reference = self._tensor(drawn[2])
+            return supports, targets, _marginal_goal(reference, self.cfg.sigma_min)
+        return supports, targets, _exact_goal(drawn[2], self.device)
+
+    def step(self, it: int) -> float:
+        """One optimizer step on a fresh batch of tasks; returns the loss."""
+        self._set_lr(it)
+        supports, targets, goal = self._batch()
+        x0, t = self._noise_and_times(targets)
+        with self._autocast():
+            loss = flow_matching_loss(
+                self.forward, supports, targets, x0, t, self.cfg.sigma_min, goal=goal
+            )
+        if not torch.isfinite(loss):
+            raise ValueError(
+                f"training loss is not finite at iteration {it + 1}; rescale the data, lower "
+                "learning_rate or set clip_grad."
+            )
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.cfg.clip_grad is not None:
+            torch.nn.utils.clip_grad_norm_(self.params, self.cfg.clip_grad)
+        self.optimizer.step()
+        if self.ema is not None:
+            self.ema.update()
+        return float(loss.detach())
+
+    def _sampling_state(self) -> dict:
+        """A copy of the weights used for sampling (the EMA weights when EMA is on)."""
+        if self.ema is not None:
+            self.ema.swap()
+        state = copy.deepcopy(self.model.state_dict())
+        if self.ema is not None:
+            self.ema.swap()
+        return state
+
+    def check(self, it: int, elapsed: float, bar) -> bool:
+        """Validation check after step ``it``; True when early stopping triggers."""
+        val = self.val is not None
+        score = -self.validation_loss() if val else -float(np.mean(self.window))
+        if val:
+            self.result.validation_scores.append(score)
+        if self.cfg.verbose:
+            msg = (
+                f"iter {it + 1:6d}/{self.cfg.max_iter}  loss {np.mean(self.window):.4f}  "
+                f"lr {self.optimizer.param_groups[0]['lr']:.2e}  {elapsed:6.1f}s"
+            )
+            bar.write(msg + (f"  val_loss {-score:.4f}" if val else ""))
+        self.window = []
+        if score > self.best_score + self.cfg.tol:
+            self.best_score, self.n_bad = score, 0
+            if val:
+                self.result.best_iter, self.result.best_validation_score = it + 1, score
+                self.best_state = self._sampling_state()
+            return False
+        self.n_bad += 1
+        return self.cfg.n_iter_no_change is not None and self.n_bad >= self.cfg.n_iter_no_change
+
+    def _final_check(self) -> None:
+        """Stopped by the time budget between two checks: score the final weights too."""
+        score = -self.validation_loss()
+        self.result.validation_scores.append(score)
+        if score > self.best_score + self.cfg.tol:
+            self.best_state, self.result.best_iter = None, self.result.n_iter
+            self.result.best_validation_score = score
+
+    def _loop(self, bar) -> None:
+        cfg, result = self.cfg, self.result
+        start = time.perf_counter()
+        for it in range(cfg.max_iter):
+            if cfg.max_time is not None and time.perf_counter() - start >= cfg.max_time:
+                result.stop_reason = "max_time"
+                break
+            value = self.step(it)
+            result.loss_curve.append(value)
+            self.window.append(value)
+            result.n_iter = it + 1
+            bar.update(1)
+            if (it + 1) % cfg.validation_interval and it + 1 != cfg.max_iter:
+                continue
+            bar.set_postfix(loss=f"{np.mean(self.window):.4f}", refresh=False)
+            if self.check(it, time.perf_counter() - start, bar):
+                result.stop_reason = "no_improvement"
+                break
+        if self.val is not None and result.stop_reason == "max_time":
+            if result.n_iter % cfg.validation_interval:
+                self._final_check()
+        result.elapsed = time.perf_counter() - start
+
+    def run(self, progress_bar) -> TrainingResult:
+        self.model.train()
+        with progress_bar(total=self.cfg.max_iter) as bar:
+            self._loop(bar)
+        result = self.result
+        result.state = {
+            "weights": copy.deepcopy(self.model.state_dict()),
+            "optimizer": copy.deepcopy(self.optimizer.state_dict()),
+            "ema": None if self.ema is None else self.ema.state(),
+        }
+        if self.ema is not None:
+            self.ema.swap()  # sample with the averaged weights
+        if self.best_state is not None:
+            self.model.load_state_dict(self.best_state)
+        self.model.eval()
+        return result
+
+
+class _Quiet:
+    """Stand-in for a tqdm bar when ``verbose=0``: no output at all."""
+
+    def __init__(self, total: int, print_fn: Callable[[str], None] = print):
+        self.print_fn = print_fn
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def update(self, n: int) -> None:
+        pass
+
+    def set_postfix(self, **kwargs) -> None:
+        pass
+
+    def write(self, msg: str) -> None:
+        self.print_fn(msg)
+
+
+def _progress_bar(verbose: int, print_fn: Callable[[str], None] | None) -> Callable:
+    """A ``tqdm`` progress bar factory when ``verbose`` (log lines through ``bar.write``)."""
+    if not verbose or print_fn is not None:
+        return lambda total: _Quiet(total, print if print_fn is None else print_fn)
+    from tqdm.auto import tqdm
+
+    return lambda total: tqdm(total=total, desc="training", unit="it", leave=False)
+
+
+def train_flow_model(
+    model: torch.nn.Module,
+    draw_tasks: Callable[[], tuple[np.ndarray, np.ndarray]],
+    *,
+    sigma_min: float,
+    max_iter: int,
+    learning_rate: float,
+    weight_decay: float,
+    warmup: int,
+    lr_schedule: str,
+    clip_grad: float | None,
+    time_sampling: str,
+    generator: torch.Generator,
+    device: Any = "cpu",
+    validation: tuple[np.ndarray, np.ndarray] | None = None,
+    validation_interval: int = 50,
+    n_iter_no_change: int | None = None,
+    tol: float = 1e-4,
+    max_time: float | None = None,
+    verbose: int = 0,
+    mixed_precision: bool = False,
+    forward: Callable | None = None,
+    print_fn: Callable[[str], None] | None = None,
+    target: str = "conditional",
+    ema_decay: float | None = None,
+    state: dict | None = None,
+) -> TrainingResult:
+    """Meta-train ``model`` with the flow-matching loss; returns a :class:`TrainingResult`.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        ``model(x (B, n, d), support (B, m, d), t (B, n)) -> (B, n, d)``; trained in place.
+    draw_tasks : callable
+        ``draw_tasks() -> (supports (B, m, d), targets (B, n, d))`` NumPy arrays; it owns its
+        random generator. With ``target="marginal"`` it returns a third array, the reference
+        set (B, n_ref, d) of each task; with ``target="exact"`` a third item
+        ``velocity(x_t (B, n, d), t (B, n)) -> (B, n, d)``, the tasks' population velocity.
+    sigma_min, max_iter, learning_rate, weight_decay, warmup, lr_schedule, clip_grad, \
+time_sampling
+        As in :class:`~skflow.samplers.learned.LearnedFlowSampler`.
+    generator : torch.Generator
+        Source of the noise and times.
+    device : torch device, default="cpu"
+    validation : (supports, targets), optional
+        Fixed validation tasks; their noise and times are drawn once from ``generator``.
+    validation_interval : int
+        Steps between validation checks (and log lines). Early stopping counts checks.
+    n_iter_no_change : int, optional
+        Stop after this many checks without an improvement by more than ``tol`` of the
+        validation score (or, without validation, of minus the mean training loss since the
+        previous check).
+    tol : float, default=1e-4
+    max_time : float, optional
+        Wall-clock budget in seconds. The learning-rate schedule follows the iterations
+        only, so a run that reaches ``max_iter`` first is identical, bit for bit, to the
+        same run without ``max_time``; a run stopped by the budget stops before the cosine
+        has decayed to 0.
+    verbose : int, default=0
+    mixed_precision : bool, default=False
+        bfloat16 autocast (CUDA only).
+    forward : callable, optional
+        Replaces ``model`` in the forward pass (e.g. a ``torch.compile``-d model).
+    print_fn : callable, optional
+        Receives the log lines; when None and ``verbose``, a ``tqdm`` progress bar runs and
+        the lines go through ``tqdm.write``.
+    target : {"conditional", "exact", "marginal"}, default="conditional"
+        Regression target of the training loss: the conditional target
+        ``x_1 - (1 - sigma_min) x_0``; the tasks' exact population velocity at ``x_t``; or the
+        self-normalized marginal (NW) field of each task's reference set at ``x_t``. The
+        validation loss always uses the conditional target, so scores compare across
+        targets (in expectation they differ from the other losses by a constant).
+    ema_decay : float in (0, 1), optional
+        Keep an exponential moving average of the weights (decay
+        ``min(ema_decay, (1 + k) / (10 + k))`` after ``k`` updates); validation scores and the
+        returned model use the averaged weights.
+    state : dict, optional
+        ``TrainingResult.state`` of a previous run: continue from its last training weights,
+        optimizer moments and EMA (warm start; the warmup is skipped).
+
+    Returns
+    -------
+    result : TrainingResult
+    """
+    cfg = _Settings(
+        sigma_min=sigma_min,
+        max_iter=max_iter,
+        learning_rate=learning_rate,
+        weight_decay=weight_decay,
+        warmup=warmup,
+        lr_schedule=lr_schedule,
+        clip_grad=clip_grad,
+        time_sampling=time_sampling,
+        validation_interval=validation_interval,
+        n_iter_no_change=n_iter_no_change,
+        tol=tol,
+        max_time=max_time,
+        verbose=verbose,
+        mixed_precision=mixed_precision,
+        target=target,
+        ema_decay=ema_decay,
+    )
+    if target not in TARGETS:
+        raise ValueError(f"target must be one of {TARGETS}, got {target!r}.")
+    trainer = _Trainer(model, draw_tasks, cfg, generator, device, forward, state or {})
+    if validation is not None:
+        trainer.set_validation(validation)
+    return trainer.run(_progress_bar(verbose, print_fn))
