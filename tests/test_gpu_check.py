@@ -81,10 +81,8 @@ def test_self_test_runs_every_step(self_test):
     assert results["bench_field"]["rows"][0]["shape"] == [256, 256, 8]
     assert results["sampling"]["seconds"] > 0 and results["sampling"]["big_seconds"] > 0
     train = results["train_plain"]
-    assert train["n_iter"] == gc.TRAIN[True]["max_iter"] and train["steps_per_s_overall"] > 0
-    # the progress lines have 0.1 s resolution: a tiny CPU fit may show no steady rate
-    rate = train["steps_per_s_steady"] or train["steps_per_s_overall"]
-    assert train["projected_100k_s"] == pytest.approx(1e5 / rate)
+    assert train["n_iter"] == gc.TRAIN[True]["max_iter"] and train["steps_per_s_steady"] > 0
+    assert train["projected_100k_s"] == pytest.approx(1e5 / train["steps_per_s_steady"])
 
 
 def test_self_test_writes_the_docs_fragment(self_test):
@@ -192,13 +190,21 @@ def test_junit_counts_and_skips_for_lack_of_cuda_fail_when_cuda_is_visible(tmp_p
 
 
 def test_steady_rate_excludes_the_warm_up():
-    log = (
-        "iter     50/200  loss 1.0000  lr 5.00e-06    40.0s\n"  # compilation in here
-        "iter    100/200  loss 0.9000  lr 1.00e-05    45.0s\n"
-        "iter    200/200  loss 0.8000  lr 2.00e-05    55.0s\n"
-    )
-    assert gc.steady_rate(log) == pytest.approx(150 / 15)
-    assert gc.steady_rate(log.splitlines()[0]) is None
+    starts = [0.0, 40.0] + [40.0 + 0.1 * k for k in range(1, 9)]  # step 0 compiles for 40 s
+    assert gc.steady_rate(starts, skip=2) == pytest.approx(10.0)
+    assert gc.steady_rate(starts, skip=0) == pytest.approx(9 / 40.8)
+    assert gc.steady_rate(starts[:3], skip=2) is None
+
+
+def test_timed_tasks_stamps_every_draw():
+    from skflow.tasks import GaussianMixtureTasks
+
+    tasks = gc.TimedTasks(GaussianMixtureTasks(n_features=3))
+    supports, queries = tasks.sample_tasks(2, 5, 4, random_state=0)
+    tasks.sample_tasks(2, 5, 4, random_state=1)
+    assert supports.shape == (2, 5, 3) and queries.shape == (2, 4, 3)
+    assert tasks.n_features == 3 and len(tasks.stamps) == 2
+    assert tasks.stamps[0] <= tasks.stamps[1]
 
 
 def _summary(**steps):
