@@ -28,7 +28,7 @@ def _load():
     return module
 
 
-gc = _load()
+check = _load()
 
 
 def _run(*args, env=None, timeout=300):
@@ -42,7 +42,7 @@ def _run(*args, env=None, timeout=300):
     )
 
 
-DOC = "# Page\n\nbefore\n\n" + gc.START + "\nold GPU text\n" + gc.END + "\n\nafter\n"
+DOC = "# Page\n\nbefore\n\n" + check.START + "\nold GPU text\n" + check.END + "\n\nafter\n"
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +57,7 @@ def test_exits_at_once_without_cuda(tmp_path):
     out = tmp_path / "out"
     t0 = time.perf_counter()
     res = _run(out, env={"CUDA_VISIBLE_DEVICES": ""}, timeout=120)
-    assert res.returncode == gc.EXIT_NO_CUDA == 2
+    assert res.returncode == check.EXIT_NO_CUDA == 2
     assert "CUDA is not available" in res.stderr and "--self-test" in res.stderr
     assert not out.exists()
     assert time.perf_counter() - t0 < 60  # the time of importing torch, nothing run
@@ -68,9 +68,9 @@ def test_self_test_runs_every_step(self_test):
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["self_test"] is True
-    assert [r["name"] for r in summary["steps"]] == [name for name, _ in gc.STEPS]
+    assert [r["name"] for r in summary["steps"]] == [name for name, _ in check.STEPS]
     for rec in summary["steps"]:
-        if rec["name"] in gc.SELF_TEST_SKIPS:
+        if rec["name"] in check.SELF_TEST_SKIPS:
             assert rec["status"] == "skipped (self-test)"
             continue
         assert rec["status"] == "ok", rec
@@ -81,7 +81,7 @@ def test_self_test_runs_every_step(self_test):
     assert results["bench_field"]["rows"][0]["shape"] == [256, 256, 8]
     assert results["sampling"]["seconds"] > 0 and results["sampling"]["big_seconds"] > 0
     train = results["train_plain"]
-    assert train["n_iter"] == gc.TRAIN[True]["max_iter"] and train["steps_per_s_steady"] > 0
+    assert train["n_iter"] == check.TRAIN[True]["max_iter"] and train["steps_per_s_steady"] > 0
     assert train["projected_100k_s"] == pytest.approx(1e5 / train["steps_per_s_steady"])
 
 
@@ -92,7 +92,7 @@ def test_self_test_writes_the_docs_fragment(self_test):
     assert "| target | measured | met |" in section and "| train_plain | False | False |" in section
     assert "| n, m, d | field |" in section  # the bench_field tables are embedded
     page = (out / "performance.md").read_text()
-    assert gc.extract_section(page) == section.strip()
+    assert check.extract_section(page) == section.strip()
     assert "<!-- bench:cpu:start -->" in page  # the rest of the page is kept
 
 
@@ -130,9 +130,9 @@ def test_time_cap_dumps_the_stack_and_kills(tmp_path, monkeypatch):
     log = tmp_path / "hang.log"
     code = "print('up', 6 * 7); import time; time.sleep(60)"  # prints what argv does not hold
     t0 = time.perf_counter()
-    rec = gc.run_command([sys.executable, "-c", code], log, timeout=3)
+    rec = check.run_command([sys.executable, "-c", code], log, timeout=8)  # startup under load
     assert rec["status"] == "timeout" and rec["rc"] is None
-    assert time.perf_counter() - t0 < 3 + gc.ABORT_GRACE_S + 10
+    assert time.perf_counter() - t0 < 8 + check.ABORT_GRACE_S + 10
     text = log.read_text()
     # unbuffered output survives the kill, and the fault handler says where it hung
     assert "up 42" in text and 'File "<string>", line 1' in text
@@ -146,7 +146,7 @@ def test_a_crash_loses_only_its_step(tmp_path, capsys):
     (tmp_path / "fine.json").write_text('{"stale": "numbers of an earlier run"}')
     summary = {"steps": [], "skipped": {}, "self_test": True}
     deadline = time.perf_counter() + 120
-    gc.run_steps([("crash", 60), ("fine", 60)], tmp_path, summary, deadline, argv.get, False)
+    check.run_steps([("crash", 60), ("fine", 60)], tmp_path, summary, deadline, argv.get, False)
     status = {r["name"]: r["status"] for r in summary["steps"]}
     assert status == {"crash": "crashed (SIGSEGV)", "fine": "ok"}
     assert "Segmentation fault" in (tmp_path / "crash.log").read_text()
@@ -154,7 +154,7 @@ def test_a_crash_loses_only_its_step(tmp_path, capsys):
     assert json.loads((tmp_path / "summary.json").read_text())["steps"][1]["name"] == "fine"
     # no budget left: the step is recorded as skipped, not started
     summary = {"steps": [], "skipped": {"crash": "--skip"}, "self_test": True}
-    gc.run_steps(
+    check.run_steps(
         [("crash", 60), ("fine", 60)], tmp_path, summary, time.perf_counter(), argv.get, False
     )
     assert [r["status"] for r in summary["steps"]] == [
@@ -176,30 +176,30 @@ JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="py
 def test_junit_counts_and_skips_for_lack_of_cuda_fail_when_cuda_is_visible(tmp_path):
     path = tmp_path / "r.xml"
     path.write_text(JUNIT)
-    res = gc.parse_junit(path)
+    res = check.parse_junit(path)
     assert (res["tests"], res["passed"], res["failed"], res["skipped"]) == (4, 1, 1, 2)
     assert res["failed_tests"] == ["tests.test_b::test_bad"]
     record = {"status": "ok", "rc": 0}
-    gc.judge_tests(record, res, cuda_visible=False)
+    check.judge_tests(record, res, cuda_visible=False)
     assert record == {"status": "ok", "rc": 0}
-    gc.judge_tests(record, res, cuda_visible=True)
+    check.judge_tests(record, res, cuda_visible=True)
     assert record["status"] == "failed" and record["note"].startswith("1 tests skipped")
     record = {"status": "failed", "rc": 5}
-    gc.judge_tests(record, None, cuda_visible=False)
+    check.judge_tests(record, None, cuda_visible=False)
     assert record["note"] == "no tests collected"
 
 
 def test_steady_rate_excludes_the_warm_up():
     starts = [0.0, 40.0] + [40.0 + 0.1 * k for k in range(1, 9)]  # step 0 compiles for 40 s
-    assert gc.steady_rate(starts, skip=2) == pytest.approx(10.0)
-    assert gc.steady_rate(starts, skip=0) == pytest.approx(9 / 40.8)
-    assert gc.steady_rate(starts[:3], skip=2) is None
+    assert check.steady_rate(starts, skip=2) == pytest.approx(10.0)
+    assert check.steady_rate(starts, skip=0) == pytest.approx(9 / 40.8)
+    assert check.steady_rate(starts[:3], skip=2) is None
 
 
 def test_timed_tasks_stamps_every_draw():
     from skflow.tasks import GaussianMixtureTasks
 
-    tasks = gc.TimedTasks(GaussianMixtureTasks(n_features=3))
+    tasks = check.TimedTasks(GaussianMixtureTasks(n_features=3))
     supports, queries = tasks.sample_tasks(2, 5, 4, random_state=0)
     tasks.sample_tasks(2, 5, 4, random_state=1)
     assert supports.shape == (2, 5, 3) and queries.shape == (2, 4, 3)
@@ -213,10 +213,10 @@ def _summary(**steps):
 
 
 def test_targets_follow_the_measurements():
-    cfg = gc.SAMPLING[False]
+    cfg = check.SAMPLING[False]
     samp = {"seconds": 12.5, "big_seconds": 4.0, "big_small_n": cfg["big_n"] // 10}
     samp.update(big_small_peak=300 * 2**20, big_peak=310 * 2**20, dense_nm_float32_bytes=4e10)
-    rows = gc.target_rows(
+    rows = check.target_rows(
         _summary(
             bench_field={"status": "failed", "seconds": 3.0},
             sampling={"status": "ok", "seconds": 20.0, "results": samp},
@@ -227,7 +227,7 @@ def test_targets_follow_the_measurements():
     assert rows[3].endswith("| yes |") and "310.0 MiB vs 300.0 MiB" in rows[3]
     samp.update(seconds=9.0, big_peak=2 * samp["big_small_peak"])
     bench = {"rows": [{"shape": [8192, 8192, 64], "field": 0.03, "sdpa": 0.01, "field/sdpa": 3.0}]}
-    rows = gc.target_rows(
+    rows = check.target_rows(
         _summary(
             bench_field={"status": "ok", "seconds": 3.0, "results": bench},
             sampling={"status": "ok", "seconds": 20.0, "results": samp},
@@ -237,23 +237,23 @@ def test_targets_follow_the_measurements():
     assert rows[2].endswith("| 9.00 s | yes |") and rows[3].endswith("| **no** |")
     # a step stopped at its cap keeps the part it measured before
     partial = {"status": "timeout", "seconds": 90.0, "results": {"seconds": 7.0}}
-    rows = gc.target_rows(_summary(sampling=partial))
+    rows = check.target_rows(_summary(sampling=partial))
     assert rows[2].endswith("| 7.00 s | yes |")
     assert rows[3].endswith("| not measured (sampling: timeout, see `sampling.log`) | - |")
 
 
 def test_unknown_steps_are_refused():
-    assert gc.selected("train_mixed", ["train"]) is False
-    assert gc.selected("tests_rest", ["train", "tests_cuda"]) is True
+    assert check.selected("train_mixed", ["train"]) is False
+    assert check.selected("tests_rest", ["train", "tests_cuda"]) is True
     with pytest.raises(SystemExit):
-        gc.parse_args(["out", "--skip", "nonsense"])
+        check.parse_args(["out", "--skip", "nonsense"])
 
 
 def test_training_rows():
     steady = {"steps_per_s_overall": 8.0, "steps_per_s_steady": 20.0, "peak_bytes": 2**30}
     steady["projected_100k_s"] = 5000.0
     no_log = {**steady, "steps_per_s_steady": None, "projected_100k_s": 12500.0}
-    rows = gc.training_rows(
+    rows = check.training_rows(
         _summary(
             train_plain={"status": "ok", "seconds": 30.0, "results": steady},
             train_mixed={"status": "ok", "seconds": 30.0, "results": no_log},
