@@ -125,7 +125,17 @@ def test_field_matches_float64_brute_force(case, dtype, engine):
         assert np.max(np.abs(_np(w) - w_ref)) < tol, t
         n_eff = _np(nw_effective_sample_size(xs, ss, t, **kw))
         np.testing.assert_allclose(n_eff, 1.0 / np.sum(w_ref**2, axis=1), rtol=tol * 10)
-        assert np.all(np.isfinite(_np(nw_divergence(xs, ss, t, **kw))))
+        div = _np(nw_divergence(xs, ss, t, **kw))
+        assert div.dtype == dtype and np.all(np.isfinite(div))
+        # div u = [(t / sigma_t^2) tr Cov_w(S) - (1 - sigma_min) d] / sigma_t with the
+        # brute-force weights; compared relative to the larger of the two terms
+        s64 = S.astype(np.float64)
+        centred = s64[None, :, :] - (w_ref @ s64)[:, None, :]
+        trace = np.einsum("nm,nmd->n", w_ref, centred**2)
+        sigma_t = 1.0 - (1.0 - sigma_min) * t
+        spread, contraction = t / sigma_t**3 * trace, (1.0 - sigma_min) * S.shape[1] / sigma_t
+        err = np.abs(div - (spread - contraction)) / np.maximum(spread, contraction)
+        assert np.max(err) < 10 * tol, (t, np.max(err))
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
