@@ -23,6 +23,13 @@ weights unchanged and keeps the cancellation between the two terms small. Memory
 Every function accepts NumPy arrays or Torch tensors (on any device) and returns the same kind.
 ``t`` is a scalar or an array of shape ``(n,)`` (one time per query).
 
+**dtypes** (one rule for every function): when ``x`` and ``support`` are both float32 the
+result is float32, computed accurately (in float64 where float32 would lose precision, see
+*Precision*; :func:`nw_log_density` always accumulates in float64); every other input dtype
+(float64, integers, bool, and also float16/bfloat16 tensors) is computed and returned in
+float64. Half precision is therefore never used by this module, on the CPU or on CUDA;
+:func:`kernel_coefficients` returns float64 coefficients.
+
 Engines
 -------
 *NumPy*: chunked GEMMs (``(chunk, m)`` logits blocks of about 64 MiB).
@@ -31,10 +38,11 @@ Engines
 ``scaled_dot_product_attention`` call per query block with query ``a x``, keys ``s_i``, values
 ``s_i``, scale 1 and the per-key bias ``-b ||s_i||^2`` either as a broadcast additive mask (one
 time for all queries, on CPU) or as a lifted coordinate (query ``[a x, -b]``, key
-``[s_i, ||s_i||^2]``; per-row times, and CUDA), see :mod:`skflow._attention`. On CPU (any float
-dtype) and on CUDA (float16/bfloat16/float32) it runs fused kernels in memory linear in
-``n + m``; where only the reference (math) kernel applies (e.g. float64 on CUDA) queries are
-processed in blocks sized from the free memory. The weights, ``n_eff`` and the divergence need
+``[s_i, ||s_i||^2]``; per-row times, and CUDA), see :mod:`skflow._attention`. On CPU (float32
+and float64) and on CUDA (float32; half precision inputs are promoted to float64, see the dtype
+rule above) it runs fused kernels in memory linear in ``n + m``; where only the reference
+(math) kernel applies (float64 on CUDA) queries are processed in blocks sized from the free
+memory. The weights, ``n_eff`` and the divergence need
 explicit logits and keep the GEMM path. Per-row time tensors stay on the device.
 
 *Streaming over the support* (both libraries, every function): for supports too large for the
@@ -1243,6 +1251,8 @@ def nw_log_density(
     Returns
     -------
     log_density : array of shape (n,)
+        Computed in float64; returned in float32 when ``x`` and ``support`` are float32,
+        float64 otherwise (the dtype rule of every function here).
 
     Examples
     --------
@@ -1251,6 +1261,11 @@ def nw_log_density(
     -0.918939
     """
     xp, xq, supp = _prepare(x, support, cast_support=False)
+    out_dtype = xq.dtype
+    # float64 throughout (float32 inputs included): at t = 1 the distances are divided by
+    # sigma_min^2, and float32 distances would cost ~1e-3 nats at sigma_min = 0.01.
+    if not (xp.name == "torch" and xq.device.type == "mps"):
+        xq = _to_float64(xp, xq)
     t_arr = _times_to_numpy(t)
     if t_arr.ndim != 0:
         raise ValueError("nw_log_density takes a scalar t.")
@@ -1275,5 +1290,7 @@ def nw_log_density(
             part = xp.logsumexp(-dist2 / (2.0 * sigma_t**2), axis=1)
             lse = part if lse is None else xp.logaddexp(lse, part)
         out.append(lse)
-    lse = xp.concat(out, axis=0)
-    return lse - np.log(m) - 0.5 * d * np.log(2.0 * np.pi * sigma_t**2)
+    log_p = xp.concat(out, axis=0) - float(np.log(m) + 0.5 * d * np.log(2.0 * np.pi * sigma_t**2))
+    if xp.name == "torch":
+        return log_p.to(out_dtype)
+    return log_p.astype(out_dtype, copy=False)

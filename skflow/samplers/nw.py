@@ -609,15 +609,15 @@ class NWFlowSampler(BaseFlowSampler):
         kwargs = self._kwargs()
 
         def rhs(s, state):
-            xp = F.get_namespace(state)
-            s = np.asarray(s, dtype=np.float64)
+            xp, n = F.get_namespace(state), state.shape[0]
+            s = np.broadcast_to(np.asarray(s, dtype=np.float64), (n,))
             growth = np.exp(s)  # x = w e^s, sigma_t = sigma_min e^s
             sigma = np.minimum(float(self.sigma_min) * growth, 1.0)
             t = np.clip((1.0 - sigma) / decay, 0.0, 1.0)
-            g = xp.asarray(np.broadcast_to(growth, (state.shape[0],))[:, None], state)
+            g = xp.asarray(growth.reshape(-1, 1), state)
             x = state[:, :d] * g
             v, div = F.nw_velocity_and_divergence(x, S, t, **kwargs)
-            sig = xp.asarray(np.broadcast_to(sigma, (state.shape[0],))[:, None], state)
+            sig = xp.asarray(sigma.reshape(-1, 1), state)
             mean = v * sig + decay * x  # m_w(x), from u = (m_w - decay x) / sigma_t
             dl = div[:, None] * sig / decay
             return xp.concat([-mean / (g * decay), dl], axis=1)
