@@ -32,11 +32,12 @@ and the resulting ties cap any rank correlation (at ``t = 0.99`` and ``d = 2``, 
 50 weights are non-zero). The correlations with the float64 weights themselves are reported
 too (keys ``"trajectory_weights"``, ``"conditional_weights"``).
 
-The same recording also gives the inspector's own diagnosis, :func:`skflow.inspection.
-nw_correspondence` (key ``"inspector"``, trajectory queries): per (t, layer, head) the median
-Spearman correlation of each head's weights with the Gaussian-kernel NW weights of its *own*
-queries and keys at the matched bandwidth (``h = 1/sqrt(scale)``), the fraction of NW-like
-heads (median Spearman above 0.9) and the key-norm dispersion that separates the two.
+The same recording also gives the inspector's own diagnosis,
+:func:`skflow.inspection.nw_correspondence` (key ``"inspector"``, trajectory queries): per
+(t, layer, head) the median Spearman correlation of each head's weights with the
+Gaussian-kernel NW weights of its *own* queries and keys at the matched bandwidth
+(``h = 1/sqrt(scale)``), the fraction of NW-like heads (median Spearman above 0.9) and the
+key-norm dispersion that separates the two.
 
 Run it with ``python -m skflow.experiments attention --quick`` (or ``--full``); the results
 go to ``output/experiments/attention/results.json`` and ``attention.png``.
