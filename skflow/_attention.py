@@ -35,6 +35,7 @@ __all__ = [
     "bias_attention_mean",
     "callable_bandwidth",
     "centre",
+    "hard_limit_logits",
     "lifted_attention_mean",
     "lifted_logits",
     "torch_coefficients",
@@ -194,13 +195,42 @@ def _lift(xc: Any, sc: Any, a_col: Any, b_col: Any) -> tuple[Any, Any]:
     return q, k
 
 
-def lifted_logits(xc: Any, keys: Any, a_col: Any, b_col: Any) -> Any:
-    """Explicit logits ``a <x, k_i> - b ||k_i||^2`` of shape (..., n, m)."""
+def lifted_logits(xc: Any, keys: Any, a_col: Any, b_col: Any, mean_key: Any = None) -> Any:
+    """Explicit logits ``a <x, k_i> - b ||k_i||^2`` of shape (..., n, m).
+
+    Rows with ``a = inf`` (``torch_coefficients(..., limit=True)`` at ``t = 0`` for a bounded
+    callable bandwidth) get the limit: ``-inf`` off ``argmax_i <x, k_i>`` and
+    ``-b (||k_i||^2 + 2 <P mu, k_i>)`` on it, which needs ``mean_key = P mu`` (..., 1, k),
+    the projected support mean that the keys were centred on.
+    """
+    import torch
+
+    if torch.is_tensor(a_col) and bool(torch.isinf(a_col).any()):
+        if mean_key is None:
+            raise ValueError("rows in the t -> 0 hard-argmax limit need mean_key (P mu).")
+        return hard_limit_logits(xc, keys, a_col, b_col, mean_key)
     q, k = _lift(xc, keys, a_col, b_col)
     return q @ k.transpose(-1, -2)
 
 
-def lifted_attention_mean(xc: Any, keys: Any, values: Any, a_col: Any, b_col: Any) -> Any:
+def hard_limit_logits(xc: Any, keys: Any, a_col: Any, b_col: Any, mean_key: Any) -> Any:
+    """Logits where rows with ``a = inf`` take their limit (see :func:`lifted_logits`)."""
+    import torch
+
+    hard = torch.isinf(a_col)
+    a_safe = torch.where(hard, torch.zeros_like(a_col), a_col)
+    lin = xc @ keys.transpose(-1, -2)
+    sq = (keys * keys).sum(dim=-1).unsqueeze(-2)
+    out = a_safe * lin - b_col * sq
+    top = lin.amax(dim=-1, keepdim=True)
+    tie = -b_col * (sq + 2.0 * (mean_key @ keys.transpose(-1, -2)))
+    limit = torch.where(lin >= top, tie, torch.full_like(tie, float("-inf")))
+    return torch.where(hard, limit, out)
+
+
+def lifted_attention_mean(
+    xc: Any, keys: Any, values: Any, a_col: Any, b_col: Any, mean_key: Any = None
+) -> Any:
     """``softmax(a <x, k_i> - b ||k_i||^2) @ values`` through one SDPA call.
 
     Parameters
@@ -211,6 +241,9 @@ def lifted_attention_mean(xc: Any, keys: Any, values: Any, a_col: Any, b_col: An
         Centred (and projected) keys.
     values : tensor (..., m, dv)
     a_col, b_col : tensor broadcastable to (..., n, 1)
+    mean_key : tensor (..., 1, k), optional
+        ``P mu``; needed only for rows with ``a = inf`` (the ``t -> 0`` hard-argmax limit,
+        computed with explicit logits, see :func:`lifted_logits`).
 
     Returns
     -------
@@ -219,6 +252,11 @@ def lifted_attention_mean(xc: Any, keys: Any, values: Any, a_col: Any, b_col: An
     import torch
     import torch.nn.functional as tnf
 
+    if torch.is_tensor(a_col) and bool(torch.isinf(a_col).any()):  # t = 0 hard limit
+        if mean_key is None:
+            raise ValueError("rows in the t -> 0 hard-argmax limit need mean_key (P mu).")
+        logits = hard_limit_logits(xc, keys, a_col, b_col, mean_key)
+        return torch.softmax(logits, dim=-1) @ values
     q, k = _lift(xc, keys, a_col, b_col)
     dv = values.shape[-1]
     # Fused kernels want one head size for q, k and v (and CUDA ones a multiple of 8): pad
