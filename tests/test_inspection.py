@@ -662,3 +662,17 @@ def test_diffusers_ip_adapter_unet_end_to_end():
     np.testing.assert_allclose(image_call.k, k_image, atol=1e-6)
     res = nw_correspondence(rec3)
     assert sorted(set(res.step.tolist())) == [0, 1, 2] and np.isfinite(res.spearman).all()
+
+
+def test_attention_experiment_stores_the_inspector_diagnosis(tmp_path):
+    from skflow.experiments import attention
+
+    res = attention.run("tiny", output_dir=tmp_path)
+    for name in ("no_head", "exact_head"):
+        ins = res["models"][name]["inspector"]
+        assert np.shape(ins["median_spearman"]) == (6, 2, 2)  # (t, layer, head)
+        assert np.shape(ins["key_norm_dispersion"]) == (6, 2, 2)
+        frac = np.asarray(ins["fraction_nw_like"])
+        med = np.asarray(ins["median_spearman"])
+        np.testing.assert_array_equal(frac, np.mean(med > 0.9, axis=(1, 2)))
+        assert len(res["summary"][name]["inspector_best_median_per_t"]) == 6
