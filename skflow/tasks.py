@@ -1204,13 +1204,14 @@ class ClassTasks(_TaskDistribution):
             msgs.append(
                 f"class(es) {part['classes'][skipped][:10].tolist()} with "
                 f"{part['sizes'][skipped][:10].tolist()} rows in the {split} split have at "
-                f"most n_support={m} rows and are not drawn"
+                f"most n_support={m} (support_size) rows and are not drawn"
             )
         if q_eff < q:
             label, size = part["classes"][smallest].item(), int(part["sizes"][smallest])
             msgs.append(
                 f"class {label!r} has {size} rows "
-                f"in the {split} split, fewer than n_support + n_query = {m} + {q}; its "
+                f"in the {split} split, fewer than n_support + n_query (support_size + "
+                f"n_targets of LearnedFlowSampler) = {m} + {q}; its "
                 f"support rows are kept out of its targets, so every task gets "
                 f"n_query={q_eff} targets instead of {q}"
             )

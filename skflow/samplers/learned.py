@@ -114,7 +114,8 @@ class LearnedFlowSampler(BaseFlowSampler):
         flow-matching loss, with fixed noise and times) every ``validation_interval``
         iterations and the weights used for sampling at the best check are kept (the EMA
         weights when ``ema_decay`` is set). Labelled data (``fit(X, y)``) hold out this
-        fraction of every class's rows for it; a task source draws separate validation tasks
+        fraction of every class's rows for it (each class's part needs more than
+        ``support_size`` rows to be drawn); a task source draws separate validation tasks
         (new distributions); ``fit(X)`` uses fresh random splits of ``X`` (monitoring only).
     n_iter_no_change : int, optional
         Stop when the validation score (or, without validation, minus the training loss
