@@ -171,9 +171,9 @@ class NWFlowSampler(BaseFlowSampler):
         Relative and absolute tolerances of the adaptive change-of-variables solve of
         :meth:`score_samples` where there is no closed form (on the state ``x e^(-s)`` and
         the log-determinant, see :meth:`log_density_with_error`); independent of ``solver``.
-        The defaults keep the log-density within about ``1e-2`` nats of the exact value at
+        The defaults keep the log-density within about ``1e-3`` nats of the exact value at
         ``sigma_min = 0.01`` (measured in ``docs/user_guide.rst``); the error scales about
-        linearly with them, and so does the cost with their logarithm.
+        linearly with them.
     density_max_error : float, default=0.1
         :meth:`score_samples` issues an :class:`~skflow.exceptions.AccuracyWarning` when
         the error estimate of a row (see :meth:`log_density_with_error`) exceeds this many
@@ -537,9 +537,11 @@ class NWFlowSampler(BaseFlowSampler):
         per-row steps, tolerances ``density_rtol``/``density_atol``) and runs in float64.
 
         The error estimate is the difference to a second solve with 10x looser tolerances.
-        The global error of the 5th-order solver scales about linearly with the tolerance, so
-        this estimates the error of the looser solve and over-estimates that of the returned
-        one (by 10-30x in ``docs/user_guide.rst``'s measurements).
+        The global error scales about linearly with the tolerance, so this is about the
+        error of the looser solve and typically exceeds that of the returned one (about 10x);
+        it is an estimate, not a bound: over the rows of ``benchmarks/bench_likelihood.py``
+        the smallest ratio estimate / actual error at the default tolerances is about 0.9
+        (see ``docs/user_guide.rst``).
 
         Parameters
         ----------
