@@ -153,3 +153,12 @@ def test_sampler_float32_log_density_within_1e4_nats(data, bandwidth):
         got = s.score_samples(X32)
         assert got.dtype == np.float32
         np.testing.assert_allclose(got, ref, rtol=0, atol=1e-4)
+
+
+@pytest.mark.parametrize("bandwidth", ["ot", 0.5])
+def test_float32_log_density_out_of_range_raises(bandwidth):
+    """A float64 log-density below float32's range is an error, not a silent -inf."""
+    S = np.array([[0.0, 0.0], [1e18, 1.0]], dtype=np.float32)
+    s = NWFlowSampler(bandwidth=bandwidth, density_max_error=1e300).fit(S)
+    with pytest.raises(ValueError, match="not finite"):
+        s.score_samples(np.array([[3e18, 0.0]], dtype=np.float32))

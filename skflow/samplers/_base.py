@@ -16,6 +16,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
+from .._validation import check_real
 from ..solvers import FIXED_STEP_METHODS, METHODS, integrate
 
 __all__ = ["ADAPTIVE_MAX_STEPS", "SAMPLING_BATCH_SIZE", "BaseFlowSampler"]
@@ -52,12 +53,8 @@ def _check_positive_int(value: Any, name: str, minimum: int = 1) -> int:
 
 
 def _check_tolerance(value: Any, name: str) -> float:
-    """A positive finite real tolerance, else ``ValueError`` naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{name} must be a positive float, got {value!r}.")
-    if not (np.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be a positive finite float, got {value!r}.")
-    return float(value)
+    """A positive finite real tolerance, else ``InvalidParameterError`` (a ``ValueError``)."""
+    return check_real(value, name, low=0.0, low_open=True)
 
 
 class BaseFlowSampler(BaseEstimator):

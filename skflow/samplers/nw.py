@@ -591,7 +591,10 @@ class NWFlowSampler(BaseFlowSampler):
             rtol, atol = float(self.density_rtol), float(self.density_atol)
             log_p = self._flow_log_density(X64, S64, rtol, atol)
             err = np.abs(log_p - self._flow_log_density(X64, S64, 10.0 * rtol, 10.0 * atol))
-        return (log_p.astype(np.float32) if out32 else log_p), err
+        if out32:  # float64 values beyond float32's range would silently become -inf
+            with np.errstate(over="ignore"):
+                log_p = _check_finite_output(log_p.astype(np.float32), "score_samples (float32)")
+        return log_p, err
 
     def _ode_log_density(self, X: Any, support: Any) -> np.ndarray:
         """Change-of-variables log-density (float64), also where a closed form exists."""
