@@ -142,8 +142,13 @@ class NWFlowSampler(BaseFlowSampler):
     ----------
     bandwidth : {"ot"} or float or callable, default="ot"
         ``"ot"``: the exact ``h(t) = sigma_t / t``. A positive float scales it; a callable maps
-        an array of times in (0, 1] to bandwidths (rescaled coordinates ``x / t``). Only the
-        weights change; the affine map of the path stays the same.
+        an array of times in [0, 1] to bandwidths (rescaled coordinates ``x / t``). Only the
+        weights change; the affine map of the path stays the same. The field at ``t = 0`` is
+        the limit ``t -> 0+``, so a callable must return at 0 its limit ``h(0+)``: ``inf``
+        (growing faster than ``t^(-1/2)``, e.g. ``c sigma_t / t``: uniform weights at 0) or a
+        positive float (bounded ``h``: one-hot weights on ``argmax_i <x, s_i>`` at 0); other
+        callables raise ``ValueError`` when ``t = 0`` is evaluated (see
+        :func:`skflow.field.kernel_coefficients`).
     sigma_min : float, default=0.01
         Path noise at ``t = 1`` (in (0, 1)); the terminal KDE's bandwidth.
     kernel : {"isotropic", "diagonal", "mahalanobis"}, default="isotropic"
