@@ -16,7 +16,6 @@ from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
-from .._validation import check_real
 from ..solvers import FIXED_STEP_METHODS, METHODS, integrate
 
 __all__ = ["ADAPTIVE_MAX_STEPS", "SAMPLING_BATCH_SIZE", "BaseFlowSampler"]
@@ -50,11 +49,6 @@ def _check_positive_int(value: Any, name: str, minimum: int = 1) -> int:
     if value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}.")
     return int(value)
-
-
-def _check_tolerance(value: Any, name: str) -> float:
-    """A positive finite real tolerance, else ``InvalidParameterError`` (a ``ValueError``)."""
-    return check_real(value, name, low=0.0, low_open=True)
 
 
 class BaseFlowSampler(BaseEstimator):

@@ -13,15 +13,10 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .. import field as F
 from .._device import resolve_device, use_torch_backend
+from .._validation import check_finite_output, check_int, check_real
 from ..exceptions import AccuracyWarning
 from ..paths import OTPath
-from ._base import (
-    SAMPLING_BATCH_SIZE,
-    BaseFlowSampler,
-    _check_finite_output,
-    _check_positive_int,
-    _check_tolerance,
-)
+from ._base import SAMPLING_BATCH_SIZE, BaseFlowSampler
 
 __all__ = ["NWFlowSampler"]
 
@@ -296,11 +291,11 @@ class NWFlowSampler(BaseFlowSampler):
         F._check_bandwidth(self.bandwidth)
         self._validate_solver_params()
         for name in ("density_rtol", "density_atol", "density_max_error"):
-            _check_tolerance(getattr(self, name), name)
+            check_real(getattr(self, name), name, low=0.0, low_open=True)
         use_torch_backend(self.backend, self.device)
         for name in ("chunk_size", "support_chunk_size"):
             if getattr(self, name) is not None:
-                _check_positive_int(getattr(self, name), name)
+                check_int(getattr(self, name), name)
         if not isinstance(self.kernel, str) or self.kernel not in KERNELS:
             raise ValueError(f"kernel must be one of {KERNELS}, got {self.kernel!r}.")
         reg = self.kernel_reg
@@ -428,7 +423,7 @@ class NWFlowSampler(BaseFlowSampler):
         # Mixed float32/float64 inputs are computed in float64 by the field, which casts the
         # support chunk by chunk when it streams it (no full-size copy here).
         out = fn(self._to_backend(X), self._to_backend(support), t, **extra)
-        return _check_finite_output(self._to_numpy(out), f"{fn.__name__}'s result")
+        return check_finite_output(self._to_numpy(out), f"{fn.__name__}'s result")
 
     # -- the field -------------------------------------------------------------------------
     def velocity(self, X: Any, t: Any, *, support: Any = None) -> np.ndarray:
@@ -598,7 +593,7 @@ class NWFlowSampler(BaseFlowSampler):
             err = np.abs(log_p - self._flow_log_density(X64, S64, 10.0 * rtol, 10.0 * atol))
         if out32:  # float64 values beyond float32's range would silently become -inf
             with np.errstate(over="ignore"):
-                log_p = _check_finite_output(log_p.astype(np.float32), "score_samples (float32)")
+                log_p = check_finite_output(log_p.astype(np.float32), "score_samples (float32)")
         return log_p, err
 
     def _ode_log_density(self, X: Any, support: Any) -> np.ndarray:
@@ -642,7 +637,7 @@ class NWFlowSampler(BaseFlowSampler):
         end = np.concatenate(parts, axis=0) if parts else np.zeros((0, d + 1))
         x0 = end[:, :d] / float(self.sigma_min)
         log_p0 = -0.5 * np.sum(x0**2, axis=1) - 0.5 * d * np.log(2 * np.pi)
-        return _check_finite_output(log_p0 - end[:, d], "score_samples")
+        return check_finite_output(log_p0 - end[:, d], "score_samples")
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
