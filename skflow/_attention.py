@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from ._validation import check_bandwidth
+
 __all__ = [
     "LIMIT_PROBE_TIME",
     "bias_attention_mean",
@@ -40,18 +42,6 @@ __all__ = [
     "lifted_logits",
     "torch_coefficients",
 ]
-
-
-def _validate_bandwidth(bandwidth: Any) -> None:
-    if callable(bandwidth) or bandwidth == "ot":
-        return
-    if isinstance(bandwidth, str | bool):
-        raise ValueError(
-            f"bandwidth must be 'ot', a positive float or a callable t -> h(t), got {bandwidth!r}."
-        )
-    value = float(bandwidth)
-    if not np.isfinite(value) or value <= 0:
-        raise ValueError(f"bandwidth must be a positive finite float, got {bandwidth!r}.")
 
 
 #: A callable bandwidth's value at ``t = 0`` is checked against its value at this time.
@@ -141,7 +131,7 @@ def torch_coefficients(
     """
     import torch
 
-    _validate_bandwidth(bandwidth)
+    check_bandwidth(bandwidth)
     work = torch.float64 if torch.device(device).type != "mps" else torch.float32
     if torch.is_tensor(t):
         t = t.to(device=device, dtype=work)

@@ -42,11 +42,13 @@ from sklearn.utils import check_random_state as _sk_check_random_state
 __all__ = [
     "InvalidParameterError",
     "as_generator",
+    "check_bandwidth",
     "check_choice",
     "check_finite_output",
     "check_int",
     "check_random_state",
     "check_real",
+    "check_real_array",
     "check_sigma_min",
     "check_times",
 ]
@@ -235,3 +237,56 @@ def as_generator(random_state: Any) -> np.random.Generator:
     if isinstance(random_state, np.random.RandomState):
         return np.random.default_rng(int(random_state.randint(2**32, dtype=np.int64)))
     raise _refuse(random_state)
+
+
+def check_bandwidth(bandwidth: Any) -> None:
+    """A field bandwidth: ``"ot"``, a positive finite float, or a callable ``t -> h(t)``.
+
+    Examples
+    --------
+    >>> check_bandwidth(0.5)
+    >>> check_bandwidth("ot")
+    """
+    if callable(bandwidth) or (isinstance(bandwidth, str) and bandwidth == "ot"):
+        return
+    message = (
+        f"bandwidth must be 'ot', a positive float or a callable t -> h(t), got {bandwidth!r}."
+    )
+    if isinstance(bandwidth, str | bool):
+        raise InvalidParameterError(message)
+    try:
+        value = float(bandwidth)
+    except (TypeError, ValueError):
+        raise InvalidParameterError(message) from None
+    if not np.isfinite(value) or value <= 0:
+        raise InvalidParameterError(
+            f"bandwidth must be a positive finite float, got {bandwidth!r}."
+        )
+
+
+def check_real_array(a: Any, name: str) -> np.ndarray:
+    """``a`` as a NumPy array of a real numeric dtype (bool/int/float), else ``TypeError``.
+
+    Complex input is refused rather than cast (a cast would silently drop the imaginary
+    part); object arrays are converted to float64 when every entry is a real number.
+
+    Examples
+    --------
+    >>> check_real_array([1, 2], "x").dtype.kind
+    'i'
+    """
+    arr = np.asarray(a)
+    kind = arr.dtype.kind
+    if kind in "biuf":
+        return arr
+    if kind == "c":
+        raise TypeError(
+            f"{name} must be real-valued, got complex dtype {arr.dtype}; pass np.real({name}) "
+            "explicitly if the imaginary part is to be dropped."
+        )
+    if kind == "O":
+        try:
+            return arr.astype(np.float64)
+        except (TypeError, ValueError):
+            pass
+    raise TypeError(f"{name} must be a real numeric array, got dtype {arr.dtype}.")

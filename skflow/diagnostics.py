@@ -408,9 +408,9 @@ class FailureReport:
         The time ``0.5``.
     collapse_time : float or None
         First time on the uniform integration grid (plus ``t = 0.5``) at which the median
-        ``n_eff`` is below 2; None if it never is. It does not depend on ``times``. With ``sigma_min`` small every support of
-        distinct points collapses near ``t = 1`` by design (the terminal law is a KDE of
-        bandwidth ``sigma_min``): what matters is how early.
+        ``n_eff`` is below 2; None if it never is. It does not depend on ``times``. With
+        ``sigma_min`` small every support of distinct points collapses near ``t = 1`` by
+        design (the terminal law is a KDE of bandwidth ``sigma_min``): what matters is how early.
     eigenvalues : ndarray of shape (d,)
         Eigenvalues of the support covariance (``ddof=1``), descending; zeros when ``m = 1``.
     condition_number : float

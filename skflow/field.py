@@ -85,6 +85,7 @@ from ._attention import (
     torch_coefficients,
 )
 from ._backend import get_namespace, is_torch
+from ._validation import check_bandwidth, check_real_array
 from .paths import OTPath
 
 __all__ = [
@@ -160,46 +161,6 @@ def default_chunk_size(
     return int(max(1, budget // max(1, n_support)))
 
 
-def _check_bandwidth(bandwidth: Any) -> None:
-    if callable(bandwidth) or bandwidth == "ot":
-        return
-    if isinstance(bandwidth, str) or isinstance(bandwidth, bool):
-        raise ValueError(
-            f"bandwidth must be 'ot', a positive float or a callable t -> h(t), got {bandwidth!r}."
-        )
-    try:
-        value = float(bandwidth)
-    except (TypeError, ValueError):
-        raise TypeError(
-            f"bandwidth must be 'ot', a positive float or a callable t -> h(t), got {bandwidth!r}."
-        ) from None
-    if not np.isfinite(value) or value <= 0:
-        raise ValueError(f"bandwidth must be a positive finite float, got {bandwidth!r}.")
-
-
-def _real_numpy(a: Any, name: str) -> np.ndarray:
-    """``a`` as a NumPy array of a real numeric dtype (bool/int/float), else ``TypeError``.
-
-    Complex input is refused rather than cast (a cast would silently drop the imaginary
-    part); object arrays are converted to float64 when every entry is a real number.
-    """
-    arr = np.asarray(a)
-    kind = arr.dtype.kind
-    if kind in "biuf":
-        return arr
-    if kind == "c":
-        raise TypeError(
-            f"{name} must be real-valued, got complex dtype {arr.dtype}; pass np.real({name}) "
-            "explicitly if the imaginary part is to be dropped."
-        )
-    if kind == "O":
-        try:
-            return arr.astype(np.float64)
-        except (TypeError, ValueError):
-            pass
-    raise TypeError(f"{name} must be a real numeric array, got dtype {arr.dtype}.")
-
-
 def _check_real_torch(a: Any, name: str) -> None:
     if a.is_complex():
         raise TypeError(f"{name} must be real-valued, got complex dtype {a.dtype}.")
@@ -218,7 +179,7 @@ def _times_to_numpy(t: Any) -> np.ndarray:
     if is_torch(t):
         _check_real_torch(t, "t")
         t = t.detach().cpu().numpy()
-    t_arr = _real_numpy(t, "t").astype(np.float64, copy=False)
+    t_arr = check_real_array(t, "t").astype(np.float64, copy=False)
     if t_arr.ndim > 1:
         raise ValueError(
             f"t must be a scalar or a 1-D array of per-query times, got {t_arr.shape}."
@@ -273,7 +234,7 @@ def kernel_coefficients(
     >>> round(float(a), 4), round(float(b), 4), round(float(s), 3)
     (1.9606, 0.4901, 0.505)
     """
-    _check_bandwidth(bandwidth)
+    check_bandwidth(bandwidth)
     t_arr = _times_to_numpy(t)
     path = OTPath(sigma_min)
     sigma_t = path.sigma(t_arr)
@@ -302,11 +263,17 @@ def _prepare(x: Any, support: Any, *, cast_support: bool = True) -> tuple[Any, A
     """
     xp = get_namespace(x, support)
     if xp.name == "numpy":
-        x = _real_numpy(x, "x")
-        support = _real_numpy(support, "support")
+        x = check_real_array(x, "x")
+        support = check_real_array(support, "support")
     else:
         _check_real_torch(x, "x")
         _check_real_torch(support, "support")
+        if is_torch(x) and is_torch(support) and x.device != support.device:
+            # moving data between devices silently would hide a user's mistake (and a sync)
+            raise ValueError(
+                f"x is on device {x.device} but support is on device {support.device}; "
+                "put both on the same device."
+            )
     if x.ndim != 2 or support.ndim != 2:
         raise ValueError(
             f"x and support must be 2-D arrays (n, d) and (m, d); got {tuple(x.shape)} and "
@@ -387,7 +354,7 @@ def _projection_like(xp, projection, like, d):
         _check_real_torch(projection, "projection")
         proj = projection
     else:
-        proj = _real_numpy(
+        proj = check_real_array(
             projection.detach().cpu().numpy() if is_torch(projection) else projection,
             "projection",
         )
@@ -599,7 +566,7 @@ class _Problem:
             # (range check and max only; the check is skipped for tensors on accelerators).
             if t.shape[0] != n:
                 raise ValueError(f"t has {t.shape[0]} entries but x has {n} rows.")
-            _check_bandwidth(bandwidth)
+            check_bandwidth(bandwidth)
             dev = self.x.device
             a, b, sig = torch_coefficients(
                 t,

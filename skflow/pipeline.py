@@ -17,7 +17,7 @@ import numpy as np
 from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.utils.validation import check_array, check_is_fitted
 
-from .samplers._base import BaseFlowSampler
+from .samplers._base import BaseFlowSampler, few_shot_support_size, sampling_score
 
 __all__ = ["SamplingPipeline", "make_sampling_pipeline"]
 
@@ -199,13 +199,14 @@ class SamplingPipeline(Pipeline):
             )
         return X
 
-    # ``_score_one`` draws ``len(reference)`` samples with ``self.sample`` (here: in input
-    # space) and returns -MMD^2 with the bandwidth from the reference rows alone.
-    _score_one = BaseFlowSampler._score_one
+    # The protocol of BaseFlowSampler.score, with samples drawn by ``self.sample`` (input
+    # space) and the few-shot split set by the final sampler's ``support_size``.
+    def _score_one(self, reference: np.ndarray, support: Any) -> float:
+        return sampling_score(self, reference, support)
 
     def _task_support_size(self, n_rows: int, label: Any) -> int:
-        # The sampler's ``support_size`` sets the few-shot split.
-        return BaseFlowSampler._task_support_size(self._final_estimator, n_rows, label)
+        size = getattr(self._final_estimator, "support_size", None)
+        return few_shot_support_size(size, n_rows, label)
 
     def score(self, X: Any, y: Any = None, **params: Any) -> float:
         """Negative MMD^2 in *input* space between generated samples and ``X``.

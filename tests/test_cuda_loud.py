@@ -155,12 +155,6 @@ def test_cuda_requested_but_hidden_is_a_clear_error():
     assert len(lines) == 2 and all("CUDA is not available" in line for line in lines), lines
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=RuntimeError,
-    reason="skflow.field moves the support to the queries' device (support.to(x.device)) "
-    "instead of raising; a meta-device query then fails deep inside with a torch error",
-)
 def test_support_and_queries_on_different_devices_raise_a_clear_error():
     x = torch.zeros(4, 3, device="meta")
     s = torch.randn(6, 3)

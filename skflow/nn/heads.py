@@ -22,12 +22,12 @@ import torch
 from torch import nn
 
 from .._attention import (
-    _validate_bandwidth,
     centre,
     lifted_attention_mean,
     lifted_logits,
     torch_coefficients,
 )
+from .._validation import check_bandwidth
 
 __all__ = ["MultiHeadNW", "NWAttentionHead"]
 
@@ -73,6 +73,7 @@ def _coefficient_columns(t, x, *, sigma_min, bandwidth):
         dtype=x.dtype,
         device=x.device,
         validate=validate,
+        limit=True,  # t = 0 is the t -> 0+ limit, as in skflow.field
     )
     shape = x.shape[:-1]
     cols = []
@@ -116,7 +117,7 @@ class NWAttentionHead(nn.Module):
     def __init__(self, sigma_min: float = 0.01, bandwidth: Any = "ot"):
         super().__init__()
         self.sigma_min = _check_sigma_min(sigma_min)
-        _validate_bandwidth(bandwidth)
+        check_bandwidth(bandwidth)
         self.bandwidth = bandwidth
 
     def extra_repr(self) -> str:
@@ -133,17 +134,17 @@ class NWAttentionHead(nn.Module):
     def local_mean(self, x: Any, support: Any, t: Any) -> Any:
         """NW local mean ``sum_i w_i(x, t) s_i``, shape (..., n, d)."""
         _, xc, sc, mu, a, b, _ = self._setup(x, support, t)
-        return lifted_attention_mean(xc, sc, sc, a, b) + mu
+        return lifted_attention_mean(xc, sc, sc, a, b, mu) + mu
 
     def weights(self, x: Any, support: Any, t: Any) -> Any:
         """NW weights ``w_i(x, t)``, shape (..., n, m); rows sum to one."""
-        _, xc, sc, _, a, b, _ = self._setup(x, support, t)
-        return torch.softmax(lifted_logits(xc, sc, a, b), dim=-1)
+        _, xc, sc, mu, a, b, _ = self._setup(x, support, t)
+        return torch.softmax(lifted_logits(xc, sc, a, b, mu), dim=-1)
 
     def forward(self, x: Any, support: Any, t: Any) -> Any:
         """Exact velocity ``u_t(x)``, shape (..., n, d)."""
         x, xc, sc, mu, a, b, sig = self._setup(x, support, t)
-        mean = lifted_attention_mean(xc, sc, sc, a, b) + mu
+        mean = lifted_attention_mean(xc, sc, sc, a, b, mu) + mu
         return (mean - (1.0 - self.sigma_min) * x) / sig
 
 
@@ -233,7 +234,7 @@ class MultiHeadNW(nn.Module):
             raise ValueError(f"head_dim must be a positive integer, got {head_dim!r}.")
         self.n_features, self.n_heads, self.head_dim = n_features, n_heads, head_dim
         self.sigma_min = _check_sigma_min(sigma_min)
-        _validate_bandwidth(bandwidth)
+        check_bandwidth(bandwidth)
         self.bandwidth = bandwidth
         eye = torch.eye(n_features, device=device, dtype=dtype)
         proj = torch.stack(
@@ -268,32 +269,34 @@ class MultiHeadNW(nn.Module):
         # (..., H, n, k) queries and (..., H, m, k) keys; one time column per query row.
         q = torch.einsum("...nd,hkd->...hnk", xc, proj)
         k = torch.einsum("...md,hkd->...hmk", sc, proj)
-        return x, q, k, sc, mu, a.unsqueeze(-3), b.unsqueeze(-3), sig
+        # P_h mu (..., H, 1, k): the tie-break of the t -> 0 hard-argmax limit needs it
+        mk = torch.einsum("...od,hkd->...hok", mu, proj)
+        return x, q, k, sc, mu, mk, a.unsqueeze(-3), b.unsqueeze(-3), sig
 
     def head_means(self, x: Any, support: Any, t: Any) -> Any:
         """Per-head local means ``m_h(x, t)`` (after the value maps), shape (..., H, n, d)."""
-        _, q, k, sc, mu, a, b, _ = self._setup(x, support, t)
-        return self._head_means(q, k, sc, mu, a, b)
+        _, q, k, sc, mu, mk, a, b, _ = self._setup(x, support, t)
+        return self._head_means(q, k, sc, mu, mk, a, b)
 
-    def _head_means(self, q, k, sc, mu, a, b):
-        means = lifted_attention_mean(q, k, sc.unsqueeze(-3), a, b) + mu.unsqueeze(-3)
+    def _head_means(self, q, k, sc, mu, mk, a, b):
+        means = lifted_attention_mean(q, k, sc.unsqueeze(-3), a, b, mk) + mu.unsqueeze(-3)
         if self.value_maps is not None:
             means = torch.einsum("...hnd,hed->...hne", means, self.value_maps.to(means.dtype))
         return means
 
     def weights(self, x: Any, support: Any, t: Any) -> Any:
         """Per-head weights ``w^h_i(x, t)``, shape (..., H, n, m)."""
-        _, q, k, _, _, a, b, _ = self._setup(x, support, t)
-        return torch.softmax(lifted_logits(q, k, a, b), dim=-1)
+        _, q, k, _, _, mk, a, b, _ = self._setup(x, support, t)
+        return torch.softmax(lifted_logits(q, k, a, b, mk), dim=-1)
 
     def forward(self, x: Any, support: Any, t: Any, *, return_weights: bool = False) -> Any:
         """Velocity ``u_t(x)`` (..., n, d); with ``return_weights`` also the (..., H, n, m)
         per-head weights."""
-        x, q, k, sc, mu, a, b, sig = self._setup(x, support, t)
-        means = self._head_means(q, k, sc, mu, a, b)  # (..., H, n, d)
+        x, q, k, sc, mu, mk, a, b, sig = self._setup(x, support, t)
+        means = self._head_means(q, k, sc, mu, mk, a, b)  # (..., H, n, d)
         stacked = means.movedim(-3, -2).reshape(*means.shape[:-3], means.shape[-2], -1)
         mixed = stacked @ self.output_map.to(x.dtype).T
         velocity = (mixed - (1.0 - self.sigma_min) * x) / sig
         if not return_weights:
             return velocity
-        return velocity, torch.softmax(lifted_logits(q, k, a, b), dim=-1)
+        return velocity, torch.softmax(lifted_logits(q, k, a, b, mk), dim=-1)

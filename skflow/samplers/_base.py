@@ -230,12 +230,7 @@ class BaseFlowSampler(BaseEstimator):
 
     # -- scoring ---------------------------------------------------------------------------
     def _score_one(self, reference: np.ndarray, support: Any) -> float:
-        from ..metrics import mmd2
-
-        if reference.shape[0] < 2:
-            raise ValueError("score needs at least 2 reference rows to estimate MMD^2.")
-        generated = self.sample(reference.shape[0], support=support, random_state=None)
-        return -float(mmd2(generated, reference, bandwidth="median", reference=reference))
+        return sampling_score(self, reference, support)
 
     def score(self, X: Any, y: Any = None) -> float:
         """Negative MMD^2 between generated samples and ``X`` (higher is better).
@@ -274,14 +269,33 @@ class BaseFlowSampler(BaseEstimator):
         return float(np.mean(scores))
 
     def _task_support_size(self, n_rows: int, label: Any) -> int:
-        size = getattr(self, "support_size", None)
-        k = n_rows // 2 if size is None else _check_positive_int(size, "support_size")
-        if k < 1 or n_rows - k < 2:
-            raise ValueError(
-                f"task {label!r} has {n_rows} rows: the few-shot score needs at least 1 support "
-                f"row and 2 reference rows (support_size={size})."
-            )
-        return k
+        return few_shot_support_size(getattr(self, "support_size", None), n_rows, label)
+
+
+def sampling_score(sampler: Any, reference: np.ndarray, support: Any) -> float:
+    """``-MMD^2`` between ``len(reference)`` samples of ``sampler`` and ``reference``.
+
+    Samples are drawn with ``sampler.sample(n, support=support)`` (so a pipeline scores in
+    input space); the Gaussian kernel's bandwidth is the median heuristic of ``reference``
+    alone, so scores of different models are comparable.
+    """
+    from ..metrics import mmd2
+
+    if reference.shape[0] < 2:
+        raise ValueError("score needs at least 2 reference rows to estimate MMD^2.")
+    generated = sampler.sample(reference.shape[0], support=support, random_state=None)
+    return -float(mmd2(generated, reference, bandwidth="median", reference=reference))
+
+
+def few_shot_support_size(support_size: Any, n_rows: int, label: Any) -> int:
+    """Support rows of a task of ``n_rows`` rows in the few-shot score (half when None)."""
+    k = n_rows // 2 if support_size is None else _check_positive_int(support_size, "support_size")
+    if k < 1 or n_rows - k < 2:
+        raise ValueError(
+            f"task {label!r} has {n_rows} rows: the few-shot score needs at least 1 support "
+            f"row and 2 reference rows (support_size={support_size})."
+        )
+    return k
 
 
 def _integrate_batch(sampler, support, x0, grid, trajectory):

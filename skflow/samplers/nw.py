@@ -13,7 +13,13 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .. import field as F
 from .._device import resolve_device, use_torch_backend
-from .._validation import check_finite_output, check_int, check_real
+from .._validation import (
+    check_bandwidth,
+    check_finite_output,
+    check_int,
+    check_real,
+    check_real_array,
+)
 from ..exceptions import AccuracyWarning
 from ..paths import OTPath
 from ._base import SAMPLING_BATCH_SIZE, BaseFlowSampler
@@ -288,7 +294,7 @@ class NWFlowSampler(BaseFlowSampler):
     # -- fitting ---------------------------------------------------------------------------
     def _validate_params(self) -> None:
         self.path_ = OTPath(self.sigma_min)
-        F._check_bandwidth(self.bandwidth)
+        check_bandwidth(self.bandwidth)
         self._validate_solver_params()
         for name in ("density_rtol", "density_atol", "density_max_error"):
             check_real(getattr(self, name), name, low=0.0, low_open=True)
@@ -323,7 +329,7 @@ class NWFlowSampler(BaseFlowSampler):
             L = _linear_part(self.projection_transformer_, X)
         else:
             try:
-                L = F._real_numpy(proj, "projection").astype(np.float64)
+                L = check_real_array(proj, "projection").astype(np.float64)
             except (TypeError, ValueError):
                 raise TypeError(
                     f"projection must be a numeric array of shape (k, {d}), got {proj!r}."
