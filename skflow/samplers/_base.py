@@ -16,6 +16,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
+from .._validation import check_finite_output
 from ..solvers import FIXED_STEP_METHODS, METHODS, integrate
 
 __all__ = ["ADAPTIVE_MAX_STEPS", "SAMPLING_BATCH_SIZE", "BaseFlowSampler"]
@@ -30,17 +31,6 @@ ADAPTIVE_MAX_STEPS = 10_000
 # Rows integrated together. Sampling always splits into batches of this size, whatever
 # ``n_jobs`` is, so serial and parallel runs do exactly the same arithmetic.
 SAMPLING_BATCH_SIZE = 4096
-
-
-def _check_finite_output(a: np.ndarray, what: str) -> np.ndarray:
-    """Raise a clear ValueError instead of returning NaN/inf computed from finite inputs."""
-    if not np.all(np.isfinite(a)):
-        raise ValueError(
-            f"{what} is not finite (NaN or inf) although the inputs are finite: their "
-            "magnitude is too large for floating-point arithmetic (squared distances "
-            "overflow). Rescale the data, e.g. with sklearn.preprocessing.StandardScaler."
-        )
-    return a
 
 
 def _check_positive_int(value: Any, name: str, minimum: int = 1) -> int:
@@ -170,7 +160,7 @@ class BaseFlowSampler(BaseEstimator):
                 delayed(_integrate_batch)(self, support, b, grid, trajectory) for b in batches
             )
         out = np.concatenate(parts, axis=1 if trajectory else 0)
-        return _check_finite_output(out, "the sampled trajectory" if trajectory else "the sample")
+        return check_finite_output(out, "the sampled trajectory" if trajectory else "the sample")
 
     def sample(
         self, n_samples: int = 1, *, support: Any = None, random_state: Any = None

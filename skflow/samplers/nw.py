@@ -19,6 +19,7 @@ from .._validation import (
     check_int,
     check_real,
     check_real_array,
+    check_times,
 )
 from ..exceptions import AccuracyWarning
 from ..paths import OTPath
@@ -52,17 +53,6 @@ def _kernel_shape(cov: np.ndarray, kernel: str, reg: float) -> np.ndarray | None
         G = (evecs / np.sqrt(evals)) @ evecs.T
     scale2 = total / float(np.trace(G.T @ G @ cov))
     return np.sqrt(scale2) * G
-
-
-def _check_times(t: Any) -> np.ndarray:
-    """Times ``t`` (scalar or 1-D) as float64, refusing complex and non-numeric input."""
-    try:
-        arr = np.asarray(t)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"t must be a float or a 1-D array of floats, got {t!r}.") from exc
-    if arr.dtype.kind not in "biuf":
-        raise TypeError(f"t must be real-valued (float or 1-D float array), got dtype {arr.dtype}.")
-    return arr.astype(np.float64)
 
 
 def _is_transformer(obj: Any) -> bool:
@@ -425,7 +415,7 @@ class NWFlowSampler(BaseFlowSampler):
         self._validate_params()
         support = self._check_support(support)
         X = self._check_queries(X)
-        t = _check_times(t)
+        t = check_times(t)
         # Mixed float32/float64 inputs are computed in float64 by the field, which casts the
         # support chunk by chunk when it streams it (no full-size copy here).
         out = fn(self._to_backend(X), self._to_backend(support), t, **extra)
