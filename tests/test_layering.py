@@ -30,7 +30,6 @@ LAYERS = (
     ("exceptions", "helpers"),
     ("paths", "paths"),
     ("tasks", "tasks"),
-    ("datasets", "tasks"),
     ("_attention", "field"),
     ("field", "field"),
     ("solvers", "solvers"),
