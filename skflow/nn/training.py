@@ -147,7 +147,8 @@ def flow_matching_loss(
 
     Returns
     -------
-    loss : scalar tensor
+    loss : tensor of shape ()
+        Squared error ``||v - target||^2`` averaged over tasks and target points.
     """
     path = OTPath(sigma_min)
     xt = path.sample_xt(x0, targets, t[..., None])
