@@ -78,13 +78,13 @@ from typing import Any
 
 import numpy as np
 
+from ._array import get_namespace, is_torch
 from ._attention import (
     bias_attention_mean,
     callable_bandwidth,
     lifted_attention_mean,
     torch_coefficients,
 )
-from ._backend import get_namespace, is_torch
 from ._validation import check_bandwidth, check_real_array
 from .paths import OTPath
 

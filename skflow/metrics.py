@@ -20,7 +20,6 @@ nw_weight_correlation
 from __future__ import annotations
 
 import math
-import sys
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,6 +29,8 @@ from typing import Any
 import numpy as np
 from scipy.spatial.distance import pdist
 from scipy.stats import rankdata
+
+from ._array import is_torch, to_numpy
 
 __all__ = [
     "MMDTestResult",
@@ -52,12 +53,6 @@ _PROB_ATOL = 1e-6
 # --------------------------------------------------------------------------------------------
 # input helpers
 # --------------------------------------------------------------------------------------------
-
-
-def _is_torch(x: Any) -> bool:
-    """Whether ``x`` is a ``torch.Tensor``, without importing torch."""
-    torch = sys.modules.get("torch")
-    return torch is not None and isinstance(x, torch.Tensor)
 
 
 def _numpy_2d(name: str, X: Any) -> np.ndarray:
@@ -124,7 +119,7 @@ def _validate_bandwidth(bandwidth: Any) -> tuple[str | tuple[float, ...], bool]:
                 f"floats, got {bandwidth!r}"
             )
         return "median", False
-    if _is_torch(bandwidth):
+    if is_torch(bandwidth):
         bandwidth = bandwidth.detach().cpu().numpy()
     if isinstance(bandwidth, np.ndarray) and bandwidth.ndim == 0:
         bandwidth = bandwidth.item()
@@ -172,7 +167,7 @@ def _median_heuristic(parts: Sequence[Any]) -> float:
     for p, size in zip(parts, sizes, strict=True):
         local = idx[(idx >= start) & (idx < start + size)] - start
         if local.size:
-            sub = p[local] if not _is_torch(p) else p[_torch_index(local, p)].cpu().numpy()
+            sub = p[local] if not is_torch(p) else p[_torch_index(local, p)].cpu().numpy()
             rows.append(np.asarray(sub, dtype=np.float64))
         start += size
     Z = np.concatenate(rows, axis=0)
@@ -207,7 +202,7 @@ def _kernel_sum(
     distances are set to exactly 0 (kernel value 1 per scale), or the diagonal is excluded.
     Works for NumPy arrays and Torch tensors alike.
     """
-    torch_mode = _is_torch(A)
+    torch_mode = is_torch(A)
     self_term = B is None
     if self_term:
         B, b_sq = A, a_sq
@@ -258,8 +253,8 @@ def _check_chunk_size(chunk_size: Any) -> int:
 
 def _prepare_pair(X: Any, Y: Any) -> tuple[Any, Any]:
     """Validate X and Y (NumPy or Torch) and return float64 copies of the same kind."""
-    if _is_torch(X) or _is_torch(Y):
-        device = X.device if _is_torch(X) else Y.device
+    if is_torch(X) or is_torch(Y):
+        device = X.device if is_torch(X) else Y.device
         Xv, Yv = _torch_2d("X", X, device), _torch_2d("Y", Y, device)
     else:
         Xv, Yv = _numpy_2d("X", X), _numpy_2d("Y", Y)
@@ -277,10 +272,10 @@ def _resolve_bandwidth(
                 "reference is only used by the median heuristic; pass bandwidth='median' "
                 "or drop reference"
             )
-        if _is_torch(Xv):
+        if is_torch(Xv):
             R = _torch_2d("reference", reference, Xv.device)
         else:
-            R = _numpy_2d("reference", _to_numpy(reference))
+            R = _numpy_2d("reference", to_numpy(reference))
         if R.shape[1] != Xv.shape[1]:
             raise ValueError(
                 f"reference has {R.shape[1]} features but X has {Xv.shape[1]} features"
@@ -303,7 +298,7 @@ def _exact_scale(*arrays: Any) -> float:
     top = 0.0
     for a in arrays:
         if a is not None and a.shape[0]:
-            top = max(top, float(a.abs().max()) if _is_torch(a) else float(np.max(np.abs(a))))
+            top = max(top, float(a.abs().max()) if is_torch(a) else float(np.max(np.abs(a))))
     if not (top > 0.0 and math.isfinite(top)):
         return 1.0
     return math.ldexp(1.0, math.frexp(top)[1] - 1)
@@ -335,10 +330,6 @@ def _inverse_two_h2(h: tuple[float, ...]) -> tuple[float, ...]:
     overflows still gives the limit kernel (1 at distance 0, 0 elsewhere), not NaN."""
     dens = (2.0 * hh * hh for hh in h)
     return tuple(min(1e300, 1.0 / den) if den > 0.0 else 1e300 for den in dens)
-
-
-def _to_numpy(a: Any) -> Any:
-    return a.detach().cpu().numpy() if _is_torch(a) else a
 
 
 def _bandwidth_out(h: tuple[float, ...], is_sequence: bool) -> float | tuple[float, ...]:
@@ -456,8 +447,8 @@ def mmd2(
     if reference is not None and bw == "median":
         reference = (
             _torch_2d("reference", reference, Xv.device)
-            if _is_torch(Xv)
-            else _numpy_2d("reference", _to_numpy(reference))
+            if is_torch(Xv)
+            else _numpy_2d("reference", to_numpy(reference))
         )
     # Exact rescaling (power of two): squared distances of huge or tiny inputs stay finite.
     c = _exact_scale(Xv, Yv, reference if bw == "median" else None)
@@ -574,7 +565,7 @@ def mmd2_test(
     ):
         raise ValueError(f"n_permutations must be a positive integer, got {n_permutations!r}")
     bw, is_seq = _validate_bandwidth(bandwidth)
-    Xv, Yv = _prepare_pair(_to_numpy(X), _to_numpy(Y))
+    Xv, Yv = _prepare_pair(to_numpy(X), to_numpy(Y))
     n, m = Xv.shape[0], Yv.shape[0]
     for name, size in (("X", n), ("Y", m)):
         if size < 2:
@@ -674,7 +665,7 @@ def effective_sample_size(weights: Any) -> Any:
     >>> effective_sample_size(np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.0]]))
     array([1., 2.])
     """
-    if _is_torch(weights):
+    if is_torch(weights):
         import torch
 
         w = weights
@@ -756,7 +747,7 @@ class WeightCorrelation:
 
 
 def _corr_numpy(name: str, a: Any) -> np.ndarray:
-    if _is_torch(a):
+    if is_torch(a):
         a = a.detach().cpu().numpy()
     arr = np.asarray(a)
     if arr.dtype.kind not in "biuf":

@@ -22,7 +22,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from . import field as F
-from ._device import resolve_device
+from ._array import resolve_device
 from .paths import OTPath
 
 __all__ = ["FlowProjection", "nw_flow_matching_loss"]

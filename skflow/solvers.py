@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from ._backend import is_torch
+from ._array import is_torch
 
 __all__ = [
     "FIXED_STEP_METHODS",

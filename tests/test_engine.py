@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from skflow import field
-from skflow._device import AUTO_TORCH_MIN_SUPPORT, use_torch_backend
+from skflow._array import AUTO_TORCH_MIN_SUPPORT, use_torch_backend
 from skflow.field import (
     default_chunk_size,
     nw_effective_sample_size,

@@ -25,8 +25,6 @@ ROOT = Path(__file__).resolve().parents[1] / "skflow"
 LAYERS = (
     ("_validation", "helpers"),
     ("_array", "helpers"),
-    ("_backend", "helpers"),
-    ("_device", "helpers"),
     ("exceptions", "helpers"),
     ("paths", "paths"),
     ("tasks", "tasks"),

@@ -45,6 +45,8 @@ from sklearn.utils import check_random_state
 from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 from torch.overrides import TorchFunctionMode
 
+from .._array import to_numpy
+
 __all__ = ["AttentionRecord", "AttentionRecorder"]
 
 _SDPA = F.scaled_dot_product_attention
@@ -139,13 +141,6 @@ class AttentionRecord:
         with np.errstate(invalid="ignore"):
             e = np.exp(logits - top)
             return e / e.sum(axis=-1, keepdims=True)
-
-
-def _to_numpy(x: torch.Tensor) -> np.ndarray:
-    x = x.detach()
-    if x.dtype not in (torch.float32, torch.float64):
-        x = x.to(torch.float32)  # half/bfloat16 have no NumPy twin
-    return x.cpu().numpy()
 
 
 def _as_4d(x: torch.Tensor) -> torch.Tensor:
@@ -617,11 +612,11 @@ class AttentionRecorder:
             call=call,
             position=position,
             kind=kind,
-            q=_to_numpy(q[:, hi][:, :, ri]),
-            k=_to_numpy(pick(k)),
-            v=None if (v is None or not self.record_values) else _to_numpy(pick(v)),
+            q=to_numpy(q[:, hi][:, :, ri]),
+            k=to_numpy(pick(k)),
+            v=None if (v is None or not self.record_values) else to_numpy(pick(v)),
             scale=scale,
-            mask=None if mask is None else _to_numpy(mask[:, hi][:, :, ri]),
+            mask=None if mask is None else to_numpy(mask[:, hi][:, :, ri]),
             heads=np.asarray(heads),
             query_index=rows,
             n_heads=int(H),

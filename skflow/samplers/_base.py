@@ -16,6 +16,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
+from .._array import to_numpy
 from .._validation import check_finite_output
 from ..solvers import FIXED_STEP_METHODS, METHODS, integrate
 
@@ -83,9 +84,7 @@ class BaseFlowSampler(BaseEstimator):
         return a
 
     def _to_numpy(self, a: Any) -> np.ndarray:
-        if hasattr(a, "detach"):
-            return a.detach().cpu().numpy()
-        return np.asarray(a)
+        return to_numpy(a)
 
     def _field(self, support: Any):  # pragma: no cover - abstract
         raise NotImplementedError

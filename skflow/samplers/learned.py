@@ -10,7 +10,7 @@ import numpy as np
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
-from .._device import resolve_device
+from .._array import resolve_device
 from .._validation import check_int, check_real
 from ..paths import OTPath
 from ._base import BaseFlowSampler

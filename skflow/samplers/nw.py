@@ -12,7 +12,7 @@ from sklearn.base import clone
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .. import field as F
-from .._device import resolve_device, use_torch_backend
+from .._array import resolve_device, use_torch_backend
 from .._validation import (
     check_bandwidth,
     check_finite_output,
