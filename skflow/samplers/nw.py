@@ -177,7 +177,7 @@ class NWFlowSampler(BaseFlowSampler):
     backend : {"auto", "numpy", "torch"}, default="auto"
         Array library of the field and the solver. ``"auto"`` picks Torch on a CUDA device, and
         on CPU when the fitted support has at least 1024 points (fused attention wins there);
-        NumPy otherwise (see :func:`skflow._device.use_torch_backend`). Inputs and outputs are
+        NumPy otherwise (see :func:`skflow._array.use_torch_backend`). Inputs and outputs are
         NumPy arrays whatever the backend.
     device : {"cpu", "cuda", "auto"} or "cuda:N", default="cpu"
         Torch device (Torch backend only).
