@@ -78,15 +78,15 @@ from typing import Any
 
 import numpy as np
 
-from ._array import get_namespace, is_torch
-from ._attention import (
+from .._array import get_namespace, is_torch
+from .._attention import (
     bias_attention_mean,
     callable_bandwidth,
     lifted_attention_mean,
     torch_coefficients,
 )
-from ._validation import check_bandwidth, check_real_array
-from .paths import OTPath
+from .._validation import check_bandwidth, check_real_array
+from ..paths import OTPath
 
 __all__ = [
     "kernel_coefficients",
