@@ -93,7 +93,10 @@ def test_collapse_tiny_end_to_end(tmp_path):
 
 
 def test_attention_tiny_end_to_end(tmp_path):
-    res = attention.run("tiny", output_dir=tmp_path, random_state=0)
+    from skflow.experiments._io import RESULTS_PAGE
+
+    res = attention.run("tiny", output_dir=tmp_path, random_state=0, n_tasks=1)
+    assert res["config"]["n_eval_tasks"] == 1
     assert (tmp_path / "results.json").is_file() and (tmp_path / "attention.png").is_file()
     json.loads((tmp_path / "results.json").read_text())
 
@@ -118,18 +121,68 @@ def test_attention_tiny_end_to_end(tmp_path):
             for j in range(L * H)
         ]
         assert s["any_head_rising"] is any(rising)
+        # late in the flow float64 weights underflow to tied zeros; the logits do not
+        logit_med = np.asarray(model["trajectory"]["median_spearman"])
+        weight_med = np.asarray(model["trajectory_weights"]["median_spearman"])
+        assert np.abs(logit_med[-1] - weight_med[-1]).max() > 0.05
+
+    page = tmp_path / "docs" / "results.md"
+    page.parent.mkdir()
+    page.write_text(RESULTS_PAGE.read_text(encoding="utf-8"), encoding="utf-8")
+    attention.write_docs(res, "python -m skflow.experiments attention --preset tiny", path=page)
+    section = page.read_text(encoding="utf-8").split("<!-- attention:begin -->")[1]
+    section = section.split("<!-- attention:end -->")[0]
+    assert (
+        "`python -m skflow.experiments attention --preset tiny`" in section and "cores" in section
+    )
+    best = res["summary"]["no_head"]["best_median_per_t"]
+    assert (
+        "| no head: best head, own trajectories | " + " | ".join(f"{v:.2f}" for v in best)
+        in section
+    )
+    assert (page.parent / "_static" / "results" / "attention.png").is_file()
 
 
-def test_nw_log_weights_rank_like_weights():
-    """The log-weights used for the ranks are monotone in NWFlowSampler.weights."""
+def test_nw_logits_rank_like_weights():
+    """The logits ranked by the attention experiment are monotone in NWFlowSampler.weights."""
     from skflow import NWFlowSampler
+    from skflow.field import nw_logits
 
     rng = np.random.default_rng(0)
     S, X = rng.standard_normal((20, 3)), rng.standard_normal((7, 3))
     for t in (0.0, 0.3, 0.8):
         w = NWFlowSampler(sigma_min=0.01).fit(S).weights(X, t)
-        logw = attention._nw_log_weights(X, S, t, 0.01)
+        logw = nw_logits(X, S, t, sigma_min=0.01)
         ref = np.log(w)
         np.testing.assert_allclose(
             logw - logw.max(axis=1, keepdims=True), ref - ref.max(axis=1, keepdims=True), atol=1e-8
         )
+
+
+def test_cli_forwards_seeds_tasks_and_writes_docs(monkeypatch, tmp_path, capsys):
+    from skflow.experiments import geometry
+
+    calls, written = [], []
+
+    def fake_run(preset="quick", *, output_dir, n_jobs=None, random_state=0, **kw):
+        calls.append((preset, kw))
+        return {"summary": {"ok": 1.0}}
+
+    def fake_write(results, command, path=None):
+        written.append((results["summary"], command, path))
+        return tmp_path / "page.md"
+
+    monkeypatch.setattr(geometry, "run", fake_run)
+    monkeypatch.setattr(geometry, "write_docs", fake_write)
+    argv = ["geometry", "--quick", "--seeds", "3", "--n-tasks", "100", "--write-docs"]
+    assert cli.main(argv) == 0
+    assert calls == [("quick", {"seeds": 3, "n_tasks": 100})]
+    assert written == [({"ok": 1.0}, "python -m skflow.experiments " + " ".join(argv), None)]
+    assert cli.main(["geometry", "--preset", "tiny", "--docs-path", "x.md"]) == 0
+    assert calls[-1] == ("tiny", {}) and len(written) == 1  # no --write-docs: nothing written
+    assert "wrote its section" in capsys.readouterr().out
+
+
+def test_attention_runs_one_seed(tmp_path):
+    with pytest.raises(ValueError, match="runs one seed"):
+        attention.run("tiny", output_dir=tmp_path, seeds=3)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from skflow.experiments import geometry, scarcity
+from skflow.experiments._io import RESULTS_PAGE
 
 MODULES = [geometry, scarcity]
 
@@ -53,34 +54,77 @@ def _finite_tree(obj):
 def test_geometry_tiny_end_to_end(tmp_path):
     import torch
 
+    from skflow.experiments import protocol
+
     threads = torch.get_num_threads()
-    res = geometry.run("tiny", output_dir=tmp_path)
+    res = geometry.run("tiny", output_dir=tmp_path, seeds=2, n_tasks=4, random_state=3)
     assert torch.get_num_threads() == threads  # restored
-    assert (tmp_path / "results.json").is_file()
     assert (tmp_path / "geometry.png").stat().st_size > 10_000
     saved = json.loads((tmp_path / "results.json").read_text())
     assert saved["summary"] == json.loads(json.dumps(res["summary"]))
-    cfg = geometry.PRESETS["tiny"]
-    (d,) = cfg["n_features"]
-    summary = res["summary"][f"d={d}"]
-    assert set(summary["mmd2"]) == set(geometry.METHODS)
-    assert _finite_tree(summary)
-    assert summary["learned_iterations"] >= 1
+    assert res["seeds"] == [3, 4] and res["config"]["n_eval_tasks"] == 4
+    (d,) = geometry.PRESETS["tiny"]["n_features"]
     (per_dim,) = res["per_dimension"]
-    assert len(per_dim["per_task"]) == cfg["n_eval_tasks"]
-    # summaries recomputed from the per-task MMD^2 values and the tuning scores
-    for name in geometry.METHODS:
-        per_task = [row[name] for row in per_dim["per_task"]]
-        assert summary["mmd2"][name] == pytest.approx(np.mean(per_task), rel=1e-12)
-    mmd = summary["mmd2"]
-    ratio = mmd["plugin_isotropic"] / mmd["learned"]
-    assert summary["ratio_isotropic_over_learned"] == pytest.approx(ratio, rel=1e-12)
-    tuning = per_dim["tuning_mmd2"]
-    assert summary["tuned_sigma_min"] == min(cfg["sigma_min_grid"], key=lambda v: tuning[f"{v:g}"])
-    # n_eff of the isotropic plug-in lies in [1, m] and falls along the path
+    assert set(per_dim["per_task"]) == {*geometry.METHODS, "floor"}
+    assert all(t["reached_max_iter"] for t in per_dim["training"])
+    for conv in protocol.CONVENTIONS:
+        iso = np.asarray(per_dim["per_task"]["plugin_isotropic"][conv])
+        learned = np.asarray(per_dim["per_task"]["learned"][conv])
+        floor = np.asarray(per_dim["per_task"]["floor"][conv])
+        assert iso.shape == learned.shape == floor.shape == (2, 4)
+        summary = res["summary"][f"d={d}"][conv]
+        assert _finite_tree(summary)
+        # the headline recomputed from the stored per-task values
+        assert summary["ratio_isotropic_over_learned"] == pytest.approx(
+            iso.mean() / learned.mean(), rel=1e-12
+        )
+        lo, hi = summary["ratio_ci"]
+        assert lo <= summary["ratio_isotropic_over_learned"] <= hi
+        assert summary["noise_floor"] == protocol.noise_floor(floor)
+        # the floor is two samples of the same task: far below the plug-in's MMD²
+        assert abs(floor.mean()) < iso.mean()
+    # the conventions differ: the pooled bandwidth also sees the generated points
+    assert per_dim["per_task"]["learned"]["pooled"] != per_dim["per_task"]["learned"]["true"]
+    tuning = per_dim["tuning_mmd2"][0]
+    grid = geometry.PRESETS["tiny"]["sigma_min_grid"]
+    assert per_dim["tuned_sigma_min"][0] == min(grid, key=lambda v: tuning[f"{v:g}"])
     n_eff = per_dim["isotropic_n_eff_task0"]
-    assert all(1.0 - 1e-9 <= v <= cfg["n_support"] + 1e-9 for v in n_eff.values())
+    assert all(
+        1.0 - 1e-9 <= v <= geometry.PRESETS["tiny"]["n_support"] + 1e-9 for v in n_eff.values()
+    )
     assert n_eff["0.5"] >= n_eff["0.99"]
+
+    page = tmp_path / "docs" / "results.md"
+    page.parent.mkdir()
+    page.write_text(RESULTS_PAGE.read_text(encoding="utf-8"), encoding="utf-8")
+    geometry.write_docs(res, "python -m skflow.experiments geometry --preset tiny", path=page)
+    text = page.read_text(encoding="utf-8")
+    section = text.split("<!-- geometry:begin -->")[1].split("<!-- geometry:end -->")[0]
+    assert "`python -m skflow.experiments geometry --preset tiny`" in section
+    assert "seeds [3, 4], 4 held-out tasks per seed" in section and "cores" in section
+    assert f"{res['summary'][f'd={d}']['true']['ratio_isotropic_over_learned']:.3g} [" in section
+    assert "Not yet run" not in section and "Not yet run" in text  # other sections untouched
+    assert (page.parent / "_static" / "results" / "geometry.png").is_file()
+
+
+def test_geometry_rejects_bad_overrides(tmp_path):
+    with pytest.raises(ValueError, match="at least 1 seed and 2 tasks"):
+        geometry.run("tiny", output_dir=tmp_path / "out", n_tasks=1)
+    assert not (tmp_path / "out").exists()
+
+
+def test_write_docs_section_needs_its_markers(tmp_path):
+    from skflow.experiments._io import write_docs_section
+
+    page = tmp_path / "page.md"
+    page.write_text("# page\n<!-- geometry:begin -->\nold\n<!-- geometry:end -->\ntail\n")
+    write_docs_section("geometry", "new text", path=page)
+    assert (
+        page.read_text()
+        == "# page\n<!-- geometry:begin -->\nnew text\n<!-- geometry:end -->\ntail\n"
+    )
+    with pytest.raises(ValueError, match="exactly one <!-- scarcity:begin -->"):
+        write_docs_section("scarcity", "x", path=page)
 
 
 def test_scarcity_tiny_end_to_end(tmp_path):

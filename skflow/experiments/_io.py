@@ -77,3 +77,74 @@ def derive_seed(random_state: int, *keys: int) -> int:
 
 # Former names, kept until every experiment imports the public ones.
 _plain, _TorchThreads, _seed = to_plain, TorchThreads, derive_seed
+
+
+#: The page the experiments' ``--write-docs`` updates.
+RESULTS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "results.md"
+
+
+def machine_info() -> dict[str, Any]:
+    """Cores, load averages (1, 5, 15 min), platform, Torch version and thread count."""
+    import os
+    import platform
+
+    import torch
+
+    load = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
+    return {
+        "cpu_count": os.cpu_count(),
+        "load_average": load,
+        "platform": platform.platform(),
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "cuda": bool(torch.cuda.is_available()),
+    }
+
+
+def machine_line(start: dict[str, Any], end: dict[str, Any]) -> str:
+    """One sentence on the machine: cores and the load average at the start and the end."""
+
+    def load(info: dict) -> str:
+        values = info.get("load_average")
+        return "n/a" if values is None else " / ".join(f"{v:.2f}" for v in values)
+
+    return (
+        f"Machine: {start['cpu_count']} cores ({start['platform']}, Torch {start['torch']}); "
+        f"load average (1 / 5 / 15 min) {load(start)} at the start, {load(end)} at the end."
+    )
+
+
+def markers(name: str) -> tuple[str, str]:
+    """The begin and end markers of experiment ``name``'s section of the results page."""
+    return f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+
+
+def write_docs_section(
+    name: str, text: str, path: str | Path = RESULTS_PAGE, figure: str | Path | None = None
+) -> Path:
+    """Replace the block between ``name``'s markers in ``path`` by ``text``; returns the path.
+
+    With ``figure`` (a PNG of the run), the file is copied to ``_static/results/NAME.png``
+    beside the page and linked at the end of the section.
+
+    Raises
+    ------
+    ValueError
+        If the page lacks the markers (the section is never appended silently).
+    """
+    import re
+    import shutil
+
+    path = Path(path)
+    begin, end = markers(name)
+    doc = path.read_text(encoding="utf-8")
+    if doc.count(begin) != 1 or doc.count(end) != 1:
+        raise ValueError(f"{path} must contain exactly one {begin} ... {end} block.")
+    if figure is not None:
+        target = prepare_output(path.parent / "_static" / "results") / f"{name}.png"
+        shutil.copyfile(figure, target)
+        text = f"{text.strip()}\n\n![{name}: figure of this run](_static/results/{name}.png)"
+    block = f"{begin}\n{text.strip()}\n{end}"
+    doc = re.sub(re.escape(begin) + ".*?" + re.escape(end), lambda _: block, doc, flags=re.S)
+    path.write_text(doc, encoding="utf-8")
+    return path

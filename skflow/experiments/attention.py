@@ -45,8 +45,6 @@ go to ``output/experiments/attention/results.json`` and ``attention.png``.
 
 from __future__ import annotations
 
-import os
-import platform
 import time
 from pathlib import Path
 from typing import Any
@@ -54,13 +52,25 @@ from typing import Any
 import numpy as np
 
 from skflow import LearnedFlowSampler, NWFlowSampler
+from skflow.field import nw_logits
 from skflow.inspection import AttentionRecorder, attention_weights, nw_correspondence
 from skflow.metrics import nw_weight_correlation
+from skflow.paths import OTPath
 from skflow.tasks import GaussianMixtureTasks
 
-from ._io import TorchThreads, derive_seed, prepare_output, save_figure, to_plain, write_json
+from ._io import (
+    TorchThreads,
+    derive_seed,
+    machine_info,
+    machine_line,
+    prepare_output,
+    save_figure,
+    to_plain,
+    write_docs_section,
+    write_json,
+)
 
-__all__ = ["PRESETS", "run"]
+__all__ = ["PRESETS", "docs_section", "run", "write_docs"]
 
 #: Times of the comparison (the paper's "last step" is the last one).
 TIMES = (0.1, 0.3, 0.5, 0.7, 0.9, 0.99)
@@ -135,19 +145,6 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
-def _nw_log_weights(X: np.ndarray, S: np.ndarray, t: float, sigma_min: float) -> np.ndarray:
-    """NW log-weights up to a per-row constant: ``-||x - t s_i||^2 / (2 sigma_t^2)``.
-
-    A monotone function of the weights of ``NWFlowSampler(sigma_min=...).weights(X, t)`` in
-    every row, hence with the same ranks, but without the underflow of the weights to exact
-    zeros late in the flow (from ``t`` about 0.9 most weights of a 2-D support are 0.0 in
-    float64, and those ties cap any rank correlation).
-    """
-    sigma_t = 1.0 - (1.0 - sigma_min) * t
-    sq = np.sum((X[:, None, :] - t * S[None, :, :]) ** 2, axis=-1)
-    return -sq / (2.0 * sigma_t**2)
-
-
 #: The cross-attention modules of :class:`skflow.nn.CrossAttentionVelocity` (the exact NW
 #: head, which also calls SDPA, is left out).
 ATTENTION_MODULES = "blocks.*.attn"
@@ -180,86 +177,85 @@ def _inspector_rows(corr, n_layers: int, n_heads: int) -> tuple[np.ndarray, np.n
     return rows_lh.reshape(n_layers, n_heads, -1), disp_lh.reshape(n_layers, n_heads)
 
 
+def _correlations(att: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Row-wise Spearman of every (layer, head) of ``att`` (L, H, n, m) with ``w`` (n, m)."""
+    return np.stack(
+        [nw_weight_correlation(a, w, method="spearman").per_row for a in att]
+    )  # (L, H, n)
+
+
+def _task_job(model, S, X1, cfg: dict, random_state: int, b: int) -> dict:
+    """Correlations of one held-out task at every time: per variant (T, L, H, n)."""
+    sigma_min, times = cfg["sigma_min"], np.asarray(cfg["times"], dtype=float)
+    path, nw = OTPath(sigma_min), NWFlowSampler(sigma_min=sigma_min).fit(S)
+    grid, traj = model.sample_trajectories(
+        cfg["n_queries"], support=S, random_state=derive_seed(random_state, 3, b)
+    )
+    idx = np.abs(grid[None, :] - times[:, None]).argmin(axis=1)
+    x0 = np.random.default_rng(derive_seed(random_state, 4, b)).standard_normal(X1.shape)
+    per_key = {key: [] for key in VARIANTS}
+    inspector = {"rho": [], "dispersion": []}
+    for k, t in enumerate(times):
+        queries = {
+            "trajectory": (traj[idx[k]], float(grid[idx[k]])),
+            "conditional": (path.sample_xt(x0, X1, t), float(t)),
+        }
+        for mode, (X, tt) in queries.items():
+            att, corr = _recorded_attention(model, X, tt, S)  # (L, H, n, m)
+            if mode == "trajectory":
+                r, disp = _inspector_rows(corr, *att.shape[:2])
+                inspector["rho"].append(r)
+                inspector["dispersion"].append(disp)
+            # the logits rank like the weights but never underflow to tied zeros
+            logits = nw_logits(X, S, tt, sigma_min=sigma_min)
+            per_key[mode].append(_correlations(att, logits))
+            per_key[f"{mode}_weights"].append(_correlations(att, nw.weights(X, tt)))
+    return {
+        "rho": {key: np.stack(v) for key, v in per_key.items()},
+        "inspector": {key: np.stack(v) for key, v in inspector.items()},
+        "times_trajectory": grid[idx],
+    }
+
+
 def _model_job(exact_head: bool, cfg: dict, random_state: int) -> dict:
     """Train one model, then correlate its attention with NW weights on held-out tasks.
 
     Returns per mode an array ``rho`` of shape (T, n_layers, n_heads, n_rows) of row-wise
     Spearman correlations (rows of all held-out tasks), and the times actually used.
     """
-    d, m = cfg["n_features"], cfg["n_support"]
-    sigma_min = cfg["sigma_min"]
-    tasks = GaussianMixtureTasks(n_features=d)
+    tasks = GaussianMixtureTasks(n_features=cfg["n_features"])
     params = {
         **cfg["learned"],
         "exact_head": exact_head,
-        "sigma_min": sigma_min,
-        "support_size": m,
+        "sigma_min": cfg["sigma_min"],
+        "support_size": cfg["n_support"],
         "max_time": cfg["max_time"],
         "random_state": derive_seed(random_state, 1),  # the same seed for both models
     }
-    times = np.asarray(cfg["times"], dtype=float)
-    n_q = cfg["n_queries"]
     with TorchThreads(cfg["torch_threads"]):
         model = LearnedFlowSampler(**params)
         t0 = time.perf_counter()
         model.fit(tasks)
         train_seconds = time.perf_counter() - t0
-
         t0 = time.perf_counter()
         supports, truths = tasks.sample_tasks(
-            cfg["n_eval_tasks"], m, n_q, random_state=derive_seed(random_state, 2)
+            cfg["n_eval_tasks"],
+            cfg["n_support"],
+            cfg["n_queries"],
+            random_state=derive_seed(random_state, 2),
         )
-        nw = NWFlowSampler(sigma_min=sigma_min)
-        rho = {key: [] for key in VARIANTS}  # per task: (T, L, H, n)
-        inspector = {"rho": [], "dispersion": []}  # per task: (T, L, H, n) and (T, L, H)
-        grid = None
-        for b, (S, X1) in enumerate(zip(supports, truths, strict=True)):
-            nw.fit(S)
-            grid, traj = model.sample_trajectories(
-                n_q, support=S, random_state=derive_seed(random_state, 3, b)
-            )
-            idx = np.abs(grid[None, :] - times[:, None]).argmin(axis=1)
-            x0 = np.random.default_rng(derive_seed(random_state, 4, b)).standard_normal(X1.shape)
-            per_key = {key: [] for key in VARIANTS}
-            per_t_inspector = {"rho": [], "dispersion": []}
-            for k, t in enumerate(times):
-                t_traj = float(grid[idx[k]])
-                sigma_t = 1.0 - (1.0 - sigma_min) * t
-                queries = {
-                    "trajectory": (traj[idx[k]], t_traj),
-                    "conditional": (t * X1 + sigma_t * x0, float(t)),
-                }
-                for mode, (X, tt) in queries.items():
-                    att, corr = _recorded_attention(model, X, tt, S)  # (L, H, n, m)
-                    if mode == "trajectory":
-                        r, disp = _inspector_rows(corr, *att.shape[:2])
-                        per_t_inspector["rho"].append(r)
-                        per_t_inspector["dispersion"].append(disp)
-                    targets = {
-                        mode: _nw_log_weights(X, S, tt, sigma_min),
-                        f"{mode}_weights": nw.weights(X, tt),  # (n, m)
-                    }
-                    for key, w in targets.items():
-                        per_key[key].append(
-                            np.stack(
-                                [
-                                    nw_weight_correlation(att[layer], w, method="spearman").per_row
-                                    for layer in range(att.shape[0])
-                                ]
-                            )
-                        )  # (L, H, n)
-            for key in VARIANTS:
-                rho[key].append(np.stack(per_key[key]))  # (T, L, H, n)
-            for key in inspector:
-                inspector[key].append(np.stack(per_t_inspector[key]))
+        per_task = [
+            _task_job(model, S, X1, cfg, random_state, b)
+            for b, (S, X1) in enumerate(zip(supports, truths, strict=True))
+        ]
         eval_seconds = time.perf_counter() - t0
     tail = max(1, min(100, len(model.loss_curve_) // 5))
     return {
         "exact_head": exact_head,
-        "rho": {key: np.concatenate(rho[key], axis=-1) for key in VARIANTS},
-        "inspector_rho": np.concatenate(inspector["rho"], axis=-1),  # (T, L, H, rows)
-        "inspector_dispersion": np.mean(inspector["dispersion"], axis=0),  # (T, L, H)
-        "times_trajectory": grid[idx],
+        "rho": {k: np.concatenate([p["rho"][k] for p in per_task], axis=-1) for k in VARIANTS},
+        "inspector_rho": np.concatenate([p["inspector"]["rho"] for p in per_task], axis=-1),
+        "inspector_dispersion": np.mean([p["inspector"]["dispersion"] for p in per_task], axis=0),
+        "times_trajectory": per_task[-1]["times_trajectory"],
         "train_iterations": int(model.n_iter_),
         "train_seconds": train_seconds,
         "final_loss": float(np.mean(model.loss_curve_[-tail:])),
@@ -377,6 +373,8 @@ def run(
     output_dir: str | Path = "output/experiments/attention",
     n_jobs: int | None = None,
     random_state: int = 0,
+    seeds: int | None = None,
+    n_tasks: int | None = None,
 ) -> dict:
     """Run the attention-vs-NW experiment and write ``results.json`` and ``attention.png``.
 
@@ -395,6 +393,11 @@ def run(
         in this process. Under ``joblib.parallel_config(backend="dask")`` they run on Dask.
     random_state : int, default=0
         Seed of the training, the held-out tasks and all noise.
+    seeds : int, optional
+        Number of training seeds; this experiment runs one (it compares weights, not
+        samplers), so only ``None`` or 1 is accepted.
+    n_tasks : int, optional
+        Held-out tasks (default: the preset's ``n_eval_tasks``).
 
     Returns
     -------
@@ -419,10 +422,15 @@ def run(
 
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)}.")
-    cfg = PRESETS[preset]
+    if seeds not in (None, 1):
+        raise ValueError(f"the attention experiment runs one seed, got seeds={seeds!r}.")
+    cfg = dict(PRESETS[preset])
+    if n_tasks is not None:
+        cfg["n_eval_tasks"] = int(n_tasks)
     out_dir = prepare_output(output_dir)
     seed = int(random_state)
     times = np.asarray(cfg["times"], dtype=float)
+    machine_start = machine_info()
 
     t_start = time.perf_counter()
     with TorchThreads(cfg["torch_threads"]):
@@ -465,21 +473,77 @@ def run(
         "random_state": seed,
         "config": config,
         "models": models,
-        "machine": _machine(),
+        "machine": {"start": machine_start, "end": machine_info()},
         "summary": to_plain(summary),  # plain Python: printable as JSON
     }
-    _plot(results, out_dir)
+    results["figure"] = _plot(results, out_dir).name
+    results["output_dir"] = str(out_dir)
     write_json(results, out_dir)
     return results
 
 
-def _machine() -> dict:
-    import torch
+def _docs_table(results: dict) -> str:
+    times = results["summary"]["times"]
+    rows = [
+        "| median Spearman (attention vs NW log-weights) at t = | "
+        + " | ".join(f"{t:g}" for t in times)
+        + " |",
+        "|---|" + "---|" * len(times),
+    ]
+    for name, label in (("no_head", "no head"), ("exact_head", "exact head")):
+        if name not in results["summary"]:
+            continue
+        s = results["summary"][name]
+        for key, what in (
+            ("best_median_per_t", "best head, own trajectories"),
+            ("conditional_best_median_per_t", "best head, conditional path"),
+            ("weights_best_median_per_t", "best head vs float64 weights"),
+        ):
+            rows.append(f"| {label}: {what} | " + " | ".join(f"{v:.2f}" for v in s[key]) + " |")
+    return "\n".join(rows)
 
-    return {
-        "platform": platform.platform(),
-        "cpu_count": os.cpu_count(),
-        "load_average_1min": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
-        "torch": torch.__version__,
-        "cuda": bool(torch.cuda.is_available()),
-    }
+
+def docs_section(results: dict, command: str) -> str:
+    """The Markdown of this experiment's section of ``docs/results.md``.
+
+    Parameters
+    ----------
+    results : dict
+        The output of :func:`run`.
+    command : str
+        The exact command line that produced ``results``.
+
+    Returns
+    -------
+    text : str
+    """
+    cfg, s = results["config"], results["summary"]
+    its = {name: s[name]["train_iterations"] for name in ("no_head", "exact_head") if name in s}
+    rising = {name: s[name]["any_head_rising"] for name in its}
+    return "\n".join(
+        [
+            f"Command (from the repository root): `{command}`",
+            "",
+            f"Preset `{results['preset']}`: seed {results['random_state']} (one training per "
+            f"model), GMM tasks d = {cfg['n_features']}, m = {cfg['n_support']}, "
+            f"{cfg['n_eval_tasks']} held-out tasks x {cfg['n_queries']} queries; training "
+            f"iterations {its} (max_iter {cfg['learned'].get('max_iter', 'default')}, guard "
+            f"{cfg['max_time']} s). Wall time {s['wall_seconds']:.0f} s.",
+            "",
+            machine_line(results["machine"]["start"], results["machine"]["end"]),
+            "",
+            "Paper: Spearman 0.89 at the last step (IP-Adapter).",
+            "",
+            _docs_table(results),
+            "",
+            f"A head whose median rises with t (higher at the last t than the first, positive "
+            f"trend): {rising}. One seed: no interval is claimed.",
+        ]
+    )
+
+
+def write_docs(results: dict, command: str, path: str | Path | None = None) -> Path:
+    """Write :func:`docs_section` between the ``attention`` markers of the results page."""
+    kwargs = {} if path is None else {"path": path}
+    figure = Path(results["output_dir"]) / results["figure"]
+    return write_docs_section("attention", docs_section(results, command), figure=figure, **kwargs)

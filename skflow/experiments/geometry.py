@@ -17,22 +17,21 @@ This module measures, on held-out tasks of :class:`skflow.tasks.SphericalShellTa
   covariance is nearly isotropic, so neither PCA nor a Mahalanobis shape can find the radial
   direction (they are reported anyway),
 * ``plugin_tuned``: the isotropic field with ``sigma_min`` chosen on separate *training* tasks
-  (a grid, the best mean MMD²); a fair kernel-smoothing baseline with a KDE bandwidth that is
-  not tiny,
+  (a grid, the best mean MMD²),
 * ``learned``: :class:`skflow.LearnedFlowSampler` trained on the shell meta-distribution.
 
-All samplers use the same ODE solver and number of steps. MMD² uses a Gaussian kernel with the
-median heuristic computed from the true points (``mmd2(gen, true, reference=true)``). Ratios
-are ``MMD²(plugin_isotropic) / MMD²(method)``.
+Every number follows :mod:`skflow.experiments.protocol`: ``n_seeds`` training seeds (each
+with its own held-out tasks), ``n_eval_tasks`` tasks per seed, both median-heuristic
+conventions, the noise floor (two independent true samples of each task), and 95 % bootstrap
+intervals of the ratio ``MMD²(plugin_isotropic) / MMD²(method)`` paired over tasks. All
+samplers use the same ODE solver and number of steps.
 
-Run it with ``python -m skflow.experiments geometry --quick`` (or ``--full``), or call
-:func:`run`.
+Run it with ``python -m skflow.experiments geometry --quick`` (add ``--write-docs`` to update
+``docs/results.md``), or call :func:`run`.
 """
 
 from __future__ import annotations
 
-import os
-import platform
 import time
 from pathlib import Path
 from typing import Any
@@ -42,56 +41,79 @@ from joblib import Parallel, delayed
 from sklearn.decomposition import PCA
 
 from skflow import LearnedFlowSampler, NWFlowSampler
-from skflow.metrics import mmd2
+from skflow.paths import OTPath
 from skflow.tasks import SphericalShellTasks
 
-from ._io import prepare_output, save_figure, write_json
+from ._io import (
+    derive_seed,
+    machine_info,
+    machine_line,
+    prepare_output,
+    save_figure,
+    to_plain,
+    write_docs_section,
+    write_json,
+)
+from .protocol import (
+    CONVENTIONS,
+    claims,
+    compare_to_baseline,
+    markdown_table,
+    paired_comparison,
+    scores_both_conventions,
+)
 
-__all__ = ["PRESETS", "run"]
+__all__ = ["METHODS", "PAPER_RATIO", "PRESETS", "docs_section", "run", "write_docs"]
+
+_TINY_MODEL = {
+    "d_model": 32,
+    "n_heads": 4,
+    "n_layers": 1,
+    "batch_tasks": 16,
+    "n_targets": 64,
+    "max_iter": 150,
+    "warmup": 20,
+}
 
 #: Presets of :func:`run`. ``learned`` holds :class:`~skflow.LearnedFlowSampler` parameters
 #: (``None``: the paper's configuration, ``LearnedFlowSampler.paper_config()``); ``max_time``
-#: caps its training (seconds of wall clock); ``torch_threads`` is the number of Torch threads
-#: during the run (``None``: Torch's choice).
+#: is a wall-clock guard on each training (a run that reaches ``max_iter`` first is
+#: reproducible bit for bit); ``torch_threads`` is the number of Torch threads during the run.
 PRESETS: dict[str, dict[str, Any]] = {
     "tiny": {
         "n_features": (4,),
         "n_support": 20,
-        "n_eval_tasks": 6,
-        "n_points": 150,
-        "n_tune_tasks": 4,
-        "sigma_min_grid": (0.01, 0.1, 0.3),
-        "n_steps": 20,
-        "learned": {
-            "d_model": 32,
-            "n_heads": 4,
-            "n_layers": 1,
-            "batch_tasks": 16,
-            "n_targets": 64,
-            "max_iter": 300,
-            "warmup": 20,
-        },
+        "n_seeds": 3,
+        "n_eval_tasks": 5,
+        "n_points": 100,
+        "n_tune_tasks": 3,
+        "sigma_min_grid": (0.01, 0.3),
+        "n_steps": 10,
+        "learned": _TINY_MODEL,
         "max_time": 60.0,
         "device": "cpu",
         "torch_threads": 1,
     },
+    # the headline: 3 seeds x 100 held-out tasks, default model, <= 5 CPU minutes per training
     "quick": {
         "n_features": (8,),
         "n_support": 50,
-        "n_eval_tasks": 20,
+        "n_seeds": 3,
+        "n_eval_tasks": 100,
         "n_points": 500,
         "n_tune_tasks": 8,
         "sigma_min_grid": (0.01, 0.03, 0.1, 0.2, 0.3, 0.5),
         "n_steps": 100,
         "learned": {},  # LearnedFlowSampler defaults: d_model 64, 2 layers, 2000 iterations
-        "max_time": 180.0,
+        "max_time": 300.0,
         "device": "cpu",
         "torch_threads": 1,
     },
     "full": {
         "n_features": (8, 16),
         "n_support": 50,
-        "n_eval_tasks": 50,
+        "n_seeds": 3,
+        "n_eval_tasks": 200,
         "n_points": 1000,
         "n_tune_tasks": 16,
         "sigma_min_grid": (0.01, 0.03, 0.1, 0.2, 0.3, 0.5),
@@ -103,9 +125,11 @@ PRESETS: dict[str, dict[str, Any]] = {
     },
 }
 
-#: Plug-in methods (name -> NWFlowSampler keyword arguments, without sigma_min).
 _PLUGINS = ("plugin_isotropic", "plugin_diagonal", "plugin_mahalanobis", "plugin_pca")
+#: Methods compared; every ratio is relative to ``plugin_isotropic``.
 METHODS = (*_PLUGINS, "plugin_tuned", "learned")
+#: The paper's ratio MMD²(isotropic plug-in) / MMD²(learned) on shells.
+PAPER_RATIO = 11.0
 _SIGMA_MIN = 0.01
 
 
@@ -121,42 +145,34 @@ def _plugin(method: str, d: int, sigma_min: float, n_steps: int, solver: str) ->
     return NWFlowSampler(**kw)
 
 
-def _eval_plugins(
-    support: np.ndarray,
-    true: np.ndarray,
-    methods: dict[str, float],
-    n_steps: int,
-    solver: str,
-    seed: int,
-) -> dict[str, float]:
-    """MMD² of each plug-in method on one task (``methods``: name -> sigma_min)."""
-    d = support.shape[1]
+def _eval_plugins(support, true, methods, n_steps, solver, seed) -> dict[str, dict[str, float]]:
+    """Both-convention MMD² of each plug-in method on one task (``methods``: name -> sigma)."""
     out = {}
     for name, sigma_min in methods.items():
         base = "plugin_isotropic" if name.startswith("plugin_tuned") else name
-        sampler = _plugin(base, d, sigma_min, n_steps, solver).fit(support)
-        gen = sampler.sample(len(true), random_state=seed)
-        out[name] = mmd2(gen, true, reference=true)
+        sampler = _plugin(base, support.shape[1], sigma_min, n_steps, solver).fit(support)
+        out[name] = scores_both_conventions(sampler.sample(len(true), random_state=seed), true)
     return out
 
 
-def _tune_sigma_min(tasks, cfg, solver, n_jobs, random_state) -> tuple[float, dict[str, float]]:
-    """Pick the isotropic plug-in's sigma_min by mean MMD² on separate training tasks."""
+def _tune_sigma_min(tasks, cfg, solver, n_jobs, seed) -> tuple[float, dict[str, float]]:
+    """The isotropic plug-in's sigma_min: best mean MMD² (true-point bandwidth), training tasks."""
     grid = tuple(float(s) for s in cfg["sigma_min_grid"])
     supports, truths = tasks.sample_tasks(
-        cfg["n_tune_tasks"], cfg["n_support"], cfg["n_points"], random_state=20_000 + random_state
+        cfg["n_tune_tasks"], cfg["n_support"], cfg["n_points"], random_state=derive_seed(seed, 2)
     )
     methods = {f"plugin_tuned@{s:g}": s for s in grid}
     rows = Parallel(n_jobs=n_jobs)(
         delayed(_eval_plugins)(supports[b], truths[b], methods, cfg["n_steps"], solver, b)
         for b in range(len(supports))
     )
-    scores = {f"{s:g}": float(np.mean([r[f"plugin_tuned@{s:g}"] for r in rows])) for s in grid}
-    best = min(grid, key=lambda s: scores[f"{s:g}"])
-    return best, scores
+    scores = {
+        f"{s:g}": float(np.mean([r[f"plugin_tuned@{s:g}"]["true"] for r in rows])) for s in grid
+    }
+    return min(grid, key=lambda s: scores[f"{s:g}"]), scores
 
 
-def _learned_params(cfg: dict, random_state: int) -> dict[str, Any]:
+def _learned_params(cfg: dict, seed: int) -> dict[str, Any]:
     params = dict(LearnedFlowSampler.paper_config() if cfg["learned"] is None else cfg["learned"])
     params.setdefault("sigma_min", _SIGMA_MIN)
     params.update(
@@ -164,113 +180,143 @@ def _learned_params(cfg: dict, random_state: int) -> dict[str, Any]:
         n_steps=cfg["n_steps"],
         max_time=cfg["max_time"],
         device=cfg["device"],
-        random_state=random_state,
+        random_state=seed,
     )
     return params
 
 
-def _run_dimension(d: int, cfg: dict, n_jobs, random_state: int) -> dict[str, Any]:
-    """Train, tune and evaluate every method for one dimension."""
+def _train(tasks, cfg: dict, seed: int) -> tuple[LearnedFlowSampler, dict[str, Any]]:
+    """One learned model and its training record (iterations, seconds, reproducibility)."""
+    model = LearnedFlowSampler(**_learned_params(cfg, seed))
+    t0 = time.perf_counter()
+    model.fit(tasks)
+    seconds = time.perf_counter() - t0
+    return model, {
+        "seed": seed,
+        "n_iter": int(model.n_iter_),
+        "max_iter": int(model.max_iter),
+        "reached_max_iter": bool(model.n_iter_ == model.max_iter),
+        "train_seconds": round(seconds, 1),
+        "final_loss_mean_last_100": float(np.mean(model.loss_curve_[-100:])),
+    }
+
+
+def _held_out(tasks, cfg: dict, seed: int):
+    """Held-out supports, true points and an independent true sample (the noise floor)."""
+    n = cfg["n_points"]
+    S, Q = tasks.sample_tasks(cfg["n_eval_tasks"], cfg["n_support"], 2 * n, random_state=seed)
+    return S, Q[:, :n], Q[:, n:]
+
+
+def _run_seed(d: int, cfg: dict, n_jobs, seed: int) -> dict[str, Any]:
+    """Train, tune and evaluate every method for one dimension and one seed."""
     tasks = SphericalShellTasks(n_features=d)
-    m, n = cfg["n_support"], cfg["n_points"]
-
-    learned = LearnedFlowSampler(**_learned_params(cfg, random_state))
+    learned, train = _train(tasks, cfg, derive_seed(seed, 1, d))
     t0 = time.perf_counter()
-    learned.fit(tasks)
-    train_seconds = time.perf_counter() - t0
-    solver = learned.solver
-
-    t0 = time.perf_counter()
-    best_sigma, tune_scores = _tune_sigma_min(tasks, cfg, solver, n_jobs, random_state)
-    tune_seconds = time.perf_counter() - t0
-
-    # held-out tasks: an integer seed stream that neither training nor tuning uses
-    supports, truths = tasks.sample_tasks(
-        cfg["n_eval_tasks"], m, n, random_state=10_000 + random_state
-    )
-    t0 = time.perf_counter()
-    methods = {name: _SIGMA_MIN for name in _PLUGINS}
-    methods["plugin_tuned"] = best_sigma
+    best_sigma, tune_scores = _tune_sigma_min(tasks, cfg, learned.solver, n_jobs, seed)
+    supports, truths, floors = _held_out(tasks, cfg, derive_seed(seed, 3, d))
+    methods = {name: _SIGMA_MIN for name in _PLUGINS} | {"plugin_tuned": best_sigma}
     rows = Parallel(n_jobs=n_jobs)(
-        delayed(_eval_plugins)(supports[b], truths[b], methods, cfg["n_steps"], solver, b)
+        delayed(_eval_plugins)(
+            supports[b], truths[b], methods, cfg["n_steps"], learned.solver, derive_seed(seed, 4, b)
+        )
         for b in range(len(supports))
     )
-    generated = learned.sample_batch(n, supports, random_state=random_state)
+    generated = learned.sample_batch(cfg["n_points"], supports, random_state=derive_seed(seed, 5))
     for b, row in enumerate(rows):
-        row["learned"] = mmd2(generated[b], truths[b], reference=truths[b])
-    eval_seconds = time.perf_counter() - t0
-
-    # effective sample size of the isotropic plug-in along the path of the true points of
-    # task 0 (the paper: shells fail "despite a healthy n_eff")
-    iso = NWFlowSampler(sigma_min=_SIGMA_MIN).fit(supports[0])
-    rng = np.random.default_rng(random_state)
-    n_eff = {}
-    for t in (0.5, 0.9, 0.99):
-        sigma_t = 1.0 - (1.0 - _SIGMA_MIN) * t
-        x_t = t * truths[0] + sigma_t * rng.standard_normal(truths[0].shape)
-        n_eff[f"{t:g}"] = float(np.mean(iso.effective_sample_size(x_t, t)))
-
-    per_method = {k: np.array([r[k] for r in rows]) for k in METHODS}
-    k = len(rows)
-    mean = {name: float(v.mean()) for name, v in per_method.items()}
-    sem = {
-        name: float(v.std(ddof=1) / np.sqrt(k)) if k > 1 else 0.0 for name, v in per_method.items()
+        row["learned"] = scores_both_conventions(generated[b], truths[b])
+        row["floor"] = scores_both_conventions(floors[b], truths[b])
+    table = {
+        name: {c: np.array([r[name][c] for r in rows]) for c in CONVENTIONS}
+        for name in (*METHODS, "floor")
     }
-    ratio = {name: mean["plugin_isotropic"] / mean[name] for name in METHODS}
-    wins = {
-        name: int(np.sum(per_method[name] < per_method["plugin_isotropic"]))
+    return {
+        "seed": seed,
+        "table": table,
+        "tuned_sigma_min": best_sigma,
+        "tuning_mmd2": tune_scores,
+        "training": train,
+        "eval_seconds": round(time.perf_counter() - t0, 1),
+        "_figure": {"support": supports[0], "true": truths[0], "learned": generated[0]},
+    }
+
+
+def _neff_on_path(support: np.ndarray, true: np.ndarray, seed: int) -> dict[str, float]:
+    """Mean n_eff of the isotropic plug-in at noised true points (the paper: "healthy")."""
+    iso = NWFlowSampler(sigma_min=_SIGMA_MIN).fit(support)
+    path, rng = OTPath(_SIGMA_MIN), np.random.default_rng(seed)
+    out = {}
+    for t in (0.5, 0.9, 0.99):
+        x_t = path.sample_xt(rng.standard_normal(true.shape), true, t)
+        out[f"{t:g}"] = float(np.mean(iso.effective_sample_size(x_t, t)))
+    return out
+
+
+def _compare_dimension(d: int, per_seed: list[dict]) -> dict[str, Any]:
+    """Stack the seeds' per-task tables to (seeds, tasks) and apply the protocol."""
+    table = {
+        name: {c: np.stack([s["table"][name][c] for s in per_seed]) for c in CONVENTIONS}
+        for name in (*METHODS, "floor")
+    }
+    iso = table["plugin_isotropic"]
+    headline = compare_to_baseline(iso, table["learned"], table["floor"], paper_ratio=PAPER_RATIO)
+    variants = {
+        name: {c: paired_comparison(iso[c], table[name][c]) for c in CONVENTIONS}
         for name in METHODS
         if name != "plugin_isotropic"
     }
-    # figure material: task 0 generated by the isotropic plug-in and the learned model
-    gen_iso = _plugin("plugin_isotropic", d, _SIGMA_MIN, cfg["n_steps"], solver)
-    gen_iso = gen_iso.fit(supports[0]).sample(n, random_state=0)
     return {
         "n_features": d,
-        "mmd2_mean": mean,
-        "mmd2_sem": sem,
-        "ratio_isotropic_over": ratio,
-        "tasks_better_than_isotropic": wins,
-        "per_task": [{k_: float(v) for k_, v in r.items()} for r in rows],
-        "tuned_sigma_min": best_sigma,
-        "tuning_mmd2": tune_scores,
-        "isotropic_n_eff_task0": n_eff,
-        "learned": {
-            "n_iter": int(learned.n_iter_),
-            "final_loss_mean_last_100": float(np.mean(learned.loss_curve_[-100:])),
-            "params": {
-                k_: v for k_, v in learned.get_params().items() if k_ not in ("random_state",)
-            },
-        },
-        "seconds": {
-            "train": round(train_seconds, 1),
-            "tune": round(tune_seconds, 1),
-            "eval": round(eval_seconds, 1),
-        },
-        "_figure": {
-            "support": supports[0],
-            "true": truths[0],
-            "plugin_isotropic": gen_iso,
-            "learned": generated[0],
-        },
+        "learned_vs_isotropic": headline,
+        "vs_isotropic": variants,
+        "mmd2_mean": {n: {c: float(table[n][c].mean()) for c in CONVENTIONS} for n in table},
+        "per_task": {n: {c: table[n][c] for c in CONVENTIONS} for n in table},
+        "tuned_sigma_min": [s["tuned_sigma_min"] for s in per_seed],
+        "tuning_mmd2": [s["tuning_mmd2"] for s in per_seed],
+        "training": [s["training"] for s in per_seed],
+        "eval_seconds": [s["eval_seconds"] for s in per_seed],
     }
 
 
-def _plot(per_dim: list[dict], output_dir: Path) -> Path:
-    import matplotlib
+def _summary(per_dim: list[dict]) -> dict[str, Any]:
+    """Key numbers per dimension: the headline ratio per convention with its interval."""
+    out: dict[str, Any] = {}
+    for res in per_dim:
+        head = res["learned_vs_isotropic"]
+        out[f"d={res['n_features']}"] = {
+            conv: {
+                "ratio_isotropic_over_learned": head[conv]["ratio"],
+                "ratio_ci": head[conv]["ratio_ci"],
+                "ratio_per_seed": [s["ratio"] for s in head[conv]["per_seed"]],
+                "mmd2_isotropic": head[conv]["mean_a"],
+                "mmd2_learned": head[conv]["mean_b"],
+                "noise_floor": head[conv]["noise_floor"],
+                "learned_minus_floor_ci": head[conv]["challenger_minus_floor"]["ci"],
+                "ci_contains_paper": head[conv]["ratio_ci_contains_paper"],
+                # the issue's target: >= 10x, with the interval's lower end >= 5x
+                "target_met": bool(
+                    head[conv]["ratio"] >= 10.0 and head[conv]["ratio_ci"][0] >= 5.0
+                ),
+            }
+            for conv in CONVENTIONS
+        }
+        out[f"d={res['n_features']}"]["learned_all_reached_max_iter"] = all(
+            t["reached_max_iter"] for t in res["training"]
+        )
+    out["paper"] = f"isotropic plug-in {PAPER_RATIO:g}x worse (MMD²) than the learned model"
+    return out
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
-    ax = axes[0]
+def _plot_bars(ax, per_dim: list[dict]) -> None:
     width = 0.8 / len(per_dim)
     x = np.arange(len(METHODS))
     for i, res in enumerate(per_dim):
-        means = [res["mmd2_mean"][k] for k in METHODS]
-        sems = [res["mmd2_sem"][k] for k in METHODS]
+        values = [res["per_task"][k]["true"].ravel() for k in METHODS]
+        means = [v.mean() for v in values]
+        sems = [v.std(ddof=1) / np.sqrt(v.size) for v in values]
+        offset = (i - (len(per_dim) - 1) / 2) * width
         ax.bar(
-            x + (i - (len(per_dim) - 1) / 2) * width,
+            x + offset,
             np.maximum(means, 1e-6),
             width,
             yerr=sems,
@@ -278,46 +324,94 @@ def _plot(per_dim: list[dict], output_dir: Path) -> Path:
             label=f"d = {res['n_features']}",
         )
     ax.set_xticks(x)
-    ax.set_xticklabels([k.replace("plugin_", "plug-in\n") for k in METHODS], fontsize=8, rotation=0)
+    ax.set_xticklabels([k.replace("plugin_", "plug-in\n") for k in METHODS], fontsize=8)
     ax.set_yscale("log")
-    ax.set_ylabel("MMD² (mean ± sem over held-out tasks)")
+    ax.set_ylabel("MMD², true-point bandwidth (mean ± sem)")
     ax.set_title("Spherical shells: MMD² per method")
     ax.legend()
 
-    fig_data = per_dim[0]["_figure"]
-    d = per_dim[0]["n_features"]
-    ax = axes[1]
-    ax.scatter(*fig_data["true"][:, :2].T, s=4, c="0.6", label="true")
-    ax.scatter(*fig_data["learned"][:, :2].T, s=4, c="tab:blue", label="learned")
-    ax.scatter(
+
+def _plot_task(ax_task, ax_radius, fig_data: dict, d: int) -> None:
+    styles = {
+        "true": ("0.6", "true"),
+        "learned": ("tab:blue", "learned"),
+        "plugin_isotropic": ("tab:red", "plug-in (iso)"),
+    }
+    for key, (color, label) in styles.items():
+        ax_task.scatter(*fig_data[key][:, :2].T, s=4, c=color, label=label)
+    ax_task.scatter(
         *fig_data["support"][:, :2].T, s=40, facecolors="none", edgecolors="k", label="support"
     )
-    ax.scatter(*fig_data["plugin_isotropic"][:, :2].T, s=3, c="tab:red", label="plug-in (iso)")
-    ax.set_title(f"one held-out task (d = {d}): coordinates 1-2")
-    ax.set_aspect("equal")
-    ax.legend(fontsize=7, markerscale=2)
-
-    ax = axes[2]
+    ax_task.set_title(f"one held-out task (d = {d}): coordinates 1-2")
+    ax_task.set_aspect("equal")
+    ax_task.legend(fontsize=7, markerscale=2)
     radius = {k: np.linalg.norm(v, axis=1) for k, v in fig_data.items()}
     bins = np.linspace(0, max(r.max() for r in radius.values()) * 1.05, 60)
-    ax.hist(radius["true"], bins=bins, color="0.6", alpha=0.8, label="true")
-    ax.hist(
-        radius["plugin_isotropic"],
-        bins=bins,
-        histtype="step",
-        color="tab:red",
-        lw=1.5,
-        label="plug-in (iso)",
-    )
-    ax.hist(
-        radius["learned"], bins=bins, histtype="step", color="tab:blue", lw=1.5, label="learned"
-    )
-    ax.plot(radius["support"], np.zeros_like(radius["support"]), "k|", ms=12, label="support")
-    ax.set_xlabel("radius ‖x‖")
-    ax.set_title("same task: radii (the shells)")
-    ax.legend(fontsize=7)
+    ax_radius.hist(radius["true"], bins=bins, color="0.6", alpha=0.8, label="true")
+    for key in ("plugin_isotropic", "learned"):
+        color, label = styles[key]
+        ax_radius.hist(radius[key], bins=bins, histtype="step", color=color, lw=1.5, label=label)
+    ax_radius.plot(radius["support"], np.zeros_like(radius["support"]), "k|", ms=12)
+    ax_radius.set_xlabel("radius ‖x‖")
+    ax_radius.set_title("same task: radii (the shells)")
+    ax_radius.legend(fontsize=7)
+
+
+def _plot(per_dim: list[dict], fig_data: dict, output_dir: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    _plot_bars(axes[0], per_dim)
+    _plot_task(axes[1], axes[2], fig_data, per_dim[0]["n_features"])
     fig.tight_layout()
     return save_figure(fig, output_dir, "geometry.png")
+
+
+def _config(preset: str, seeds: int | None, n_tasks: int | None) -> dict[str, Any]:
+    """The preset with the command line's overrides, validated."""
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; expected one of {sorted(PRESETS)}.")
+    cfg = dict(PRESETS[preset])
+    if seeds is not None:
+        cfg["n_seeds"] = int(seeds)
+    if n_tasks is not None:
+        cfg["n_eval_tasks"] = int(n_tasks)
+    if cfg["n_seeds"] < 1 or cfg["n_eval_tasks"] < 2:
+        raise ValueError(
+            f"need at least 1 seed and 2 tasks, got {cfg['n_seeds']} and {cfg['n_eval_tasks']}."
+        )
+    if not all(0.0 < s < 1.0 for s in cfg["sigma_min_grid"]):
+        raise ValueError(f"sigma_min_grid values must lie in (0, 1), got {cfg['sigma_min_grid']}.")
+    return cfg
+
+
+def _measure(cfg: dict, n_jobs, seeds: list[int]) -> tuple[list[dict], dict]:
+    """Every dimension and seed under the preset's Torch thread count; figure data."""
+    import torch
+
+    threads_before = torch.get_num_threads()
+    if cfg["torch_threads"] is not None:
+        torch.set_num_threads(cfg["torch_threads"])
+    try:
+        per_dim, fig_data = [], None
+        for d in cfg["n_features"]:
+            per_seed = [_run_seed(d, cfg, n_jobs, s) for s in seeds]
+            per_dim.append(_compare_dimension(d, per_seed))
+            if fig_data is None:
+                fig_data = per_seed[0]["_figure"]
+                iso = _plugin("plugin_isotropic", d, _SIGMA_MIN, cfg["n_steps"], "heun")
+                fig_data["plugin_isotropic"] = iso.fit(fig_data["support"]).sample(
+                    cfg["n_points"], random_state=0
+                )
+                per_dim[-1]["isotropic_n_eff_task0"] = _neff_on_path(
+                    fig_data["support"], fig_data["true"], seeds[0]
+                )
+    finally:
+        torch.set_num_threads(threads_before)
+    return per_dim, fig_data
 
 
 def run(
@@ -326,102 +420,156 @@ def run(
     output_dir: str | Path = "output/experiments/geometry",
     n_jobs: int | None = None,
     random_state: int = 0,
+    seeds: int | None = None,
+    n_tasks: int | None = None,
 ) -> dict[str, Any]:
     """Run the geometric-mismatch experiment and write ``results.json`` and ``geometry.png``.
 
-    For every dimension of the preset: train a :class:`~skflow.LearnedFlowSampler` on
-    :class:`~skflow.tasks.SphericalShellTasks`, choose the ``sigma_min`` of the tuned isotropic
-    plug-in on separate training tasks, then compare all methods on held-out tasks (same
-    supports, same solver and steps; ``n_points`` generated vs ``n_points`` true points).
+    For every dimension of the preset and every seed: train a
+    :class:`~skflow.LearnedFlowSampler` on :class:`~skflow.tasks.SphericalShellTasks`, choose
+    the ``sigma_min`` of the tuned isotropic plug-in on separate training tasks, then score all
+    methods on that seed's held-out tasks (same supports, solver and steps; ``n_points``
+    generated vs ``n_points`` true points, and a second true sample for the noise floor).
 
     Parameters
     ----------
     preset : {"tiny", "quick", "full"}, default="quick"
-        Size of the run (see :data:`PRESETS`). ``"quick"`` takes a few minutes on a CPU;
-        ``"full"`` uses the paper's model configuration and is meant for a GPU.
+        Size of the run (see :data:`PRESETS`). ``"quick"`` is the headline (3 seeds x 100
+        tasks, CPU); ``"full"`` uses the paper's model configuration and is meant for a GPU.
     output_dir : str or Path, default="output/experiments/geometry"
         Folder of ``results.json`` and ``geometry.png`` (created if needed).
     n_jobs : int or None, default=None
-        joblib workers for the plug-in evaluations (one task per job); ``None`` means 1 unless
-        inside a :func:`joblib.parallel_config` context (e.g. the Dask backend).
+        joblib workers for the plug-in evaluations (one task per job).
     random_state : int, default=0
-        Seeds training, tasks and sampling. With a wall-clock ``max_time`` cap the learned
-        model's number of iterations depends on the machine's speed.
+        First seed; the seeds are ``random_state, random_state + 1, ...``. Each seeds its
+        model's training, its tuning and held-out tasks and all sampling noise.
+    seeds : int, optional
+        Number of seeds (default: the preset's ``n_seeds``).
+    n_tasks : int, optional
+        Held-out tasks per seed (default: the preset's ``n_eval_tasks``).
 
     Returns
     -------
     results : dict
-        ``summary`` (the key numbers per dimension: mean MMD² per method, ratios to the
-        isotropic plug-in, whether the 3x target is met), ``per_dimension`` (all numbers,
-        per-task values), ``config``, ``seconds`` and ``machine``; also written to
-        ``output_dir/results.json``.
+        ``summary`` (per dimension and median convention: the ratio isotropic / learned with
+        its 95 % interval, per-seed ratios, noise floor, whether the paper's 11x lies in the
+        interval), ``per_dimension`` (the protocol's full output, per-task values, training
+        records), ``config``, ``seconds``, ``machine`` and ``command``-independent settings;
+        also written to ``output_dir/results.json``.
 
     Examples
     --------
     >>> from skflow.experiments import geometry
-    >>> sorted(geometry.PRESETS), geometry.PRESETS["quick"]["n_features"]
-    (['full', 'quick', 'tiny'], (8,))
+    >>> sorted(geometry.PRESETS), geometry.PRESETS["quick"]["n_eval_tasks"]
+    (['full', 'quick', 'tiny'], 100)
     >>> res = geometry.run("tiny", output_dir="out/geometry")  # doctest: +SKIP
-    >>> res["summary"]["d=4"]["ratio_isotropic_over_learned"]  # doctest: +SKIP
+    >>> res["summary"]["d=4"]["true"]["ratio_ci"]  # doctest: +SKIP
     """
-    if preset not in PRESETS:
-        raise ValueError(f"unknown preset {preset!r}; expected one of {sorted(PRESETS)}.")
-    cfg = PRESETS[preset]
-    if not all(0.0 < s < 1.0 for s in cfg["sigma_min_grid"]):
-        raise ValueError(f"sigma_min_grid values must lie in (0, 1), got {cfg['sigma_min_grid']}.")
+    cfg = _config(preset, seeds, n_tasks)
     out = prepare_output(output_dir)
-    start = time.perf_counter()
-
-    import torch
-
-    threads_before = torch.get_num_threads()
-    if cfg["torch_threads"] is not None:
-        torch.set_num_threads(cfg["torch_threads"])
-    try:
-        per_dim = [_run_dimension(d, cfg, n_jobs, random_state) for d in cfg["n_features"]]
-        threads_used = torch.get_num_threads()
-    finally:
-        torch.set_num_threads(threads_before)
-
-    figure = _plot(per_dim, out)
-    summary: dict[str, Any] = {}
-    for res in per_dim:
-        ratios = res["ratio_isotropic_over"]
-        best = max((k for k in METHODS if k != "plugin_isotropic"), key=lambda k: ratios[k])
-        summary[f"d={res['n_features']}"] = {
-            "mmd2": {k: res["mmd2_mean"][k] for k in METHODS},
-            "mmd2_sem": {k: res["mmd2_sem"][k] for k in METHODS},
-            "ratio_isotropic_over_learned": ratios["learned"],
-            "ratio_isotropic_over_mahalanobis": ratios["plugin_mahalanobis"],
-            "ratio_isotropic_over_pca": ratios["plugin_pca"],
-            "ratio_isotropic_over_tuned": ratios["plugin_tuned"],
-            "ratio_tuned_over_learned": res["mmd2_mean"]["plugin_tuned"]
-            / res["mmd2_mean"]["learned"],
-            "best_method": best,
-            "tuned_sigma_min": res["tuned_sigma_min"],
-            "learned_iterations": res["learned"]["n_iter"],
-            "target_3x_met": bool(
-                max(ratios["learned"], ratios["plugin_mahalanobis"], ratios["plugin_pca"]) >= 3.0
-            ),
-        }
+    machine_start, start = machine_info(), time.perf_counter()
+    seed_list = [int(random_state) + k for k in range(cfg["n_seeds"])]
+    per_dim, fig_data = _measure(cfg, n_jobs, seed_list)
+    figure = _plot(per_dim, fig_data, out)
     wall = time.perf_counter() - start
-    summary["paper"] = "isotropic plug-in 11x worse (MMD²) than the learned model"
-    summary["wall_seconds"] = round(wall, 1)
     results = {
         "experiment": "geometry",
         "preset": preset,
-        "random_state": random_state,
-        "summary": summary,
-        "config": {k: v for k, v in cfg.items()},
-        "per_dimension": [{k: v for k, v in r.items() if k != "_figure"} for r in per_dim],
+        "seeds": seed_list,
+        "summary": _summary(per_dim) | {"wall_seconds": round(wall, 1)},
+        "config": cfg,
+        "per_dimension": per_dim,
         "seconds": {"total": round(wall, 1)},
         "figure": figure.name,
-        "machine": {
-            "torch_threads": threads_used,
-            "load_average_1min": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
-            "platform": platform.platform(),
-            "cpu_count": os.cpu_count(),
-        },
+        "output_dir": str(out),
+        "machine": {"start": machine_start, "end": machine_info()},
     }
+    results = to_plain(results)
     write_json(results, out)
     return results
+
+
+def _budget_line(res: dict, cfg: dict) -> str:
+    runs = res["training"]
+    its = ", ".join(str(t["n_iter"]) for t in runs)
+    secs = ", ".join(f"{t['train_seconds']:.0f}" for t in runs)
+    reached = all(t["reached_max_iter"] for t in runs)
+    tail = (
+        "every training reached `max_iter` before the guard: reproducible bit for bit"
+        if reached
+        else "**a training stopped at the wall-clock guard: not reproducible bit for bit**"
+    )
+    return (
+        f"Training per model: {its} iterations in {secs} s (max_iter "
+        f"{runs[0]['max_iter']}, guard {cfg['max_time']} s); {tail}."
+    )
+
+
+def _variants_table(res: dict) -> str:
+    rows = [
+        "| method | MMD² (true-point bandwidth) | isotropic / method [95 % CI], true points "
+        "| isotropic / method [95 % CI], pooled |",
+        "|---|---|---|---|",
+    ]
+    for name, comp in res["vs_isotropic"].items():
+        cells = [
+            f"{comp[c]['ratio']:.3g} [{comp[c]['ratio_ci'][0]:.3g}, {comp[c]['ratio_ci'][1]:.3g}]"
+            for c in ("true", "pooled")
+        ]
+        rows.append(f"| `{name}` | {comp['true']['mean_b']:.3g} | {cells[0]} | {cells[1]} |")
+    return "\n".join(rows)
+
+
+def docs_section(results: dict, command: str) -> str:
+    """The Markdown of this experiment's section of ``docs/results.md``.
+
+    Parameters
+    ----------
+    results : dict
+        The output of :func:`run`.
+    command : str
+        The exact command line that produced ``results``.
+
+    Returns
+    -------
+    text : str
+    """
+    cfg = results["config"]
+    parts = [
+        f"Command (from the repository root): `{command}`",
+        "",
+        f"Preset `{results['preset']}`: seeds {results['seeds']}, {cfg['n_eval_tasks']} "
+        f"held-out tasks per seed, m = {cfg['n_support']} support points, {cfg['n_points']} "
+        f"generated vs {cfg['n_points']} true points per task (and {cfg['n_points']} more true "
+        f"points for the noise floor), {cfg['n_steps']} Heun steps, sigma_min = {_SIGMA_MIN}. "
+        f"Wall time {results['seconds']['total']:.0f} s.",
+        "",
+        machine_line(results["machine"]["start"], results["machine"]["end"]),
+    ]
+    for res in results["per_dimension"]:
+        d = res["n_features"]
+        head = res["learned_vs_isotropic"]
+        parts += [
+            "",
+            f"**d = {d}: learned vs isotropic plug-in** (paper: {PAPER_RATIO:g}x). Intervals: "
+            "95 % bootstrap over tasks, stratified by seed (2000 replicates, fixed seed).",
+            "",
+            markdown_table(head, baseline="isotropic", paper_ratio=PAPER_RATIO),
+            "",
+            *[f"* {line}" for line in claims(head, baseline="isotropic", paper_ratio=PAPER_RATIO)],
+            "",
+            _budget_line(res, cfg),
+            f" Tuned sigma_min per seed: {res['tuned_sigma_min']}.",
+            "",
+            f"Other plug-in variants (d = {d}):",
+            "",
+            _variants_table(res),
+        ]
+    return "\n".join(parts)
+
+
+def write_docs(results: dict, command: str, path: str | Path | None = None) -> Path:
+    """Write :func:`docs_section` between the ``geometry`` markers of the results page."""
+    kwargs = {} if path is None else {"path": path}
+    figure = Path(results["output_dir"]) / results["figure"]
+    return write_docs_section("geometry", docs_section(results, command), figure=figure, **kwargs)
