@@ -6,14 +6,22 @@ model regresses on. skflow implements the Gaussian optimal-transport (OT) path o
 ``alpha_t = t`` and ``sigma_t = 1 - (1 - sigma_min) t``; other paths can be added beside it with
 the same methods.
 
-All methods work on NumPy arrays and Torch tensors alike (plain arithmetic only) and accept ``t``
-as a Python scalar or as an array broadcastable against the leading axis of ``x``.
+All methods work on NumPy arrays and Torch tensors alike (plain operator arithmetic only) and
+accept ``t`` as a Python scalar or an array: a 1-D ``t`` of shape (n,) against a 2-D ``x`` of
+shape (n, d) is one time per row; any other ``t`` broadcasts against ``x`` as it is (batched
+times of shape (B, n) against ``x`` of shape (B, n, d) are passed as ``t[..., None]``).
+
+This is the only place ``sigma_t`` is written: the training loss, the networks, the task
+sources and the estimators take ``sigma_t``, conditional samples, regression targets and the
+velocity of a local mean from :class:`OTPath`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+
+from ._validation import check_sigma_min
 
 __all__ = ["OTPath"]
 
@@ -48,9 +56,7 @@ class OTPath:
     sigma_min: float = 0.01
 
     def __post_init__(self) -> None:
-        s = self.sigma_min
-        if isinstance(s, bool) or not isinstance(s, int | float) or not 0.0 < float(s) < 1.0:
-            raise ValueError(f"sigma_min must be a float in (0, 1), got {s!r}.")
+        check_sigma_min(self.sigma_min)
 
     @property
     def decay(self) -> float:
@@ -69,19 +75,39 @@ class OTPath:
         """OT bandwidth ``h(t) = sigma_t / t`` of the rescaled KDE (infinite at ``t = 0``)."""
         return self.sigma(t) / t
 
-    def sample_xt(self, x0: Any, x1: Any, t: Any) -> Any:
+    def time_of_bandwidth(self, h: Any) -> Any:
+        """Inverse of :meth:`bandwidth`: the time ``t = 1 / (h + 1 - sigma_min)`` of ``h(t) = h``.
+
+        Examples
+        --------
+        >>> path = OTPath(sigma_min=0.5)
+        >>> float(path.time_of_bandwidth(path.bandwidth(0.25)))
+        0.25
+        """
+        return 1.0 / (h + self.decay)
+
+    def sample_conditional(self, x0: Any, x1: Any, t: Any) -> Any:
         """Conditional path sample ``x_t = t x_1 + sigma_t x_0``.
 
         Parameters
         ----------
-        x0, x1 : array of shape (n, d)
+        x0, x1 : array or tensor of shape (n, d) or (..., d)
             Noise and data end points.
-        t : float or array of shape (n,)
-            Times in [0, 1].
+        t : float or array of shape (n,) or broadcastable to ``x0``
+            Times in [0, 1]. A 1-D ``t`` against 2-D ``x0`` is one time per row; otherwise
+            ``t`` broadcasts as is (give batched times as ``t[..., None]``).
 
         Returns
         -------
-        xt : array of shape (n, d)
+        xt : array or tensor of the shape of ``x0``
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> path = OTPath(sigma_min=0.5)
+        >>> path.sample_conditional(np.ones((2, 1)), np.full((2, 1), 4.0),
+        ...                         np.array([0.0, 1.0])).ravel().tolist()
+        [1.0, 4.5]
         """
         tc = _column(t, x0)
         return tc * x1 + self.sigma(tc) * x0
@@ -90,31 +116,88 @@ class OTPath:
         """Conditional velocity ``u_t(x | x_1) = (x_1 - (1 - sigma_min) x) / sigma_t``.
 
         Along the conditional path this equals ``x_1 - (1 - sigma_min) x_0``, the regression
-        target of flow matching.
+        target of flow matching (:meth:`conditional_velocity`). ``t`` broadcasts as in
+        :meth:`sample_conditional`.
         """
-        tc = _column(t, xt)
-        return (x1 - self.decay * xt) / self.sigma(tc)
+        return self.velocity_from_mean(x1, xt, t)
 
-    def conditional_target(self, x0: Any, x1: Any) -> Any:
+    def conditional_velocity(self, x0: Any, x1: Any) -> Any:
         """Regression target of flow matching ``x_1 - (1 - sigma_min) x_0``.
 
-        It equals :meth:`target_velocity` at ``x_t = sample_xt(x0, x1, t)`` for every ``t``,
-        without the division by ``sigma_t`` (exact in floating point at late times).
+        It equals :meth:`target_velocity` at ``x_t = sample_conditional(x0, x1, t)`` for
+        every ``t``, without the division by ``sigma_t`` (exact in floating point at late
+        times).
 
         Parameters
         ----------
-        x0, x1 : array of shape (..., d)
+        x0, x1 : array or tensor of shape (..., d)
             Noise and data end points.
 
         Returns
         -------
-        target : array of shape (..., d)
+        target : array or tensor of shape (..., d)
 
         Examples
         --------
         >>> import numpy as np
         >>> path = OTPath(sigma_min=0.5)
-        >>> path.conditional_target(np.array([2.0]), np.array([3.0])).tolist()
+        >>> path.conditional_velocity(np.array([2.0]), np.array([3.0])).tolist()
         [2.0]
         """
         return x1 - self.decay * x0
+
+    def velocity_from_mean(self, mean: Any, x: Any, t: Any) -> Any:
+        """Marginal velocity ``u_t(x) = (m_t(x) - (1 - sigma_min) x) / sigma_t`` of a local mean.
+
+        ``m_t(x) = E[x_1 | x_t = x]`` (for a support set: the Nadaraya-Watson local mean)
+        determines the velocity of the path; this is the affine map that turns one into the
+        other.
+
+        Parameters
+        ----------
+        mean, x : array or tensor of shape (n, d) or (..., d)
+            Local means and the points they belong to.
+        t : float or array of shape (n,) or broadcastable to ``x``
+            Times in [0, 1) (``sigma_t > 0``); broadcast as in :meth:`sample_conditional`.
+
+        Returns
+        -------
+        u : array or tensor of the shape of ``x``
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> path = OTPath(sigma_min=0.5)
+        >>> path.velocity_from_mean(np.array([[3.0]]), np.array([[2.0]]), 0.0).tolist()
+        [[2.0]]
+        """
+        tc = _column(t, x)
+        return (mean - self.decay * x) / self.sigma(tc)
+
+    def mean_from_velocity(self, velocity: Any, x: Any, t: Any) -> Any:
+        """Inverse of :meth:`velocity_from_mean`: ``m_t(x) = sigma_t u_t(x) + (1 - sigma_min) x``.
+
+        Bounded where the velocity is not (it stays in the hull of the data as ``t -> 1``).
+
+        Parameters
+        ----------
+        velocity, x : array or tensor of shape (n, d) or (..., d)
+        t : float or array of shape (n,) or broadcastable to ``x``
+
+        Returns
+        -------
+        mean : array or tensor of the shape of ``x``
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> path = OTPath(sigma_min=0.5)
+        >>> path.mean_from_velocity(np.array([[2.0]]), np.array([[2.0]]), 0.0).tolist()
+        [[3.0]]
+        """
+        tc = _column(t, x)
+        return self.sigma(tc) * velocity + self.decay * x
+
+    #: Former names, kept so code written against them keeps working.
+    sample_xt = sample_conditional
+    conditional_target = conditional_velocity

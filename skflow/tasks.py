@@ -444,7 +444,7 @@ class GaussianMixtureTasks(_TaskDistribution):
         x = np.asarray(x, dtype=np.float64)
         tt = np.broadcast_to(np.asarray(t, dtype=np.float64), x.shape[:2])[..., None]
         mean = self.posterior_mean(x, tt[..., 0], params, sigma_min=sigma_min)
-        return (mean - path.decay * x) / path.sigma(tt)
+        return path.velocity_from_mean(mean, x, tt)
 
 
 # --------------------------------------------------------------------------------------

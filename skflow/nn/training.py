@@ -97,7 +97,7 @@ def sample_times(
     if method == "log-bandwidth":
         lo, hi = math.log(sigma_min), math.log(H_MAX)
         h = torch.exp(lo + (hi - lo) * u)
-        return (1.0 / (h + OTPath(sigma_min).decay)).clamp(0.0, 1.0)
+        return OTPath(sigma_min).time_of_bandwidth(h).clamp(0.0, 1.0)
     raise ValueError(f"time_sampling must be one of {TIME_SAMPLINGS}, got {method!r}.")
 
 
@@ -151,9 +151,9 @@ def flow_matching_loss(
         Squared error ``||v - target||^2`` averaged over tasks and target points.
     """
     path = OTPath(sigma_min)
-    xt = path.sample_xt(x0, targets, t[..., None])
+    xt = path.sample_conditional(x0, targets, t[..., None])
     if goal is None:
-        goal = path.conditional_target(x0, targets)
+        goal = path.conditional_velocity(x0, targets)
     elif callable(goal):
         with torch.no_grad():
             goal = goal(xt, t)

@@ -335,7 +335,7 @@ class CrossAttentionVelocity(nn.Module):
             with torch.autocast(device_type=x.device.type, enabled=False):
                 u_nw = self.head(x, support, t_full)
             u_c = u_nw - mu
-            local_mean_c = self.path.sigma(t_col) * u_c + self.path.decay * x_c
+            local_mean_c = self.path.mean_from_velocity(u_c, x_c, t_col)
             feats.append(local_mean_c / scale)
         h = self.query_embed(torch.cat(feats, dim=-1).to(wdtype))
         h = h + self.time(t_full.to(wdtype))

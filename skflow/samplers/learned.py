@@ -11,8 +11,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from .._array import resolve_device
-from .._validation import check_int, check_real
-from ..paths import OTPath
+from .._validation import check_int, check_real, check_sigma_min
 from ._base import BaseFlowSampler
 
 __all__ = ["LearnedFlowSampler"]
@@ -167,8 +166,6 @@ class LearnedFlowSampler(BaseFlowSampler):
         Wall-clock seconds of the training loop.
     best_validation_score_ : float or None
         Best validation score (improvements count only above ``tol``); its weights are kept.
-    path_ : OTPath
-        The probability path.
 
     See Also
     --------
@@ -313,7 +310,7 @@ class LearnedFlowSampler(BaseFlowSampler):
 
     # -- validation ------------------------------------------------------------------------
     def _validate_params(self) -> None:
-        self.path_ = OTPath(self.sigma_min)
+        check_sigma_min(self.sigma_min)
         for name in ("d_model", "n_heads", "n_layers", "mlp_ratio", "batch_tasks"):
             check_int(getattr(self, name), name)
         check_int(self.max_iter, "max_iter", minimum=0)
