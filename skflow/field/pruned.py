@@ -1,0 +1,701 @@
+r"""A certified pruned engine for the exact NW local mean on large supports.
+
+The exact field needs the softmax-weighted mean ``m(q) = sum_i w_i v_i`` of the (centred)
+values over the whole support, ``w = softmax_i(l_i)``, ``l_i = a <q, k_i> - b ||k_i||^2``
+(:func:`skflow.field.kernel_coefficients`). Late in the flow almost all of the weight sits on
+a handful of points, so most of the support can be skipped -- here with a proof of how much
+was skipped and of the error this causes in the mean.
+
+Derivation of the bound
+-----------------------
+*Completing the square.* For ``b > 0`` put ``z = (a / 2b) q`` (``a / 2b = 1 / t`` for every
+bandwidth of :func:`~skflow.field.kernel_coefficients`: ``a = 1 / (t h^2)``, ``b = 1 / (2 h^2)``).
+Then
+
+.. math::
+
+    l_i = -b \|k_i - z\|^2 + b \|z\|^2 ,
+
+and the last term is the same for every ``i``, so it cancels in the softmax; the engine works
+with the *shifted logits* ``s_i = -b ||k_i - z||^2 <= 0``. The keys are clustered once
+(:class:`ClusteredSupport`); cluster ``j`` has centre ``c_j``, key radius
+``r_j = max_{i in j} ||k_i - c_j||`` and size ``n_j``. By the triangle inequality
+``||k_i - z|| >= max(0, ||c_j - z|| - r_j)`` for every member, hence
+
+.. math::
+
+    s_i \le \mathrm{ub}_j := -b \, \max(0, \|c_j - z\| - r_j)^2 , \qquad
+    \sum_{i \in j} e^{s_i} \le n_j e^{\mathrm{ub}_j}.
+
+(For ``b <= 0`` the square cannot be completed and no bound of this kind exists; such
+coefficients are refused. ``a = b = 0`` is the ``t = 0`` limit: uniform weights, computed
+exactly.)
+
+*Neglected mass.* Let ``E`` be the evaluated points, ``Z_E = sum_{i in E} e^{s_i}`` (computed
+exactly), ``Z_S`` the same sum over the skipped points and ``U = sum_{skipped j} n_j
+e^{ub_j} >= Z_S``. The true total weight of the skipped points is
+
+.. math::
+
+    \varepsilon = \frac{Z_S}{Z_E + Z_S} \le \frac{U}{Z_E + U}
+    \qquad (x \mapsto x / (Z_E + x) \text{ is increasing}).
+
+*Error of the mean.* With ``m_E`` the normalised mean over ``E`` and ``m_S`` the one over the
+skipped points, ``m_true = (1 - eps) m_E + eps m_S``, so
+
+.. math::
+
+    \|m_E - m_{\mathrm{true}}\| = \varepsilon \|m_E - m_S\|
+    \le \varepsilon \max_{\text{skipped } i} \|v_i - m_E\|
+    \le \varepsilon \max_{\text{skipped } j} (\|\hat c_j - m_E\| + \hat r_j),
+
+where ``hat c_j`` and ``hat r_j`` are the value-space centre and radius of cluster ``j`` (the
+values need not equal the keys, e.g. with a projection).
+
+*Rounding.* The reported ``mean_error`` also covers the floating-point error of the evaluated
+part, in the standard model ``fl(x op y) = (x op y)(1 + delta)``, ``|delta| <= eps`` (taken as
+the machine epsilon, twice the unit roundoff, to stay conservative), ``gamma_n = n eps /
+(1 - n eps)``. Per block the shifted logits are computed as ``-b (||k_i - c0||^2 - 2 <k_i - c0,
+z - c0> + ||z - c0||^2)`` around a reference centre ``c0`` of the block, so with
+``R0 >= max_{evaluated i} ||k_i - c0||`` every shifted logit is off by at most
+``Delta = gamma_{k+4} b (R0 + ||z - c0||)^2``, and ``exp(s_i - M)`` by a further ``~760 eps``
+relative (its argument is at most ~745 in magnitude where it does not underflow). Writing
+``w'`` for the computed weights, each ``w'_i / w_i`` lies in ``[e^{-2 delta}, e^{2 delta}]``
+(``delta`` the total per-point logit error), hence
+
+.. math::
+
+    \|m'_E - m_E\| \le (e^{2\delta} - 1) \sum_i w_i \|v_i - m_E\|
+    \le (e^{2\delta} - 1) e^{2 \delta} \sqrt{\textstyle\sum_i w'_i \|v_i - m'_E\|^2},
+
+plus the summation error of ``sum_i e^{s_i - M} v_i`` and of the normaliser,
+``<= 3 gamma_N max_i ||v_i||`` (``N`` the rows summed in one working-precision product, the
+rest accumulated in float64). ``Z_E`` enters the neglected-mass bound through a lower bound
+``Z_E e^{-delta - 2 gamma_N}``. The upper bounds ``ub_j`` are computed in float64 from
+lower bounds of ``||c_j - z||`` (inflated for rounding) and are rounded upwards.
+
+Algorithm
+---------
+Exactly one pass over the evaluated rows, no ``(n, m)`` matrix:
+
+1. (host, float64) ``z``, the distances ``||c_j - z||`` and the cluster bounds
+   ``L_j = ub_j + log n_j`` for all queries, ``O(n C k)`` for ``C`` clusters;
+2. queries are sorted by their best cluster (``argmax_j L_j``) and cut into blocks of
+   ``block_size`` spatially coherent queries; per block:
+3. the union of the block's best clusters is evaluated exactly (online log-sum-exp: running
+   maximum, normaliser and weighted sums), which gives each query a lower bound ``lse_1`` of
+   its log-normaliser;
+4. a cluster is needed by a query if ``L_j > lse_1 + log(rtol) - log(C)`` (skipping all the
+   others then leaves ``eps <= rtol``); the union over the block is evaluated -- or, when it
+   covers more than ``dense_fraction`` of the support, every remaining row (the plain dense
+   block, so early times cost about one dense evaluation);
+5. each query's ``neglected`` and ``mean_error`` are computed from the clusters actually
+   skipped for its block.
+
+Rows of a cluster are contiguous (the support is permuted once), so runs of kept clusters are
+read as views; short runs are gathered into chunks of at most ``2**22 / block_size`` rows.
+Working precision: float64, or float32 when index and queries are float32 and the block's
+float32 logit error bound ``Delta`` is below ``float32_tolerance``; accumulators are float64.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .._array import is_torch, to_numpy
+from .._validation import as_generator, check_int, check_real
+
+__all__ = ["ClusteredSupport", "PrunedMean", "default_n_clusters", "pruned_local_mean"]
+
+_EPS64 = float(np.finfo(np.float64).eps)
+_EPS32 = float(np.finfo(np.float32).eps)
+# Budget of one (block, rows) logits tile, in elements (32 MiB in float64).
+_TILE_ELEMENTS = 2**22
+# Relative inflation of host-side float64 bounds (their own rounding, a few operations each).
+_HOST_SLACK = 64 * _EPS64
+
+
+def _gamma(n: int, eps: float) -> float:
+    """Higham's ``gamma_n = n eps / (1 - n eps)``; ``inf`` once ``n eps >= 1``."""
+    ne = n * eps
+    return ne / (1.0 - ne) if ne < 1.0 else math.inf
+
+
+def default_n_clusters(n_points: int) -> int:
+    """Default number of clusters: ``ceil(2 sqrt(m))``, at most ``m``.
+
+    With ``C`` clusters the bound work per query is ``O(C k)`` and a kept cluster costs about
+    ``m / C`` rows, so ``C ~ sqrt(m)`` balances the two; the factor 2 makes clusters tighter
+    (smaller radii) at little cost.
+
+    Examples
+    --------
+    >>> default_n_clusters(10_000)
+    200
+    """
+    return int(min(n_points, math.ceil(2.0 * math.sqrt(n_points))))
+
+
+# --------------------------------------------------------------------------- array helpers
+def _float_dtype_name(a: Any) -> str:
+    name = str(a.dtype).replace("torch.", "")
+    return "float32" if name == "float32" else "float64"
+
+
+def _cast(a: Any, name: str) -> Any:
+    if is_torch(a):
+        import torch
+
+        return a.to(getattr(torch, name))
+    return np.asarray(a, dtype=name)
+
+
+def _to_lib(a: np.ndarray, like: Any, name: str) -> Any:
+    """Host array ``a`` in the library, device and dtype ``name`` of ``like``."""
+    if is_torch(like):
+        import torch
+
+        return torch.as_tensor(
+            np.ascontiguousarray(a), dtype=getattr(torch, name), device=like.device
+        )
+    return np.asarray(a, dtype=name)
+
+
+def _index_lib(idx: np.ndarray, like: Any) -> Any:
+    if is_torch(like):
+        import torch
+
+        return torch.as_tensor(idx, dtype=torch.int64, device=like.device)
+    return idx
+
+
+def _host64(a: Any) -> np.ndarray:
+    return np.asarray(to_numpy(a), dtype=np.float64)
+
+
+def _check_matrix(a: Any, name: str) -> Any:
+    if not (is_torch(a) or isinstance(a, np.ndarray)):
+        a = np.asarray(a)
+    if a.ndim != 2 or a.shape[0] < 1 or a.shape[1] < 1:
+        raise ValueError(f"{name} must be a non-empty 2-D array, got shape {tuple(a.shape)}.")
+    if str(a.dtype).replace("torch.", "") not in ("float32", "float64"):
+        a = _cast(a, "float64")
+    finite = a.isfinite().all() if is_torch(a) else np.isfinite(a).all()
+    if not bool(finite):
+        raise ValueError(f"{name} contains NaN or infinity.")
+    return a
+
+
+def _argmax_rows(a: Any) -> np.ndarray:
+    return np.asarray(to_numpy(a.argmax(1) if is_torch(a) else np.argmax(a, axis=1)))
+
+
+def _segment_sums(x64: np.ndarray, labels: np.ndarray, total: np.ndarray) -> None:
+    """Add the rows of ``x64`` to ``total[labels]``; ``labels`` sorted (contiguous runs)."""
+    starts = np.flatnonzero(np.r_[True, labels[1:] != labels[:-1]])
+    np.add.at(total, labels[starts], np.add.reduceat(x64, starts, axis=0))
+
+
+def _segment_max(x: np.ndarray, labels: np.ndarray, total: np.ndarray) -> None:
+    starts = np.flatnonzero(np.r_[True, labels[1:] != labels[:-1]])
+    np.maximum.at(total, labels[starts], np.maximum.reduceat(x, starts))
+
+
+# --------------------------------------------------------------------------- clustering
+def _assign(keys: Any, centres64: np.ndarray) -> np.ndarray:
+    """Nearest centre of every row of ``keys`` (in the keys' library and dtype), on the host."""
+    centres = _to_lib(centres64, keys, _float_dtype_name(keys))
+    half_norms = 0.5 * (centres * centres).sum(1)
+    rows = max(1, _TILE_ELEMENTS // centres64.shape[0])
+    out = np.empty(keys.shape[0], dtype=np.int64)
+    for start in range(0, keys.shape[0], rows):
+        # argmin ||k - c||^2 = argmax <k, c> - ||c||^2 / 2: one GEMM per chunk.
+        out[start : start + rows] = _argmax_rows(
+            keys[start : start + rows] @ centres.T - half_norms
+        )
+    return out
+
+
+def _lloyd(keys: Any, n_clusters: int, rng: np.random.Generator, n_iter: int) -> np.ndarray:
+    """Lloyd iterations on a subsample of ``32 n_clusters`` rows; float64 centres (host).
+
+    The centres only steer how tight the bounds are, never their validity, so a subsample
+    and a few iterations suffice; the radii are measured exactly afterwards.
+    """
+    m = keys.shape[0]
+    size = min(m, 32 * n_clusters)
+    rows = np.sort(rng.choice(m, size, replace=False)) if size < m else np.arange(m)
+    sample = keys[_index_lib(rows, keys)]
+    sample64 = _host64(sample)
+    centres = sample64[rng.choice(size, n_clusters, replace=False)].copy()
+    for _ in range(n_iter):
+        labels = _assign(sample, centres)
+        order = np.argsort(labels, kind="stable")
+        sums = np.zeros_like(centres)
+        _segment_sums(sample64[order], labels[order], sums)
+        counts = np.bincount(labels, minlength=n_clusters)
+        full = counts > 0  # an empty cluster keeps its centre (it is dropped later if still empty)
+        centres[full] = sums[full] / counts[full, None]
+    return centres
+
+
+def _cluster_stats(x: Any, labels: np.ndarray, n_clusters: int) -> tuple[np.ndarray, ...]:
+    """Per-cluster float64 centre and radius (inflated for rounding), and ``max_i ||x_i||``.
+
+    ``x`` is permuted (clusters contiguous) and ``labels`` sorted accordingly.
+    """
+    rows = max(1, _TILE_ELEMENTS // max(1, x.shape[1]))
+    sums = np.zeros((n_clusters, x.shape[1]))
+    for start in range(0, x.shape[0], rows):
+        _segment_sums(_host64(x[start : start + rows]), labels[start : start + rows], sums)
+    centres = sums / np.bincount(labels, minlength=n_clusters)[:, None]
+    radii = np.zeros(n_clusters)
+    norm_max = 0.0
+    for start in range(0, x.shape[0], rows):
+        chunk, lab = _host64(x[start : start + rows]), labels[start : start + rows]
+        _segment_max(np.linalg.norm(chunk - centres[lab], axis=1), lab, radii)
+        norm_max = max(norm_max, float(np.linalg.norm(chunk, axis=1).max()))
+    # Each distance above is off by at most gamma_{dim+3} relative (float64 differences,
+    # squares, sum, sqrt); the inflation covers it and the tiny absolute term covers radius 0.
+    grow = 1.0 + _gamma(x.shape[1] + 8, _EPS64)
+    return centres, radii * grow + 1e-300, norm_max * grow
+
+
+class ClusteredSupport:
+    """Support keys and values clustered once, for :func:`pruned_local_mean`.
+
+    Rows are permuted so that every cluster is contiguous; per cluster the key-space centre
+    ``c_j``, key radius ``r_j = max ||k_i - c_j||``, size ``n_j`` and the value-space centre
+    and radius are kept (float64, on the host). Memory ``O(m (d + k))``.
+
+    Clustering: Lloyd iterations (in the keys' library and device, one GEMM per chunk) on a
+    subsample of ``32 n_clusters`` rows, then one assignment pass over all rows. Scikit-learn
+    estimators are not used: the field is a core layer (SPEC section 5).
+
+    Parameters
+    ----------
+    keys : array of shape (m, k)
+        Centred (and projected) keys ``k_i = P(s_i - mu)``; NumPy or Torch, float32 or float64
+        (other dtypes are cast to float64).
+    values : array of shape (m, d), optional
+        Centred values ``v_i = s_i - mu``; default: the keys themselves (stored once).
+    n_clusters : int, optional
+        Default :func:`default_n_clusters` (``ceil(2 sqrt(m))``). Empty clusters are dropped.
+    random_state : int, Generator or None, default=0
+        Seeds the subsample and the initial centres.
+    n_iter : int, default=8
+        Lloyd iterations on the subsample.
+
+    Attributes
+    ----------
+    keys_, values_ : arrays of shape (m, k) and (m, d)
+        Permuted rows, same library, device and dtype as the inputs.
+    perm_ : ndarray of shape (m,)
+        ``keys_[p] = keys[perm_[p]]``.
+    labels_ : ndarray of shape (m,)
+        Cluster of every input row (input order).
+    offsets_ : ndarray of shape (n_clusters_ + 1,)
+        Cluster ``j`` is rows ``offsets_[j]:offsets_[j + 1]`` of ``keys_``.
+    centres_, radii_, sizes_ : ndarrays of shape (C, k), (C,), (C,)
+    value_centres_, value_radii_ : ndarrays of shape (C, d), (C,)
+    key_norm_max_, value_norm_max_ : float
+    value_mean_ : ndarray of shape (d,)
+        Mean of the values (float64), the local mean at ``t = 0``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> S = np.random.default_rng(0).normal(size=(1000, 3))
+    >>> index = ClusteredSupport(S - S.mean(0), n_clusters=20)
+    >>> index.n_clusters_, index.keys_.shape
+    (20, (1000, 3))
+    """
+
+    def __init__(
+        self,
+        keys: Any,
+        values: Any = None,
+        *,
+        n_clusters: int | None = None,
+        random_state: Any = 0,
+        n_iter: int = 8,
+    ) -> None:
+        keys = _check_matrix(keys, "keys")
+        shared = values is None or values is keys
+        values = keys if shared else _check_matrix(values, "values")
+        if is_torch(keys) != is_torch(values) or values.shape[0] != keys.shape[0]:
+            raise ValueError("keys and values must be the same kind of array with the same rows.")
+        if _float_dtype_name(keys) != _float_dtype_name(values):
+            keys, values = _cast(keys, "float64"), _cast(values, "float64")
+        m = keys.shape[0]
+        c = check_int(n_clusters, "n_clusters", allow_none=True)
+        c = default_n_clusters(m) if c is None else c
+        if c > m:
+            raise ValueError(f"n_clusters must be at most the number of rows {m}, got {c}.")
+        check_int(n_iter, "n_iter", minimum=0)
+        labels = _assign(keys, _lloyd(keys, c, as_generator(random_state), n_iter))
+        self._build(keys, values, shared, labels)
+
+    def _build(self, keys: Any, values: Any, shared: bool, labels: np.ndarray) -> None:
+        used, labels = np.unique(labels, return_inverse=True)  # drops empty clusters
+        self.labels_ = labels.astype(np.int64)
+        self.perm_ = np.argsort(self.labels_, kind="stable")
+        self.sizes_ = np.bincount(self.labels_, minlength=used.size)
+        self.offsets_ = np.concatenate([[0], np.cumsum(self.sizes_)])
+        self.n_clusters_ = int(used.size)
+        perm = _index_lib(self.perm_, keys)
+        self.keys_ = keys[perm]
+        self.values_ = self.keys_ if shared else values[perm]
+        sorted_labels = self.labels_[self.perm_]
+        self.centres_, self.radii_, self.key_norm_max_ = _cluster_stats(
+            self.keys_, sorted_labels, self.n_clusters_
+        )
+        if shared:
+            self.value_centres_, self.value_radii_ = self.centres_, self.radii_
+            self.value_norm_max_ = self.key_norm_max_
+        else:
+            self.value_centres_, self.value_radii_, self.value_norm_max_ = _cluster_stats(
+                self.values_, sorted_labels, self.n_clusters_
+            )
+        self.value_norms2_ = (self.values_ * self.values_).sum(1)
+        self.value_mean_ = (self.sizes_ @ self.value_centres_) / keys.shape[0]
+        self.dtype_name_ = _float_dtype_name(self.keys_)
+
+
+# --------------------------------------------------------------------------- evaluation
+@dataclass
+class PrunedMean:
+    """Result of :func:`pruned_local_mean`.
+
+    Attributes
+    ----------
+    mean : array of shape (n, d)
+        Pruned centred local mean ``sum_i w_i v_i`` (normalised over the evaluated points);
+        queries' library and device; float32 when index and queries are float32.
+    neglected : array of shape (n,)
+        Proven upper bound on the true total weight of the skipped points (float64).
+    mean_error : array of shape (n,)
+        Proven upper bound on ``||mean - mean_true||`` (rounding included, float64).
+    evaluated : ndarray of shape (n, n_clusters)
+        Which clusters were evaluated for each query (host, bool).
+    evaluated_fraction : float
+        Evaluated (query, point) pairs over ``n m``.
+    """
+
+    mean: Any
+    neglected: Any
+    mean_error: Any
+    evaluated: np.ndarray
+    evaluated_fraction: float
+
+
+class _State:
+    """Online log-sum-exp state of the live queries (float64, on the index's device), and the
+    host-side bookkeeping of rounding (per query) and of the evaluated clusters."""
+
+    def __init__(self, like: Any, n: int, dim: int, n_clusters: int) -> None:
+        init = np.zeros((n, dim + 3))
+        init[:, 0] = -np.inf
+        state = _to_lib(init, like, "float64")
+        self.M, self.Z, self.A, self.S = state[:, 0], state[:, 1], state[:, 2], state[:, 3:]
+        self.delta = np.zeros(n)  # bound on every evaluated shifted logit's error
+        self.gemm_gamma = np.zeros(n)  # gamma of the working-precision products
+        self.updates = np.zeros(n, dtype=np.int64)  # float64 accumulation steps
+        self.done = np.zeros((n, n_clusters), dtype=bool)
+
+    def add(self, sel: Any, s: Any, vals: Any, vn2: Any) -> None:
+        """Fold the shifted logits ``s`` (|sel|, r) of rows ``vals`` into queries ``sel``."""
+        old = self.M[sel]
+        top = _cast(s.amax(1) if is_torch(s) else s.max(axis=1), "float64")
+        new = top.maximum(old) if is_torch(top) else np.maximum(top, old)
+        scale = (old - new).exp() if is_torch(new) else np.exp(old - new)
+        e = s - _cast(new, _float_dtype_name(s))[:, None]
+        e = e.exp() if is_torch(e) else np.exp(e, out=e)
+        self.M[sel] = new
+        self.Z[sel] = self.Z[sel] * scale + _cast(e.sum(1), "float64")
+        self.A[sel] = self.A[sel] * scale + _cast(e @ vn2, "float64")
+        self.S[sel] = self.S[sel] * scale[:, None] + _cast(e @ vals, "float64")
+
+
+def _chunks(offsets: np.ndarray, clusters: np.ndarray, max_rows: int) -> list[list[tuple]]:
+    """Row ranges of ``clusters`` merged into runs, packed into chunks of <= max_rows rows."""
+    starts, stops = offsets[clusters], offsets[clusters + 1]
+    breaks = np.flatnonzero(starts[1:] != stops[:-1]) + 1
+    run_starts = starts[np.r_[0, breaks]]
+    run_stops = stops[np.r_[breaks - 1, len(clusters) - 1]]
+    out, current, size = [], [], 0
+    for lo, hi in zip(run_starts.tolist(), run_stops.tolist(), strict=True):
+        for s in range(lo, hi, max_rows):
+            e = min(hi, s + max_rows)
+            if size + e - s > max_rows and current:
+                out.append(current)
+                current, size = [], 0
+            current.append((s, e))
+            size += e - s
+    if current:
+        out.append(current)
+    return out
+
+
+def _rows(a: Any, pieces: list[tuple]) -> Any:
+    if len(pieces) == 1:
+        return a[pieces[0][0] : pieces[0][1]]  # a view: no copy for long runs
+    parts = [a[s:e] for s, e in pieces]
+    if is_torch(a):
+        import torch
+
+        return torch.cat(parts)
+    return np.concatenate(parts)
+
+
+def _precision(index, spread: np.ndarray, opts) -> tuple[str, float]:
+    """Working dtype of a group: float32 only if its logit error bound stays small."""
+    k = index.centres_.shape[1]
+    if opts["float32"] and _gamma(k + 4, _EPS32) * spread.max() <= opts["float32_tolerance"]:
+        return "float32", _EPS32
+    return "float64", _EPS64
+
+
+def _evaluate(index, st: _State, sel: np.ndarray, clusters: np.ndarray, c0, z, b, opts) -> None:
+    """Add the rows of ``clusters`` (sorted ids) exactly to the live queries ``sel``.
+
+    Logits are taken around the reference ``c0`` (see the module docstring, *Rounding*).
+    """
+    reach = np.linalg.norm(index.centres_[clusters] - c0, axis=1) + index.radii_[clusters]
+    z0 = z[sel] - c0
+    zdist = np.linalg.norm(z0, axis=1)
+    spread = b[sel] * ((float(reach.max()) + zdist) * (1.0 + _HOST_SLACK)) ** 2
+    name, eps = _precision(index, spread, opts)
+    like = index.keys_
+    zb = _to_lib(2.0 * b[sel, None] * z0, like, name)
+    bcol = _to_lib(b[sel, None], like, name)
+    bzn = _to_lib(b[sel, None] * zdist[:, None] ** 2, like, name)
+    c0w = _to_lib(c0, like, name)
+    sel_lib = _index_lib(sel, like)
+    max_rows = max(1, _TILE_ELEMENTS // sel.size)
+    pieces = _chunks(index.offsets_, clusters, max_rows)
+    for chunk in pieces:
+        k0 = _cast(_rows(index.keys_, chunk), name) - c0w
+        s = zb @ k0.T - bcol * (k0 * k0).sum(1)[None, :] - bzn
+        vals = _cast(_rows(index.values_, chunk), name)
+        st.add(sel_lib, s, vals, _cast(_rows(index.value_norms2_, chunk), name))
+    k = index.centres_.shape[1]
+    st.delta[sel] = np.maximum(st.delta[sel], _gamma(k + 4, eps) * spread + 762 * eps)
+    longest = max(sum(e - s for s, e in chunk) for chunk in pieces)  # inner size of e @ vals
+    st.gemm_gamma[sel] = np.maximum(st.gemm_gamma[sel], _gamma(longest, eps))
+    st.updates[sel] += len(pieces)
+    st.done[np.ix_(sel, clusters)] = True
+
+
+def _coefficient(value: Any, n: int, name: str) -> np.ndarray:
+    arr = _host64(value).reshape(-1) if not np.isscalar(value) else np.array([float(value)])
+    if arr.size == 1:
+        arr = np.full(n, arr[0])
+    if arr.size != n or not np.isfinite(arr).all() or (arr < 0).any():
+        raise ValueError(
+            f"{name} must be a finite non-negative float or an (n, 1) column with n = {n}."
+        )
+    return arr
+
+
+def _cluster_bounds(index: ClusteredSupport, z: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Safe upper bounds ``L_ij = ub_ij + log n_j`` (float64, rounded upwards)."""
+    c = index.centres_
+    zn, cn = (z**2).sum(1), (c**2).sum(1)
+    d2 = zn[:, None] - 2.0 * (z @ c.T) + cn[None, :]
+    # Rounding of the expansion: gamma_{k+3} (||z|| + ||c||)^2; subtract it (lower bound).
+    err = _gamma(c.shape[1] + 3, _EPS64) * (np.sqrt(zn)[:, None] + np.sqrt(cn)[None, :]) ** 2
+    dist = np.sqrt(np.maximum(d2 - err, 0.0)) * (1.0 - 4 * _EPS64)
+    gap = np.maximum(dist - index.radii_[None, :], 0.0)
+    bound = -b[:, None] * gap**2 * (1.0 - 8 * _EPS64) + np.log(index.sizes_)[None, :]
+    return bound + _HOST_SLACK * (np.abs(bound) + 1.0)
+
+
+def _logsumexp_rows(x: np.ndarray) -> np.ndarray:
+    top = x.max(axis=1)
+    safe = np.where(np.isfinite(top), top, 0.0)
+    with np.errstate(divide="ignore"):
+        return np.log(np.exp(x - safe[:, None]).sum(1)) + safe
+
+
+def _finish(index, st: _State, bounds: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Mean, neglected-mass bound and mean-error bound of the live queries (host, float64)."""
+    M, Z, A, S = (_host64(v) for v in (st.M, st.Z, st.A, st.S))
+    mean, second = S / Z[:, None], A / Z
+    sum_gamma = st.gemm_gamma + (2 * st.updates + 4) * _EPS64 * (1.0 + 1e-6)
+    var = np.maximum(second - (mean**2).sum(1), 0.0) + 4 * (sum_gamma + 8 * _EPS64) * second
+    rounding = np.expm1(2 * st.delta) * np.exp(2 * st.delta) * np.sqrt(var)
+    rounding += (3 * sum_gamma + 4 * _EPS64) * index.value_norm_max_
+    skipped = ~st.done
+    log_u = _logsumexp_rows(np.where(skipped, bounds, -np.inf))
+    log_u += _gamma(index.n_clusters_ + 4, _EPS64)
+    log_z = np.log(Z)
+    lse_low = M + log_z - st.delta - 2 * sum_gamma - 8 * _EPS64 * (np.abs(M) + np.abs(log_z))
+    with np.errstate(invalid="ignore"):
+        neglected = np.exp(log_u - np.logaddexp(lse_low, log_u)) * (1.0 + 16 * _EPS64)
+    neglected = np.where(skipped.any(axis=1), neglected, 0.0)
+    cv = index.value_centres_
+    mn, cvn = (mean**2).sum(1), (cv**2).sum(1)
+    d2 = mn[:, None] - 2.0 * (mean @ cv.T) + cvn[None, :]
+    err = _gamma(cv.shape[1] + 3, _EPS64) * (np.sqrt(mn)[:, None] + np.sqrt(cvn)[None, :]) ** 2
+    far = np.sqrt(np.maximum(d2, 0.0) + err) + index.value_radii_[None, :]
+    far = np.where(skipped, far, 0.0).max(axis=1)
+    error = rounding + neglected * (far + rounding)
+    return mean, neglected, error * (1.0 + _HOST_SLACK)
+
+
+def _reference(index, j: int) -> np.ndarray:
+    """Centre ``j`` as the reference of a group, exactly representable in the index's dtype."""
+    c0 = index.centres_[j]
+    return c0.astype(np.float32).astype(np.float64) if index.dtype_name_ == "float32" else c0
+
+
+def _by_cluster(sel: np.ndarray, labels: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """Split query ids ``sel`` into groups of equal ``labels`` (one per cluster)."""
+    order = np.argsort(labels, kind="stable")
+    sel, labels = sel[order], labels[order]
+    cuts = np.flatnonzero(labels[1:] != labels[:-1]) + 1
+    return [
+        (int(g[0]), s)
+        for g, s in zip(np.split(labels, cuts), np.split(sel, cuts), strict=True)
+        if s.size
+    ]
+
+
+def pruned_local_mean(
+    index: ClusteredSupport,
+    queries: Any,
+    a: Any,
+    b: Any,
+    *,
+    rtol: float = 1e-10,
+    block_size: int = 256,
+    dense_fraction: float = 0.5,
+    float32_tolerance: float = 1e-4,
+) -> PrunedMean:
+    """Centred NW local mean over a clustered support, skipping provably negligible clusters.
+
+    Parameters
+    ----------
+    index : ClusteredSupport
+        Clustered centred keys and values.
+    queries : array of shape (n, k)
+        Centred (projected) queries ``q = P(x - t mu)``; same library (and device) as the index.
+    a, b : float or array of shape (n, 1)
+        Logit coefficients (:func:`skflow.field.kernel_coefficients`), ``a > 0`` and ``b > 0``
+        finite; rows with ``a = b = 0`` (``t = 0``) get the exact uniform mean.
+    rtol : float, default=1e-10
+        Target for the neglected weight: a cluster is skipped only if all the skipped ones of
+        its query together weigh at most ``rtol`` (up to rounding); ``neglected`` reports the
+        proven bound.
+    block_size : int, default=256
+        Queries per block (they share one evaluated union of clusters).
+    dense_fraction : float, default=0.5
+        A block whose needed rows exceed this fraction of the support is evaluated densely.
+    float32_tolerance : float, default=1e-4
+        float32 index and queries are computed in float32 while the block's logit error bound
+        stays below this, else in float64.
+
+    Returns
+    -------
+    PrunedMean
+        ``mean`` (n, d), ``neglected`` (n,), ``mean_error`` (n,), ``evaluated`` (n, C) and
+        ``evaluated_fraction``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skflow.field import kernel_coefficients
+    >>> S = np.random.default_rng(0).normal(size=(2000, 2)) * [1.0, 3.0]
+    >>> mu = S.mean(0)
+    >>> index = ClusteredSupport(S - mu)
+    >>> a, b, _ = kernel_coefficients(0.95)
+    >>> x = S[:4] * 0.95
+    >>> res = pruned_local_mean(index, x - 0.95 * mu, float(a), float(b))
+    >>> bool(res.mean_error.max() < 1e-8), res.evaluated_fraction < 0.2
+    (True, True)
+    """
+    queries = _check_matrix(queries, "queries")
+    n = queries.shape[0]
+    if is_torch(queries) != is_torch(index.keys_) or queries.shape[1] != index.keys_.shape[1]:
+        raise ValueError("queries must match the index: same library and key dimension k.")
+    opts = {
+        "rtol": check_real(rtol, "rtol", low=0.0, high=1.0, low_open=True),
+        "dense_fraction": check_real(dense_fraction, "dense_fraction", low=0.0, high=1.0),
+        "float32_tolerance": check_real(float32_tolerance, "float32_tolerance", low=0.0),
+        "float32": index.dtype_name_ == "float32" and _float_dtype_name(queries) == "float32",
+    }
+    block_size = check_int(block_size, "block_size")
+    opts["max_rows"] = max(1, _TILE_ELEMENTS // block_size)
+    a_h, b_h = _coefficient(a, n, "a"), _coefficient(b, n, "b")
+    if ((a_h == 0) != (b_h == 0)).any():
+        raise ValueError("a and b must both be positive (t > 0) or both zero (t = 0).")
+    out = _assemble(index, _host64(queries), a_h, b_h, block_size, opts)
+    return _package(index, queries, *out)
+
+
+def _sparse_phases(index, st: _State, sparse, bounds, best, z, b, opts) -> None:
+    """Best cluster of each query first (a lower bound of its normaliser), then the needed
+    clusters, cluster by cluster (one small GEMM per cluster and group of queries)."""
+    for j, sel in _by_cluster(sparse, best[sparse]):
+        _evaluate(index, st, sel, np.array([j]), _reference(index, j), z, b, opts)
+    lse_1 = _host64(st.M)[sparse] + np.log(_host64(st.Z)[sparse])
+    cut = lse_1 + math.log(opts["rtol"]) - math.log(index.n_clusters_)
+    done = st.done[sparse]
+    need = (bounds[sparse] > cut[:, None]) & ~done
+    heavy = (need | done) @ index.sizes_ > opts["dense_fraction"] * index.offsets_[-1]
+    need[heavy] = ~done[heavy]  # most of the support is needed: everything
+    for j in np.flatnonzero(need.any(axis=0)):
+        sel = sparse[need[:, j]]
+        _evaluate(index, st, sel, np.array([j]), _reference(index, j), z, b, opts)
+
+
+def _assemble(index, q: np.ndarray, a: np.ndarray, b: np.ndarray, block_size: int, opts):
+    """Host-side driver: closed form at t = 0; dense blocks where nothing is prunable; the
+    sparse phases for the other queries; the bounds."""
+    n, m, c = q.shape[0], int(index.offsets_[-1]), index.n_clusters_
+    mean = np.zeros((n, index.values_.shape[1]))
+    neglected, error = np.zeros(n), np.zeros(n)
+    evaluated = np.zeros((n, c), dtype=bool)
+    zero = a == 0
+    # t = 0: uniform weights, the mean of the values (float64 sums of m rows).
+    mean[zero], evaluated[zero] = index.value_mean_, True
+    error[zero] = _gamma(m + c + 4, _EPS64) * index.value_norm_max_
+    live = np.flatnonzero(~zero)
+    if live.size:
+        z = (a[live] / (2.0 * b[live]))[:, None] * q[live]
+        bl = b[live]
+        bounds = _cluster_bounds(index, z, bl)
+        best = np.argmax(bounds, axis=1)
+        st = _State(index.keys_, live.size, index.values_.shape[1], c)
+        # Upper bound of each log-normaliser: if even then most rows are needed, go dense.
+        lse_up = _logsumexp_rows(bounds) + math.log(opts["rtol"]) - math.log(c)
+        dense = (bounds > lse_up[:, None]) @ index.sizes_ > opts["dense_fraction"] * m
+        grp = np.flatnonzero(dense)
+        grp = grp[np.argsort(best[grp], kind="stable")]  # spatially coherent blocks
+        for s in range(0, grp.size, block_size):
+            sel = grp[s : s + block_size]
+            c0 = _reference(index, int(np.bincount(best[sel]).argmax()))
+            _evaluate(index, st, sel, np.arange(c), c0, z, bl, opts)
+        _sparse_phases(index, st, np.flatnonzero(~dense), bounds, best, z, bl, opts)
+        mean[live], neglected[live], error[live] = _finish(index, st, bounds)
+        evaluated[live] = st.done
+    fraction = float((evaluated @ index.sizes_).sum()) / (n * m)
+    return mean, neglected, error, evaluated, fraction
+
+
+def _package(index, queries, mean, neglected, error, evaluated, fraction) -> PrunedMean:
+    name = "float32" if index.dtype_name_ == _float_dtype_name(queries) == "float32" else "float64"
+    if name == "float32":  # the cast of the result rounds each component once
+        error = error + _EPS32 * np.linalg.norm(mean, axis=1) * (1.0 + _HOST_SLACK)
+    return PrunedMean(
+        mean=_to_lib(mean, queries, name),
+        neglected=_to_lib(neglected, queries, "float64"),
+        mean_error=_to_lib(error, queries, "float64"),
+        evaluated=evaluated,
+        evaluated_fraction=fraction,
+    )
