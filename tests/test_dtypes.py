@@ -37,10 +37,16 @@ def _dtypes(out):
     return {str(o.dtype).replace("torch.", "") for o in outs}
 
 
+#: The prepared field's methods, each the twin of one ``nw_*`` function.
+FIELD_METHODS = {name: name.removeprefix("nw_") for name in FIELD_FUNCTIONS}
+
+
 def test_every_public_field_function_is_covered():
-    """The table below must cover all of skflow.field's public functions."""
-    assert set(F.__all__) == {*FIELD_FUNCTIONS, "kernel_coefficients", "default_chunk_size"}
-    assert all(inspect.isfunction(getattr(F, name)) for name in F.__all__)
+    """The tables below must cover all of skflow.field's public functions and NWField."""
+    functions = {name for name in F.__all__ if inspect.isfunction(getattr(F, name))}
+    assert functions == {*FIELD_FUNCTIONS, "kernel_coefficients", "default_chunk_size"}
+    assert set(F.__all__) - functions == {"NWField", "ENGINES", "ATTENTION_BIASES"}
+    assert all(callable(getattr(F.NWField, m)) for m in FIELD_METHODS.values())
 
 
 CASES = [  # (library, x dtype, support dtype, expected output dtype)
@@ -73,6 +79,17 @@ def test_field_output_dtype(data, name, lib, xdt, sdt, expected, t):
     assert _dtypes(out) == {expected}
     kind = torch.Tensor if lib == "torch" else np.ndarray
     assert all(isinstance(o, kind) for o in (out if isinstance(out, tuple) else (out,)))
+
+
+@pytest.mark.parametrize("name", FIELD_FUNCTIONS)
+@pytest.mark.parametrize(("lib", "xdt", "sdt", "expected"), CASES)
+def test_prepared_field_output_dtype(data, name, lib, xdt, sdt, expected):
+    """NWField follows the same rule, for every query dtype against one prepared support."""
+    support, x = data
+    field = F.NWField(_convert(lib, support * 3, sdt), sigma_min=SIGMA_MIN)
+    for t in (0.0, 0.5, 1.0):
+        out = getattr(field, FIELD_METHODS[name])(_convert(lib, x * 3, xdt), t)
+        assert _dtypes(out) == {expected}
 
 
 def test_coefficients_and_chunk_size_types():

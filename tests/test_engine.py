@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from torch.overrides import TorchFunctionMode
 
 from skflow import field
 from skflow._array import AUTO_TORCH_MIN_SUPPORT, use_torch_backend
@@ -95,22 +96,23 @@ def test_attention_engine_with_projection_and_per_row_tensor_times(device):
     _close(nw_velocity(*args[:3], sigma_min=0.05, bandwidth=1.0), v_iso, 1e-10)
 
 
-def test_attention_and_gemm_engines_agree(monkeypatch):
+def test_attention_and_gemm_engines_agree():
     rng = np.random.default_rng(12)
     support = torch.from_numpy(rng.normal(size=(120, 5)))
     x = torch.from_numpy(rng.normal(size=(70, 5)))
+    gemm = field.NWField(support, engine="gemm")
+    attention = field.NWField(support, engine="attention")
     for t in (0.0, 0.5, 0.97, 1.0):
         fast = nw_velocity(x, support, t)
-        monkeypatch.setattr(field, "_USE_ATTENTION", False)
-        slow = nw_velocity(x, support, t)
-        monkeypatch.setattr(field, "_USE_ATTENTION", True)
-        torch.testing.assert_close(fast, slow, rtol=1e-11, atol=1e-11)
+        torch.testing.assert_close(attention.velocity(x, t), fast, rtol=0, atol=0)
+        torch.testing.assert_close(fast, gemm.velocity(x, t), rtol=1e-11, atol=1e-11)
+    with pytest.raises(ValueError, match="needs Torch"):
+        field.NWField(support.numpy(), engine="attention")
 
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("engine", ["mask", "lift"])
-def test_both_scalar_time_bias_engines_are_exact(monkeypatch, device, engine):
-    monkeypatch.setitem(field._SCALAR_TIME_ENGINE, device, engine)
+def test_both_scalar_time_bias_engines_are_exact(device, engine):
     rng = np.random.default_rng(17)
     support, x, proj = (
         rng.normal(size=(90, 7)) - 2.0,
@@ -118,14 +120,17 @@ def test_both_scalar_time_bias_engines_are_exact(monkeypatch, device, engine):
         rng.normal(size=(3, 7)),
     )
     xt, st, pt = (torch.from_numpy(a).to(device) for a in (x, support, proj))
+    plain = field.NWField(st, attention_bias=engine)
+    projected = field.NWField(st, projection=pt, attention_bias=engine)
+    single = field.NWField(st.float(), attention_bias=engine)
     for t in (0.0, 1e-7, 0.4, 0.99, 1.0):
-        _close(nw_velocity(xt, st, t), brute_force(x, support, t)[1], 1e-10)
+        _close(plain.velocity(xt, t), brute_force(x, support, t)[1], 1e-10)
         _close(
-            nw_velocity(xt, st, t, projection=pt),
+            projected.velocity(xt, t),
             brute_force(x, support, t, projection=proj)[1],
             1e-10,
         )
-        v32 = nw_velocity(xt.float(), st.float(), t)
+        v32 = single.velocity(xt.float(), t)
         assert v32.dtype == torch.float32
         assert _normwise(v32, brute_force(x, support, t)[1]) < 1e-4
 
@@ -176,25 +181,25 @@ def test_float32_velocity_within_1e4_of_float64(device, d, t):
 
 
 @pytest.mark.parametrize("t", [0.0, 0.5, 0.9, 0.95])
-def test_float32_without_fallback_below_0_95(monkeypatch, t):
-    monkeypatch.setattr(field, "FLOAT32_LOGIT_LIMIT", float("inf"))
+def test_float32_without_fallback_below_0_95(t):
     for d in (2, 64):
         support = _standardized(1000, d, seed=d)
         x = _path_points(support, t, 400, seed=d)
         _, v_ref = brute_force(x, support, t)
-        v = nw_velocity(torch.from_numpy(x).float(), torch.from_numpy(support).float(), t)
+        pure = field.NWField(torch.from_numpy(support).float(), float32_logit_limit=float("inf"))
+        v = pure.velocity(torch.from_numpy(x).float(), t)
         assert _normwise(v, v_ref) <= 1e-4
 
 
-def test_float32_fallback_is_what_keeps_t_near_one_accurate(monkeypatch):
+def test_float32_fallback_is_what_keeps_t_near_one_accurate():
     """d = 2, dense support, t = 1: pure float32 logits lose ~1e-4..1e-3; the fallback not."""
     support = _standardized(1000, 2, seed=0)
     x = _path_points(support, 1.0, 500, seed=1)
     _, v_ref = brute_force(x, support, 1.0)
     xt, st = torch.from_numpy(x).float(), torch.from_numpy(support).float()
     with_fallback = _normwise(nw_velocity(xt, st, 1.0), v_ref)
-    monkeypatch.setattr(field, "FLOAT32_LOGIT_LIMIT", float("inf"))
-    pure = _normwise(nw_velocity(xt, st, 1.0), v_ref)
+    no_fallback = field.NWField(st, float32_logit_limit=float("inf"))
+    pure = _normwise(no_fallback.velocity(xt, 1.0), v_ref)
     assert with_fallback <= 2e-5 < pure
 
 
@@ -210,17 +215,27 @@ def test_float32_outputs_of_all_functions_keep_dtype_after_fallback():
 
 
 # -- device residency -------------------------------------------------------------------------
-def test_per_row_tensor_times_do_not_go_through_numpy(monkeypatch):
-    def forbidden(*args, **kwargs):
-        raise AssertionError("per-row tensor times were converted to NumPy")
+class _NoHostCopies(TorchFunctionMode):
+    """Fails on any ``Tensor.numpy()`` / ``Tensor.tolist()`` call inside the block."""
 
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func in (torch.Tensor.numpy, torch.Tensor.tolist):
+            raise AssertionError("a tensor was converted to NumPy")
+        return func(*args, **(kwargs or {}))
+
+
+def test_per_row_tensor_times_do_not_go_through_numpy():
     rng = np.random.default_rng(15)
     support, x, t = rng.normal(size=(40, 3)), rng.normal(size=(25, 3)), rng.uniform(size=25)
     _, v_ref = brute_force(x, support, t)
-    monkeypatch.setattr(field, "_times_to_numpy", forbidden)
-    monkeypatch.setattr(field, "kernel_coefficients", forbidden)
-    v = nw_velocity(torch.from_numpy(x), torch.from_numpy(support), torch.from_numpy(t))
+    tensors = [torch.from_numpy(a) for a in (x, support, t)]
+    with _NoHostCopies():
+        v = nw_velocity(*tensors)
+        for_float32 = nw_velocity(*(a.float() for a in tensors))
     _close(v, v_ref, 1e-10)
+    _close(for_float32, v_ref, 1e-4)
+    with pytest.raises(AssertionError, match="converted to NumPy"), _NoHostCopies():
+        field.kernel_coefficients(tensors[2])  # the host path: the mode sees its conversion
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
         nw_velocity(torch.from_numpy(x), torch.from_numpy(support), torch.from_numpy(t + 1))
     with pytest.raises(ValueError, match="entries"):
@@ -253,29 +268,32 @@ def test_cuda_fixed_step_sampling_never_syncs(dtype):
     torch.testing.assert_close(nw_velocity(x0, support, t_rows), nw_velocity(x0, support, 0.7))
 
 
-def test_support_radius_cache_tracks_in_place_changes(monkeypatch):
+def test_functions_see_in_place_changes_and_prepared_fields_are_snapshots():
     rng = np.random.default_rng(16)
     support = torch.from_numpy(rng.normal(size=(30, 3)))
     x = torch.from_numpy(rng.normal(size=(10, 3)))
     v1 = nw_velocity(x, support, 0.6)
     _close(v1, brute_force(x.numpy(), support.numpy(), 0.6)[1], 1e-10)
-    support.mul_(2.0).add_(1.0)  # in place: same object, new version
+    prepared = field.NWField(support)
+    support.mul_(2.0).add_(1.0)  # in place: the functions prepare the support at each call
     _close(nw_velocity(x, support, 0.6), brute_force(x.numpy(), support.numpy(), 0.6)[1], 1e-10)
-    other = support.clone() - 3.0
-    _close(nw_velocity(x, other, 0.6), brute_force(x.numpy(), other.numpy(), 0.6)[1], 1e-10)
-    # the float32 fallback decision follows in-place rescaling of the support
-    calls = []
-    original = field._Problem._promote
-    monkeypatch.setattr(
-        field._Problem, "_promote", lambda self, *a: calls.append(1) or original(self, *a)
-    )
+    torch.testing.assert_close(prepared.velocity(x, 0.6), v1, rtol=0, atol=0)  # a snapshot
+    # the float32 fallback decision follows the support's scale: a support of radius ~3e-3
+    # stays in float32 at t = 0.99 (bit-identical to the field without fallback); scaled
+    # back up in place, the same tensor is computed in float64 (and so differs from it)
     small = (support / 1000.0).float()
-    nw_velocity(x.float(), small, 0.99)
-    assert calls == []
+    pure = {"float32_logit_limit": float("inf")}
+    x32 = x.float() / 1000.0
+    same = nw_velocity(x32, small, 0.99)
+    torch.testing.assert_close(
+        same, field.NWField(small, **pure).velocity(x32, 0.99), rtol=0, atol=0
+    )
     small.mul_(1000.0)
-    nw_velocity(x.float(), small, 0.99)
-    assert calls == [1]
-    # a support that requires grad is never cached and gets gradients
+    promoted = nw_velocity(x.float(), small, 0.99)
+    assert not torch.equal(promoted, field.NWField(small, **pure).velocity(x.float(), 0.99))
+    ref = brute_force(x.numpy(), small.double().numpy(), 0.99)[1]
+    assert _normwise(promoted, ref) < 1e-6
+    # a support that requires grad gets gradients
     s = support.clone().requires_grad_(True)
     nw_velocity(x, s, 0.6).sum().backward()
     assert s.grad is not None and torch.isfinite(s.grad).all()

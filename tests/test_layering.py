@@ -28,7 +28,6 @@ LAYERS = (
     ("exceptions", "helpers"),
     ("paths", "paths"),
     ("tasks", "tasks"),
-    ("_attention", "field"),
     ("field", "field"),
     ("solvers", "solvers"),
     ("metrics", "metrics"),

@@ -320,23 +320,23 @@ def test_streaming_log_density_equals_dense():
         np.testing.assert_allclose(_np(got), dense, rtol=1e-13)
 
 
-def test_streaming_is_chosen_automatically_and_copies_no_support(monkeypatch):
+def test_streaming_is_chosen_automatically_and_copies_no_support():
+    """m * max(d, 64) above the 2**23-element block budget: the support is streamed, read
+    as given (float32 here, float64 queries: cast chunk by chunk), never copied whole."""
     rng = np.random.default_rng(6)
-    S = rng.normal(size=(300, 4)).astype(np.float32)
-    X = rng.normal(size=(50, 4))  # float64 queries: the support is cast chunk by chunk
-    dense = nw_velocity(X, S, 0.6)
-    monkeypatch.setattr(F, "_BLOCK_ELEMENTS", 2048)  # 300 * 64 > 2048: stream
-    prob = F._Problem(X, S, 0.6, sigma_min=0.01, bandwidth="ot", projection=None, chunk_size=None)
-    assert prob.streaming and prob.support_rows < 300
-    assert prob.geom.support is S  # the support itself, not a (centred, cast) copy
-    np.testing.assert_allclose(nw_velocity(X, S, 0.6), dense, rtol=1e-12, atol=1e-12)
+    S = rng.normal(size=(2**17 + 1, 4)).astype(np.float32)
+    X = rng.normal(size=(20, 4))
+    streamed = F.NWField(S)
+    assert streamed.streaming and streamed.support is S
+    dense = F.NWField(S, support_chunk_size=S.shape[0])  # one chunk of m rows: dense path
+    assert not dense.streaming
+    ref = dense.velocity(X, 0.6)
+    np.testing.assert_allclose(streamed.velocity(X, 0.6), ref, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(nw_velocity(X, S, 0.6), ref, rtol=1e-12, atol=1e-12)
     t_s = torch.from_numpy(S)
-    np.testing.assert_allclose(_np(nw_velocity(torch.from_numpy(X), t_s, 0.6)), dense, atol=1e-12)
+    np.testing.assert_allclose(_np(nw_velocity(torch.from_numpy(X), t_s, 0.6)), ref, atol=1e-12)
     # small supports stay on the dense path
-    small = F._Problem(
-        X, S[:20], 0.6, sigma_min=0.01, bandwidth="ot", projection=None, chunk_size=None
-    )
-    assert not small.streaming
+    assert not F.NWField(S[:20]).streaming
 
 
 def test_streaming_float32_fallback_and_gradients():

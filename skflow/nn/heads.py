@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .._attention import (
+from ..field._sdpa import (
     centre,
     lifted_attention_mean,
     lifted_logits,

@@ -12,7 +12,7 @@ from sklearn.base import clone
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .. import field as F
-from .._array import resolve_device, use_torch_backend
+from .._array import get_namespace, resolve_device, use_torch_backend
 from .._validation import (
     check_bandwidth,
     check_finite_output,
@@ -402,15 +402,19 @@ class NWFlowSampler(BaseFlowSampler):
             "support_chunk_size": self.support_chunk_size,
         }
 
+    def _prepared(self, support: Any) -> F.NWField:
+        """The field of a (backend) support, prepared once for all its evaluations."""
+        return F.NWField(support, **self._kwargs())
+
     def _field(self, support: Any):
-        kwargs = self._kwargs()
+        field = self._prepared(support)
 
         def velocity(t, x):
-            return F.nw_velocity(x, support, t, **kwargs)
+            return field.velocity(x, t)
 
         return velocity
 
-    def _call(self, fn, X, t, support, **extra):
+    def _call(self, method: str, X, t, support):
         check_is_fitted(self)
         self._validate_params()
         support = self._check_support(support)
@@ -418,8 +422,9 @@ class NWFlowSampler(BaseFlowSampler):
         t = check_times(t)
         # Mixed float32/float64 inputs are computed in float64 by the field, which casts the
         # support chunk by chunk when it streams it (no full-size copy here).
-        out = fn(self._to_backend(X), self._to_backend(support), t, **extra)
-        return check_finite_output(self._to_numpy(out), f"{fn.__name__}'s result")
+        field = self._prepared(self._to_backend(support))
+        out = getattr(field, method)(self._to_backend(X), t)
+        return check_finite_output(self._to_numpy(out), f"nw_{method}'s result")
 
     # -- the field -------------------------------------------------------------------------
     def velocity(self, X: Any, t: Any, *, support: Any = None) -> np.ndarray:
@@ -438,7 +443,7 @@ class NWFlowSampler(BaseFlowSampler):
         -------
         V : ndarray of shape (n, n_features)
         """
-        return self._call(F.nw_velocity, X, t, support, **self._kwargs())
+        return self._call("velocity", X, t, support)
 
     def weights(self, X: Any, t: Any, *, support: Any = None) -> np.ndarray:
         """Nadaraya-Watson weights ``w_i(X, t)``.
@@ -448,7 +453,7 @@ class NWFlowSampler(BaseFlowSampler):
         W : ndarray of shape (n, m)
             Rows are probability vectors.
         """
-        return self._call(F.nw_weights, X, t, support, **self._kwargs())
+        return self._call("weights", X, t, support)
 
     def effective_sample_size(self, X: Any, t: Any, *, support: Any = None) -> np.ndarray:
         """Kish effective sample size ``1 / sum_i w_i^2`` of the weights at ``(X, t)``.
@@ -458,7 +463,7 @@ class NWFlowSampler(BaseFlowSampler):
         n_eff : ndarray of shape (n,)
             ``m`` at ``t = 0``; tends to 1 as the kernel collapses on the nearest neighbour.
         """
-        return self._call(F.nw_effective_sample_size, X, t, support, **self._kwargs())
+        return self._call("effective_sample_size", X, t, support)
 
     def divergence(self, X: Any, t: Any, *, support: Any = None) -> np.ndarray:
         """Exact divergence of the velocity field at ``(X, t)``.
@@ -467,7 +472,7 @@ class NWFlowSampler(BaseFlowSampler):
         -------
         div : ndarray of shape (n,)
         """
-        return self._call(F.nw_divergence, X, t, support, **self._kwargs())
+        return self._call("divergence", X, t, support)
 
     # -- densities -------------------------------------------------------------------------
     def _closed_form_density(self) -> bool:
@@ -572,15 +577,14 @@ class NWFlowSampler(BaseFlowSampler):
         out32 = X.dtype == np.float32 and support.dtype == np.float32
         if self._closed_form_density():
             # float64 throughout: float32 distances lose ~1e-3 nats at sigma_min = 0.01.
-            log_p = self._call(
-                F.nw_log_density,
-                X.astype(np.float64),
-                1.0,
-                support.astype(np.float64),
+            field = F.NWField(
+                self._to_backend(support.astype(np.float64)),
                 sigma_min=self.sigma_min,
                 chunk_size=self.chunk_size,
                 support_chunk_size=self.support_chunk_size,
             )
+            log_p = field.log_density(self._to_backend(X.astype(np.float64)), 1.0)
+            log_p = check_finite_output(self._to_numpy(log_p), "nw_log_density's result")
             err = np.zeros(log_p.shape)
         else:
             X64, S64 = X.astype(np.float64), support.astype(np.float64)
@@ -607,17 +611,17 @@ class NWFlowSampler(BaseFlowSampler):
         S, d = self._to_backend(support), X.shape[1]
         decay = 1.0 - float(self.sigma_min)
         s_end = -math.log(float(self.sigma_min))
-        kwargs = self._kwargs()
+        field = self._prepared(S)
 
         def rhs(s, state):
-            xp, n = F.get_namespace(state), state.shape[0]
+            xp, n = get_namespace(state), state.shape[0]
             s = np.broadcast_to(np.asarray(s, dtype=np.float64), (n,))
             growth = np.exp(s)  # x = w e^s, sigma_t = sigma_min e^s
             sigma = np.minimum(float(self.sigma_min) * growth, 1.0)
             t = np.clip((1.0 - sigma) / decay, 0.0, 1.0)
             g = xp.asarray(growth.reshape(-1, 1), state)
             x = state[:, :d] * g
-            v, div = F.nw_velocity_and_divergence(x, S, t, **kwargs)
+            v, div = field.velocity_and_divergence(x, t)
             sig = xp.asarray(sigma.reshape(-1, 1), state)
             mean = v * sig + decay * x  # m_w(x), from u = (m_w - decay x) / sigma_t
             dl = div[:, None] * sig / decay
@@ -626,7 +630,7 @@ class NWFlowSampler(BaseFlowSampler):
         parts = []
         for start in range(0, X.shape[0], SAMPLING_BATCH_SIZE):
             xb = self._to_backend(X[start : start + SAMPLING_BATCH_SIZE])
-            xp = F.get_namespace(xb)
+            xp = get_namespace(xb)
             state0 = xp.concat([xb, xp.full((xb.shape[0], 1), 0.0, xb)], axis=1)
             sol = self._solve_adaptive(rhs, state0, (0.0, s_end), rtol=rtol, atol=atol)
             parts.append(self._to_numpy(sol.y).astype(np.float64))

@@ -30,10 +30,12 @@ from typing import Any
 
 import numpy as np
 
-from ._validation import check_bandwidth
+from .._validation import check_bandwidth
 
 __all__ = [
     "LIMIT_PROBE_TIME",
+    "AttentionKeys",
+    "attention_mean",
     "bias_attention_mean",
     "callable_bandwidth",
     "centre",
@@ -240,27 +242,13 @@ def lifted_attention_mean(
     tensor (..., n, dv)
     """
     import torch
-    import torch.nn.functional as tnf
 
     if torch.is_tensor(a_col) and bool(torch.isinf(a_col).any()):  # t = 0 hard limit
         if mean_key is None:
             raise ValueError("rows in the t -> 0 hard-argmax limit need mean_key (P mu).")
         logits = hard_limit_logits(xc, keys, a_col, b_col, mean_key)
         return torch.softmax(logits, dim=-1) @ values
-    q, k = _lift(xc, keys, a_col, b_col)
-    dv = values.shape[-1]
-    # Fused kernels want one head size for q, k and v (and CUDA ones a multiple of 8): pad
-    # with zero columns, which change neither the dot products nor the kept outputs.
-    width = max(q.shape[-1], dv)
-    if q.device.type == "cuda":
-        width = -(-width // 8) * 8
-    q, k, v = (_pad(z, width) for z in (q, k, values))
-    # Fused kernels also want 4-D (batch, heads, length, width) inputs.
-    batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
-    q, k, v = (z.expand(*batch, *z.shape[-2:]).reshape(-1, 1, *z.shape[-2:]) for z in (q, k, v))
-    out = tnf.scaled_dot_product_attention(q, k, v, scale=1.0)
-    out = out.reshape(*batch, *out.shape[-2:])
-    return out if out.shape[-1] == dv else out[..., :dv]
+    return AttentionKeys(keys, values).lifted_mean(xc, a_col, b_col)
 
 
 def bias_attention_mean(
@@ -286,21 +274,103 @@ def bias_attention_mean(
     -------
     tensor (n, dv)
     """
-    import torch.nn.functional as tnf
+    return AttentionKeys(keys, values, key_sq_norms).bias_mean(xc, a, b)
 
-    n, m, dv = xc.shape[0], keys.shape[0], values.shape[-1]
-    width = max(xc.shape[-1], dv)
-    if xc.device.type == "cuda":
-        width = -(-width // 8) * 8
-    q, k, v = (_pad(z, width) for z in (xc, keys, values))
-    if key_sq_norms is None:
-        key_sq_norms = (keys * keys).sum(dim=-1)
-    mask = (key_sq_norms.reshape(1, 1, 1, m) * (-float(b))).to(q.dtype).expand(1, 1, n, m)
-    out = tnf.scaled_dot_product_attention(
-        q[None, None], k[None, None], v[None, None], mask, scale=float(a)
-    )
-    out = out[0, 0]
-    return out if out.shape[-1] == dv else out[:, :dv]
+
+class AttentionKeys:
+    """Keys and values of one support laid out for SDPA once, reused by every call.
+
+    Fused kernels want one head size for queries, keys and values (a multiple of 8 on CUDA)
+    and 4-D ``(batch, heads, length, width)`` inputs; the lifted form also needs the key
+    coordinate ``||k_i||^2``. Both layouts are built on first use and kept.
+
+    Parameters
+    ----------
+    keys : tensor (..., m, k)
+        Centred (and projected) keys.
+    values : tensor (..., m, dv)
+    key_sq_norms : tensor broadcastable to (..., 1, m), optional
+        ``||k_i||^2`` if already computed.
+    """
+
+    def __init__(self, keys: Any, values: Any, key_sq_norms: Any = None):
+        self.keys, self.values, self.sq = keys, values, key_sq_norms
+        self._lifted = None
+        self._plain = None
+
+    def _width(self, width: int) -> int:
+        return -(-width // 8) * 8 if self.keys.device.type == "cuda" else width
+
+    def lifted_mean(self, xc: Any, a_col: Any, b_col: Any) -> Any:
+        """Local mean (..., n, dv) for per-row (or scalar) coefficients: lifted query
+        ``[a x, -b]`` against lifted keys ``[k_i, ||k_i||^2]``, scale 1."""
+        import torch
+        import torch.nn.functional as tnf
+
+        if self._lifted is None:
+            k = torch.cat([self.keys, (self.keys * self.keys).sum(dim=-1, keepdim=True)], -1)
+            width = self._width(max(k.shape[-1], self.values.shape[-1]))
+            self._lifted = (width, _pad(k, width), _pad(self.values, width))
+        width, k, v = self._lifted
+        if torch.is_tensor(b_col):
+            bias = (-b_col).to(xc.dtype).expand(*xc.shape[:-1], 1)
+        else:  # a Python float: one time for every query
+            bias = xc.new_full((*xc.shape[:-1], 1), -float(b_col))
+        q = _pad(torch.cat([a_col * xc, bias], dim=-1), width)
+        batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+        q, k, v = (z.expand(*batch, *z.shape[-2:]).reshape(-1, 1, *z.shape[-2:]) for z in (q, k, v))
+        out = tnf.scaled_dot_product_attention(q, k, v, scale=1.0)
+        out = out.reshape(*batch, *out.shape[-2:])
+        dv = self.values.shape[-1]
+        return out if out.shape[-1] == dv else out[..., :dv]
+
+    def bias_mean(self, xc: Any, a: float, b: float) -> Any:
+        """Local mean (n, dv) for one time shared by all queries of a single support: the
+        per-key bias as a broadcast additive mask, ``a`` as SDPA's scale."""
+        import torch.nn.functional as tnf
+
+        if self._plain is None:
+            width = self._width(max(self.keys.shape[-1], self.values.shape[-1]))
+            sq = self.sq if self.sq is not None else (self.keys * self.keys).sum(dim=-1)
+            m = self.keys.shape[-2]
+            k, v = _pad(self.keys, width)[None, None], _pad(self.values, width)[None, None]
+            self._plain = (width, k, v, sq.reshape(1, 1, 1, m))
+        width, k, v, sq = self._plain
+        n, m, dv = xc.shape[0], k.shape[-2], self.values.shape[-1]
+        mask = (sq * (-float(b))).to(xc.dtype).expand(1, 1, n, m)
+        out = tnf.scaled_dot_product_attention(
+            _pad(xc, width)[None, None], k, v, mask, scale=float(a)
+        )[0, 0]
+        return out if out.shape[-1] == dv else out[:, :dv]
+
+
+def attention_mean(call: Any, bias: str) -> Any:
+    """Local mean ``sum_i w_i s_i`` (..., n, d) of a field call through SDPA (Torch).
+
+    ``bias`` is how the per-key bias reaches SDPA when one time is shared by all queries
+    (``"mask"`` or ``"lift"``); per-row times always lift. The weights see the centred
+    queries and keys; the values are the centred support (the mean is added back). The
+    SDPA layout of the keys is kept in the call's geometry (``geom.attention``) and reused
+    by later calls.
+    """
+    g = call.geom
+    if getattr(g, "attention", None) is None:
+        g.attention = AttentionKeys(g.keys, g.values, g.sq_norms)
+    n = call.n
+    if n == 0:
+        return call.x[..., :0] @ g.values[..., :0, :] + g.mean
+    rows = call.attention_rows()
+    out = []
+    for start in range(0, n, rows):
+        stop = min(n, start + rows)
+        q = call.queries(start, stop)
+        a = call.a if isinstance(call.a, float) else call.a[..., start:stop, :]
+        b = call.b if isinstance(call.b, float) else call.b[..., start:stop, :]
+        if isinstance(a, float) and bias == "mask" and q.ndim == 2:
+            out.append(g.attention.bias_mean(q, a, b))
+        else:
+            out.append(g.attention.lifted_mean(q, a, b))
+    return (out[0] if len(out) == 1 else call.xp.concat(out, axis=-2)) + g.mean
 
 
 def _pad(z: Any, width: int) -> Any:

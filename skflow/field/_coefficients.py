@@ -1,0 +1,213 @@
+"""Kernel coefficients of the field's logits ``a(t) <x, s> - b(t) ||s||^2`` and ``sigma_t``.
+
+The OT path ``X_t = t X_1 + sigma_t X_0`` (:class:`skflow.paths.OTPath`) gives the Gaussian
+weights ``softmax_i(-||x - t s_i||^2 / (2 tau^2))`` with ``tau = t h(t)`` the kernel width in
+x-space; expanding the square, ``a = t / tau^2`` and ``b = t^2 / (2 tau^2)``. This module
+computes them on the host (:func:`kernel_coefficients`) or on the device of a per-row time
+tensor (:func:`coefficient_columns`), including the ``t -> 0+`` limit of every bandwidth.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .._array import is_torch
+from .._validation import check_bandwidth, check_real_array
+from ..paths import OTPath
+from ._sdpa import callable_bandwidth, torch_coefficients
+
+__all__ = ["Bandwidth", "Coefficients", "coefficient_columns", "kernel_coefficients", "times"]
+
+Bandwidth = str | float | Callable[[np.ndarray], np.ndarray]
+
+
+def times(t: Any, *, max_ndim: int = 1) -> np.ndarray:
+    """Times as a float64 NumPy array, validated to lie in [0, 1] (at most ``max_ndim``-D)."""
+    if is_torch(t):
+        if t.is_complex():
+            raise TypeError(f"t must be real-valued, got complex dtype {t.dtype}.")
+        t = t.detach().cpu().numpy()
+    t_arr = check_real_array(t, "t").astype(np.float64, copy=False)
+    if t_arr.ndim > max_ndim:
+        raise ValueError(
+            f"t must be a scalar or a 1-D array of per-query times, got {t_arr.shape}."
+        )
+    if not np.all(np.isfinite(t_arr)) or np.any(t_arr < 0.0) or np.any(t_arr > 1.0):
+        raise ValueError("t must lie in [0, 1] (finite); got values outside that interval.")
+    return t_arr
+
+
+def kernel_coefficients(
+    t: Any, *, sigma_min: float = 0.01, bandwidth: Bandwidth = "ot"
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Coefficients of the logits ``a <x, s> - b ||s||^2`` and the path's ``sigma_t``.
+
+    Parameters
+    ----------
+    t : float or array-like of shape (n,)
+        Times in [0, 1].
+    sigma_min : float, default=0.01
+        Noise level of the OT path at ``t = 1``.
+    bandwidth : {"ot"} or float or callable, default="ot"
+        ``"ot"`` uses the exact ``h(t) = sigma_t / t``; a positive float ``c`` uses ``c h(t)``;
+        a callable maps times (float64 array, ``t = 0`` included) to bandwidths ``h(t)`` (in
+        the rescaled ``x / t`` coordinates).
+
+        **The value at t = 0 is the limit t -> 0+.** For ``"ot"`` and a float the x-space
+        width ``t h(t)`` tends to 1 (resp. ``c``) times ``sigma_0 = 1`` while ``a, b -> 0``:
+        uniform weights. A callable must return at ``t = 0`` its limit ``h(0+)``:
+
+        * ``inf`` with ``t h(t)^2 -> inf`` (e.g. ``c sigma_t / t``): ``a, b -> 0``, uniform
+          weights;
+        * a finite ``h(0) > 0`` (``h`` bounded and continuous at 0, e.g. a constant): the
+          x-space width ``t h(t) -> 0`` and ``a -> inf``; the weights tend to one-hot on
+          ``argmax_i <P x, P s_i>``, ties broken by ``-||P s_i||^2 / (2 h(0)^2)`` (a softmax
+          over the tied points; exact ties share the weight equally). Returned as
+          ``a = inf``, ``b = 1 / (2 h(0)^2)``.
+
+        Anything else raises ``ValueError``: ``h(0)`` zero, negative or NaN, ``h(0) = inf``
+        growing like ``t^(-1/2)`` or slower (``t h(t)^2 < 1e6`` at ``t = 1e-12``), or a finite
+        ``h(0)`` that differs from ``h(1e-12)`` by more than ``1e-6`` relative (not the
+        limit).
+
+    Returns
+    -------
+    a, b, sigma_t : ndarray of the shape of ``t``
+        Query scale, key-bias scale and noise level, in float64 (``a = inf`` marks the
+        hard-argmax limit at ``t = 0``, see above).
+
+    Examples
+    --------
+    >>> a, b, s = kernel_coefficients(0.5, sigma_min=0.01)
+    >>> round(float(a), 4), round(float(b), 4), round(float(s), 3)
+    (1.9606, 0.4901, 0.505)
+    """
+    check_bandwidth(bandwidth)
+    return _host_coefficients(times(t), sigma_min, bandwidth)
+
+
+def _host_coefficients(t_arr: np.ndarray, sigma_min: float, bandwidth: Bandwidth):
+    sigma_t = OTPath(sigma_min).sigma(t_arr)
+    if callable(bandwidth):
+        h = callable_bandwidth(bandwidth, t_arr)
+        pos = t_arr > 0
+        safe_t = np.where(pos, t_arr, 1.0)
+        with np.errstate(over="ignore", divide="ignore"):
+            # t = 0: a = inf marks the hard-argmax limit (finite h(0)); a = 0 for h(0) = inf.
+            a_zero = np.where(np.isinf(h), 0.0, np.inf)
+            a = np.where(pos, 1.0 / (safe_t * h**2), a_zero)
+            b = 0.5 / h**2
+        return a, b, sigma_t
+    scale = 1.0 if bandwidth == "ot" else float(bandwidth)
+    tau2 = (scale * sigma_t) ** 2
+    return t_arr / tau2, 0.5 * t_arr**2 / tau2, sigma_t
+
+
+@dataclass
+class Coefficients:
+    """Per-call coefficients: Python floats (one time for all queries) or ``(..., n, 1)``
+    columns of the queries' namespace, dtype and device."""
+
+    t: Any
+    a: Any
+    b: Any
+    sigma_t: Any
+    #: ``(..., n, 1)`` boolean column of the rows in the hard-argmax limit, or None.
+    hard: Any
+    #: ``max a`` over the finite rows (host float; 0 when not needed), for the float32 check.
+    a_max: float
+
+    def astype(self, convert: Callable[[Any], Any]) -> Coefficients:
+        """The same coefficients with every column passed through ``convert``."""
+        cols = (c if isinstance(c, float) else convert(c) for c in (self.t, self.a, self.b))
+        t, a, b = cols
+        sig = self.sigma_t if isinstance(self.sigma_t, float) else convert(self.sigma_t)
+        return Coefficients(t, a, b, sig, self.hard, self.a_max)
+
+
+def coefficient_columns(
+    xp: Any, x: Any, t: Any, *, sigma_min: float, bandwidth: Bandwidth, need_max: bool
+) -> Coefficients:
+    """Coefficients of one evaluation at queries ``x`` (..., n, d) and times ``t``.
+
+    ``t`` is a scalar or broadcastable to ``x.shape[:-1]``. A Torch tensor of per-row times
+    stays on its device (the range check is skipped for tensors on accelerators); other
+    times are validated and computed on the host in float64.
+    """
+    shape = tuple(x.shape[:-1])
+    if xp.name == "torch" and is_torch(t) and t.ndim >= 1:
+        return _device_columns(xp, x, t, shape, sigma_min, bandwidth, need_max)
+    t_arr = times(t, max_ndim=len(shape))
+    a, b, sigma_t = _host_coefficients(t_arr, sigma_min, bandwidth)
+    if t_arr.ndim == 0:
+        hard = None
+        if np.isinf(a):
+            hard = _as_device(xp, np.ones(shape + (1,), dtype=bool), x)
+            a = np.zeros_like(a)
+        a_max = float(a)
+        return Coefficients(float(t_arr), float(a), float(b), float(sigma_t), hard, a_max)
+    hard_rows = np.isinf(a)
+    hard = None
+    if hard_rows.any():  # rows in the hard-argmax limit (t = 0, finite callable h(0))
+        hard = _as_device(xp, _broadcast(hard_rows, shape, "t")[..., None].copy(), x)
+        a = np.where(hard_rows, 0.0, a)
+    cols = [
+        _as_device(xp, _broadcast(c, shape, "t")[..., None], x, dtype=x.dtype)
+        for c in (t_arr, a, b, sigma_t)
+    ]
+    return Coefficients(*cols, hard, float(np.max(a)) if a.size else 0.0)
+
+
+def _device_columns(xp, x, t, shape, sigma_min, bandwidth, need_max) -> Coefficients:
+    torch = xp.torch
+    if t.is_complex():
+        raise TypeError(f"t must be real-valued, got complex dtype {t.dtype}.")
+    try:
+        t = torch.broadcast_to(t, shape)
+    except RuntimeError:
+        raise ValueError(_shape_message(tuple(t.shape), shape)) from None
+    check_bandwidth(bandwidth)
+    a, b, sig = torch_coefficients(
+        t,
+        sigma_min=sigma_min,
+        bandwidth=bandwidth,
+        dtype=x.dtype,
+        device=x.device,
+        validate=t.device.type == "cpu",
+        limit=True,
+    )
+    hard = None
+    if callable(bandwidth):  # only callables have rows in the hard-argmax limit
+        rows = torch.isinf(a)
+        if bool(rows.any()):
+            hard = rows[..., None]
+            a = torch.where(rows, torch.zeros_like(a), a)
+    a_max = float(a.max()) if (need_max and a.numel()) else 0.0
+    t_col = t.to(device=x.device, dtype=x.dtype)[..., None]
+    return Coefficients(t_col, a[..., None], b[..., None], sig[..., None], hard, a_max)
+
+
+def _shape_message(got: tuple, shape: tuple) -> str:
+    if len(got) == 1 and len(shape) == 1:
+        return f"t has {got[0]} entries but x has {shape[0]} rows."
+    return f"t of shape {got} does not broadcast to the query rows {shape}."
+
+
+def _broadcast(values: np.ndarray, shape: tuple, name: str) -> np.ndarray:
+    if len(shape) == 1 and values.shape != shape:  # one support: one time per row, exactly
+        raise ValueError(_shape_message(values.shape, shape))
+    try:
+        return np.broadcast_to(values, shape)
+    except ValueError:
+        raise ValueError(_shape_message(values.shape, shape)) from None
+
+
+def _as_device(xp, values: np.ndarray, like: Any, dtype: Any = None) -> Any:
+    if xp.name == "numpy":
+        return values if dtype is None else values.astype(dtype, copy=False)
+    out = xp.torch.as_tensor(np.array(values), device=like.device)  # a writable copy
+    return out if dtype is None else out.to(dtype)

@@ -1,0 +1,386 @@
+"""The prepared field :class:`NWField`: a support validated, centred and planned once.
+
+An ODE solver evaluates the field of one support 100-200 times. :class:`NWField` does the
+per-support work once -- validation, the support mean, the centred keys and values, their
+squared norms, the radius that steers the float32 precision check, the engine choice and the
+SDPA layout of the keys -- and every method then only does the per-query work.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .._array import get_namespace, is_torch
+from .._validation import check_bandwidth, check_choice, check_real_array, check_sigma_min
+from . import _dense, _stream
+from ._call import FieldCall
+from ._coefficients import Bandwidth, coefficient_columns, times
+from ._density import path_log_density
+from ._geometry import DenseGeometry, StreamGeometry
+from ._plan import FLOAT32_LOGIT_LIMIT, block_budget, check_chunk, stream_rows
+from ._sdpa import attention_mean
+
+__all__ = ["ATTENTION_BIASES", "ENGINES", "NWField"]
+
+#: Engines of :class:`NWField`: ``"auto"`` (SDPA for the Torch local mean and velocity,
+#: explicit GEMM blocks otherwise), ``"attention"`` (SDPA, Torch only) and ``"gemm"``.
+ENGINES = ("auto", "attention", "gemm")
+#: How the per-key bias reaches SDPA when one time is shared by all queries: ``"mask"`` (a
+#: broadcast additive mask, width d), ``"lift"`` (an extra key coordinate, width d + 1) or
+#: ``"auto"``: ``"mask"`` on CPU, the faster of the two in ``benchmarks/bench_field.py``, and
+#: ``"lift"`` on CUDA until measured there. Per-row times always lift.
+ATTENTION_BIASES = ("auto", "mask", "lift")
+
+
+class NWField:
+    """Exact Nadaraya-Watson velocity field of a support, prepared once for many evaluations.
+
+    For the OT path ``X_t = t X_1 + sigma_t X_0`` and the empirical measure of the support
+    ``S``, ``u_t(x) = (sum_i w_i(x, t) s_i - (1 - sigma_min) x) / sigma_t`` with
+    ``w = softmax_i(-||P(x - t s_i)||^2 / (2 tau^2))`` (see :mod:`skflow.field`). The
+    functions ``skflow.field.nw_*`` build one of these per call; estimators and solvers build
+    one per support and reuse it at every stage.
+
+    Parameters
+    ----------
+    support : array of shape (m, d) or (..., m, d)
+        NumPy array or Torch tensor (any device). Leading dimensions are a batch of supports
+        (then queries are ``(..., n, d)`` with broadcastable batch dimensions).
+    sigma_min : float, default=0.01
+        Noise level of the path at ``t = 1``.
+    bandwidth : {"ot"} or float or callable, default="ot"
+        See :func:`skflow.field.kernel_coefficients`.
+    projection : array of shape (k, d) or (..., k, d), optional
+        Weights from ``P x`` and ``P s_i`` (anisotropic kernel ``M = P^T P``); leading
+        dimensions broadcast against the support's (e.g. one projection per head).
+    chunk_size : int, optional
+        Queries per explicit logits block; default keeps a block near 64 MiB.
+    support_chunk_size : int, optional
+        Stream a single support in chunks of this many rows (online log-sum-exp); default:
+        streaming when ``m * max(d, k, 64)`` exceeds the block budget.
+    engine : {"auto", "attention", "gemm"}, default="auto"
+        See :data:`ENGINES`.
+    attention_bias : {"auto", "mask", "lift"}, default="auto"
+        See :data:`ATTENTION_BIASES`.
+    float32_logit_limit : float, default=1e4
+        float32 evaluations are computed in float64 where ``a(t) max_i ||P(s_i - mu)||^2``
+        exceeds this (their logits' rounding error is about ``eps_32`` times it); ``inf``
+        stays in float32 throughout.
+
+    Notes
+    -----
+    The support is prepared when the field is built (centred copies of it in float64 and, for
+    a float32 support, float32): modifying the support in place afterwards does not change
+    the field; build a new one. A streamed support (see ``support_chunk_size``) is not
+    copied: its chunks are read at every evaluation.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> field = NWField(np.array([[1.0, 1.0]]), sigma_min=0.01)
+    >>> field.velocity(np.zeros((1, 2)), 0.0)   # one point: straight line to it
+    array([[1., 1.]])
+    >>> field.effective_sample_size(np.zeros((3, 2)), 0.5).shape
+    (3,)
+    """
+
+    def __init__(
+        self,
+        support: Any,
+        *,
+        sigma_min: float = 0.01,
+        bandwidth: Bandwidth = "ot",
+        projection: Any = None,
+        chunk_size: int | None = None,
+        support_chunk_size: int | None = None,
+        engine: str = "auto",
+        attention_bias: str = "auto",
+        float32_logit_limit: float = FLOAT32_LOGIT_LIMIT,
+    ):
+        self.sigma_min = check_sigma_min(sigma_min)
+        check_bandwidth(bandwidth)
+        self.bandwidth = bandwidth
+        self.chunk_size = check_chunk(chunk_size, "chunk_size")
+        self.engine = check_choice(engine, "engine", ENGINES)
+        self.attention_bias = check_choice(attention_bias, "attention_bias", ATTENTION_BIASES)
+        self.float32_logit_limit = float(float32_logit_limit)
+        self.xp = get_namespace(support)
+        if self.engine == "attention" and self.xp.name != "torch":
+            raise ValueError("engine='attention' needs Torch tensors (SDPA); got NumPy arrays.")
+        self.support = _check_support(self.xp, support)
+        self.projection = projection
+        self._stream_rows = self._plan_streaming(
+            check_chunk(support_chunk_size, "support_chunk_size")
+        )
+        self._geometries: dict[Any, Any] = {}
+        # Prepared now, so the field is a snapshot of the support (a streamed support is read
+        # at every call instead: no copy of it is made). A float32 support also gets its
+        # float64 geometry, for float64 queries and the precision fallback.
+        natural = 32 if _is_float32(self.xp, self.support) else 64
+        self._geometry(_float(self.xp, natural))
+        if natural == 32 and not self.streaming:
+            self._geometry(_float(self.xp, 64))
+
+    # -- preparation -----------------------------------------------------------------------
+    @property
+    def batched(self) -> bool:
+        """Whether the support carries leading batch dimensions."""
+        return self.support.ndim > 2
+
+    @property
+    def streaming(self) -> bool:
+        """Whether the support is read in chunks (online log-sum-exp)."""
+        return self._stream_rows is not None
+
+    def _plan_streaming(self, support_chunk_size: int | None) -> int | None:
+        m, d = self.support.shape[-2:]
+        if self.batched:
+            if support_chunk_size is not None and support_chunk_size < m:
+                raise ValueError("support_chunk_size (streaming) needs a single support (m, d).")
+            return None
+        shape = getattr(self.projection, "shape", None)
+        k = int(shape[-2]) if shape is not None and len(shape) >= 2 else d
+        device = self.support.device if self.xp.name == "torch" else None
+        itemsize = 4 if _is_float32(self.xp, self.support) else 8
+        budget = block_budget(device, itemsize)
+        return stream_rows(m, d, k, 1024, support_chunk_size, budget)
+
+    def _geometry(self, dtype: Any) -> Any:
+        """Support geometry in ``dtype``, built on first use and kept."""
+        geom = self._geometries.get(dtype)
+        if geom is None:
+            xp, support = self.xp, self.support
+            # float32 norms may overflow here; that is detected by the precision check.
+            with np.errstate(over="ignore", invalid="ignore"):
+                if self.streaming:
+                    like = _empty_like(xp, support, dtype)
+                    geom = StreamGeometry(xp, support, self.projection, like, self._stream_rows)
+                else:
+                    cast = _cast(xp, support, dtype)
+                    geom = DenseGeometry(xp, cast, self.projection)
+            self._geometries[dtype] = geom
+        return geom
+
+    # -- one evaluation --------------------------------------------------------------------
+    def _call(self, x: Any, t: Any) -> tuple[FieldCall, Any]:
+        """The evaluation at queries ``x`` and times ``t`` and the caller's dtype."""
+        xp = self.xp
+        x = self._check_queries(x)
+        both32 = _is_float32(xp, x) and _is_float32(xp, self.support)
+        dtype = _float(xp, 32 if both32 else 64)
+        x = _cast(xp, x, dtype)
+        out_dtype = x.dtype
+        check32 = both32 and not (xp.name == "torch" and x.device.type == "mps")
+        coef = coefficient_columns(
+            xp, x, t, sigma_min=self.sigma_min, bandwidth=self.bandwidth, need_max=check32
+        )
+        geom = self._geometry(dtype)
+        if check32:
+            with np.errstate(over="ignore", invalid="ignore"):
+                radius2 = geom.radius2()
+            # Promote when the logits would lose precision, or when ||P(s - mu)||^2
+            # overflows float32 (even at t = 0, where 0 * inf would give NaN weights).
+            if not np.isfinite(radius2) or coef.a_max * radius2 > self.float32_logit_limit:
+                f64 = _float(xp, 64)
+                x = _cast(xp, x, f64)
+                coef = coef.astype(lambda c: _cast(xp, c, f64))
+                geom = self._geometry(f64)
+        decay = 1.0 - self.sigma_min
+        return FieldCall(xp, x, coef, geom, decay, self.chunk_size), out_dtype
+
+    def _check_queries(self, x: Any) -> Any:
+        xp, support = self.xp, self.support
+        if xp.name == "numpy" or not is_torch(x):
+            get_namespace(x, support)  # refuses a mix of NumPy and Torch
+            x = check_real_array(x, "x")
+        else:
+            if x.is_complex():
+                raise TypeError(f"x must be real-valued, got complex dtype {x.dtype}.")
+            if x.device != support.device:
+                # moving data silently would hide a user's mistake (and a sync)
+                raise ValueError(
+                    f"x is on device {x.device} but support is on device {support.device}; "
+                    "put both on the same device."
+                )
+        if x.ndim < 2 or (x.ndim != 2 and not self.batched):
+            raise ValueError(
+                f"x and support must be 2-D arrays (n, d) and (m, d); got {tuple(x.shape)} and "
+                f"{tuple(support.shape)}."
+            )
+        if x.shape[-1] != support.shape[-1]:
+            raise ValueError(
+                f"x has {x.shape[-1]} features but support has {support.shape[-1]} features."
+            )
+        return x
+
+    def _finish(self, result: Any, out_dtype: Any) -> Any:
+        """Cast a result back to the caller's dtype (after a float64 promotion)."""
+        if result.dtype == out_dtype:
+            return result
+        return result.to(out_dtype) if self.xp.name == "torch" else result.astype(out_dtype)
+
+    def _local_mean(self, call: FieldCall) -> Any:
+        if call.geom.streaming:
+            st = _stream.stats(call)
+            return st["mean"] / st["z"] + call.geom.mean
+        # Rows in the hard-argmax limit need explicit logits: the GEMM path (t = 0 only).
+        if self.xp.name == "torch" and self.engine != "gemm" and call.hard is None:
+            return attention_mean(call, self._bias(call))
+        return _dense.reduce(call, want_second=False)[0] + call.geom.mean
+
+    def _bias(self, call: FieldCall) -> str:
+        if self.attention_bias != "auto":
+            return self.attention_bias
+        return "mask" if call.x.device.type == "cpu" else "lift"
+
+    # -- public evaluations ----------------------------------------------------------------
+    def logits(self, x: Any, t: Any) -> Any:
+        """Logits of the NW weights up to a per-row constant, shape (..., n, m).
+
+        Parameters
+        ----------
+        x : array of shape (..., n, d)
+            Queries (states of the flow at time ``t``).
+        t : float or array broadcastable to (..., n)
+            Times in [0, 1].
+
+        Returns
+        -------
+        logits : array of shape (..., n, m)
+        """
+        call, out = self._call(x, t)
+        engine = _stream if call.geom.streaming else _dense
+        return self._finish(engine.logits(call), out)
+
+    def weights(self, x: Any, t: Any) -> Any:
+        """NW weights ``w_i(x, t)``, shape (..., n, m); rows sum to one."""
+        call, out = self._call(x, t)
+        engine = _stream if call.geom.streaming else _dense
+        return self._finish(engine.weights(call), out)
+
+    def local_mean(self, x: Any, t: Any) -> Any:
+        """NW local mean ``sum_i w_i(x, t) s_i``, shape (..., n, d)."""
+        call, out = self._call(x, t)
+        return self._finish(self._local_mean(call), out)
+
+    def velocity(self, x: Any, t: Any) -> Any:
+        """Exact velocity ``u_t(x) = (m(x, t) - (1 - sigma_min) x) / sigma_t``, (..., n, d)."""
+        call, out = self._call(x, t)
+        return self._finish(call.velocity(self._local_mean(call)), out)
+
+    def __call__(self, x: Any, t: Any) -> Any:
+        """The velocity (so a prepared field is a solver's ``field(x, t)``)."""
+        return self.velocity(x, t)
+
+    def velocity_and_divergence(self, x: Any, t: Any) -> tuple[Any, Any]:
+        """Velocity (..., n, d) and its exact divergence (..., n) in one pass.
+
+        ``div u_t(x) = (a(t) tr(P^T P Cov_w(S)) - (1 - sigma_min) d) / sigma_t``, ``Cov_w``
+        the ``w``-weighted covariance of the support.
+        """
+        call, out = self._call(x, t)
+        centred, trace = _centred_mean_and_trace(call)
+        xp = call.xp
+        a = call.a if isinstance(call.a, float) else call.a[..., 0]
+        sig = call.sigma_t if isinstance(call.sigma_t, float) else call.sigma_t[..., 0]
+        spread = a * trace
+        if call.hard is not None:  # a -> inf: the limit is 0 on one point, +inf over a tie
+            spread = xp.where(call.hard[..., 0] & (trace > 0), np.inf, spread)
+        divergence = (spread - call.decay * call.x.shape[-1]) / sig
+        velocity = call.velocity(centred + call.geom.mean)
+        return self._finish(velocity, out), self._finish(divergence, out)
+
+    def divergence(self, x: Any, t: Any) -> Any:
+        """Exact divergence of the velocity (no Hutchinson estimator), shape (..., n)."""
+        return self.velocity_and_divergence(x, t)[1]
+
+    def effective_sample_size(self, x: Any, t: Any) -> Any:
+        """Kish ``1 / sum_i w_i^2`` (..., n), from log-sum-exps (stable when weights collapse)."""
+        call, out = self._call(x, t)
+        if call.geom.streaming:  # (sum e^(l - M))^2 / sum e^(2 (l - M))
+            st = _stream.stats(call, neff=True)
+            return self._finish((st["z"] * st["z"] / st["z2"])[:, 0], out)
+        return self._finish(_dense.effective_sample_size(call), out)
+
+    def log_density(self, x: Any, t: float) -> Any:
+        """Log-density (n,) of the path marginal ``(1/m) sum_i N(t s_i, sigma_t^2 I)``.
+
+        Only for the OT bandwidth without projection and a single support (the path's own
+        marginal); computed in float64 (see :func:`skflow.field.nw_log_density`).
+        """
+        if self.bandwidth != "ot" or self.projection is not None or self.batched:
+            raise ValueError(
+                "log_density is the OT path's marginal: it needs bandwidth='ot', no "
+                "projection and a single support (m, d)."
+            )
+        t_arr = times(t)
+        if t_arr.ndim != 0:
+            raise ValueError("nw_log_density takes a scalar t.")
+        x = self._check_queries(x)
+        both32 = _is_float32(self.xp, x) and _is_float32(self.xp, self.support)
+        x = _cast(self.xp, x, _float(self.xp, 32 if both32 else 64))
+        return path_log_density(
+            self.xp,
+            x,
+            self.support,
+            float(t_arr),
+            sigma_min=self.sigma_min,
+            chunk_size=self.chunk_size,
+            support_chunk_size=self._stream_rows,
+        )
+
+
+def _centred_mean_and_trace(call: FieldCall) -> tuple[Any, Any]:
+    """Centred local mean (..., n, d) and ``tr(P^T P Cov_w(S))`` (..., n)."""
+    xp, g = call.xp, call.geom
+    if g.streaming:
+        st = _stream.stats(call, divergence=True)
+        centred = st["mean"] / st["z"]
+        mean_p = centred if g.proj is None else st["keys"] / st["z"]
+        return centred, (st["sq"] / st["z"])[:, 0] - xp.sum(mean_p * mean_p, axis=1)
+    if g.proj is None:
+        centred, second = _dense.reduce(call, want_second=True)
+        return centred, second - xp.sum(centred * centred, axis=-1)
+    centred, _ = _dense.reduce(call, want_second=False)
+    # tr(P^T P Cov_w) = E_w ||P(s - mu)||^2 - ||P m_c||^2: the same reduction on P-values.
+    mean_p, second_p = _dense.reduce(call, want_second=True, values=g.keys)
+    return centred, second_p - xp.sum(mean_p * mean_p, axis=-1)
+
+
+def _check_support(xp: Any, support: Any) -> Any:
+    if xp.name == "numpy":
+        support = check_real_array(support, "support")
+    elif support.is_complex():
+        raise TypeError(f"support must be real-valued, got complex dtype {support.dtype}.")
+    if support.ndim < 2:
+        raise ValueError(
+            f"support must be a 2-D array (m, d) (or batched (..., m, d)); got shape "
+            f"{tuple(support.shape)}."
+        )
+    if support.shape[-2] == 0:
+        raise ValueError("support is empty: at least one support point is required.")
+    return support
+
+
+def _is_float32(xp: Any, a: Any) -> bool:
+    return a.dtype == (xp.torch.float32 if xp.name == "torch" else np.float32)
+
+
+def _float(xp: Any, bits: int) -> Any:
+    if xp.name == "torch":
+        return xp.torch.float32 if bits == 32 else xp.torch.float64
+    return np.float32 if bits == 32 else np.float64
+
+
+def _cast(xp: Any, a: Any, dtype: Any) -> Any:
+    if xp.name == "torch":
+        return a.to(dtype)
+    return a.astype(dtype, copy=False)
+
+
+def _empty_like(xp: Any, support: Any, dtype: Any) -> Any:
+    if xp.name == "torch":
+        return xp.torch.empty(0, dtype=dtype, device=support.device)
+    return np.empty(0, dtype=dtype)
