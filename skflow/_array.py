@@ -134,6 +134,10 @@ class _NumpyNamespace:
     def where(cond, a, b):
         return np.where(cond, a, b)
 
+    @staticmethod
+    def mT(a):  # noqa: N802 - the array-API name of the matrix transpose
+        return np.swapaxes(a, -1, -2)
+
 
 class _TorchNamespace:
     name = "torch"
@@ -200,6 +204,9 @@ class _TorchNamespace:
 
     def where(self, cond, a, b):
         return self.torch.where(cond, a, b)
+
+    def mT(self, a):  # noqa: N802 - the array-API name of the matrix transpose
+        return a.transpose(-1, -2)
 
 
 _NUMPY = _NumpyNamespace()
