@@ -18,11 +18,12 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.decomposition import PCA
-from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from . import field as F
 from ._array import resolve_device
+from ._validation import check_random_state
+from .field import NWField
 from .paths import OTPath
 
 __all__ = ["FlowProjection", "nw_flow_matching_loss"]
@@ -130,23 +131,10 @@ def _batched_nw_velocity(x, support, t, P, sigma_min):
     """NW velocity of a batch of tasks (Torch, differentiable in ``P``).
 
     ``x`` (B, q, d), ``support`` (B, m, d), ``t`` (B, q), ``P`` (k, d): the field of
-    :func:`skflow.field.nw_velocity` with ``projection=P`` for each task, in one batched
-    computation (the support is centred per task, as there).
+    :func:`skflow.field.nw_velocity` with ``projection=P`` for each task, computed by one
+    prepared :class:`~skflow.field.NWField` over the batch of supports.
     """
-    import torch
-
-    decay = 1.0 - float(sigma_min)
-    sigma_t = 1.0 - decay * t
-    a = t / sigma_t**2
-    b = 0.5 * t**2 / sigma_t**2
-    mu = support.mean(dim=1, keepdim=True)
-    values = support - mu
-    keys = values @ P.T
-    queries = (x - t[..., None] * mu) @ P.T
-    logits = a[..., None] * (queries @ keys.transpose(1, 2))
-    logits = logits - b[..., None] * (keys * keys).sum(dim=-1)[:, None, :]
-    mean = torch.softmax(logits, dim=-1) @ values + mu
-    return (mean - decay * x) / sigma_t[..., None]
+    return NWField(support, sigma_min=sigma_min, projection=P).velocity(x, t)
 
 
 class FlowProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):

@@ -126,7 +126,7 @@ def test_head_gradients_flow():
 
 
 def test_head_validation():
-    with pytest.raises(ValueError, match="sigma_min must be a float in"):
+    with pytest.raises(ValueError, match=r"sigma_min must be a finite real number in \(0, 1\)"):
         NWAttentionHead(sigma_min=1.5)
     with pytest.raises(ValueError, match="bandwidth must be 'ot'"):
         NWAttentionHead(bandwidth="silverman")
@@ -224,11 +224,11 @@ def test_multihead_is_trainable():
 
 
 def test_multihead_validation():
-    with pytest.raises(ValueError, match="n_features must be a positive integer"):
+    with pytest.raises(ValueError, match="n_features must be an integer >= 1"):
         MultiHeadNW(0)
-    with pytest.raises(ValueError, match="n_heads must be a positive integer"):
+    with pytest.raises(ValueError, match="n_heads must be an integer >= 1"):
         MultiHeadNW(3, n_heads=0)
-    with pytest.raises(ValueError, match="head_dim must be a positive integer"):
+    with pytest.raises(ValueError, match="head_dim must be an integer >= 1"):
         MultiHeadNW(3, head_dim=0)
     mh = MultiHeadNW(3)
     with pytest.raises(ValueError, match="expected 3 features, got 4"):

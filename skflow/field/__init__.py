@@ -38,7 +38,7 @@ Engines
 ``scaled_dot_product_attention`` call per query block with query ``a x``, keys ``s_i``, values
 ``s_i``, scale 1 and the per-key bias ``-b ||s_i||^2`` either as a broadcast additive mask (one
 time for all queries, on CPU) or as a lifted coordinate (query ``[a x, -b]``, key
-``[s_i, ||s_i||^2]``; per-row times, and CUDA), see :mod:`skflow._attention`. On CPU (float32
+``[s_i, ||s_i||^2]``; per-row times, and CUDA), see :mod:`skflow.field._sdpa`. On CPU (float32
 and float64) and on CUDA (float32; half precision inputs are promoted to float64, see the dtype
 rule above) it runs fused kernels in memory linear in ``n + m``; where only the reference
 (math) kernel applies (float64 on CUDA) queries are processed in blocks sized from the free

@@ -68,7 +68,8 @@ class DenseGeometry:
     def radius2(self) -> float:
         """``max_i ||P (s_i - mu)||^2`` over every support (host float, computed once)."""
         if self._radius2 is None:
-            self._radius2 = float(self.sq_norms.max()) if self.n_support else 0.0
+            sq = self.sq_norms.detach() if hasattr(self.sq_norms, "detach") else self.sq_norms
+            self._radius2 = float(sq.max()) if self.n_support else 0.0
         return self._radius2
 
     def mean_key(self) -> Any:

@@ -71,10 +71,12 @@ class NWField:
 
     Notes
     -----
-    The support is prepared when the field is built (centred copies of it in float64 and, for
-    a float32 support, float32): modifying the support in place afterwards does not change
-    the field; build a new one. A streamed support (see ``support_chunk_size``) is not
-    copied: its chunks are read at every evaluation.
+    The support is prepared (a centred copy in its own floating dtype) when the field is
+    built: modifying the support in place afterwards does not change the field's evaluations
+    in that dtype; build a new field instead. The float64 copy of a float32 support (for
+    float64 queries and the precision fallback) is made at its first use, and a streamed
+    support (see ``support_chunk_size``) is not copied at all: its chunks are read at every
+    evaluation.
 
     Examples
     --------
@@ -116,12 +118,8 @@ class NWField:
         )
         self._geometries: dict[Any, Any] = {}
         # Prepared now, so the field is a snapshot of the support (a streamed support is read
-        # at every call instead: no copy of it is made). A float32 support also gets its
-        # float64 geometry, for float64 queries and the precision fallback.
-        natural = 32 if _is_float32(self.xp, self.support) else 64
-        self._geometry(_float(self.xp, natural))
-        if natural == 32 and not self.streaming:
-            self._geometry(_float(self.xp, 64))
+        # at every call instead: no copy of it is made).
+        self._geometry(_float(self.xp, 32 if _is_float32(self.xp, self.support) else 64))
 
     # -- preparation -----------------------------------------------------------------------
     @property
@@ -204,7 +202,7 @@ class NWField:
                     f"x is on device {x.device} but support is on device {support.device}; "
                     "put both on the same device."
                 )
-        if x.ndim < 2 or (x.ndim != 2 and not self.batched):
+        if x.ndim < 2 or (x.ndim != 2 and self.streaming):
             raise ValueError(
                 f"x and support must be 2-D arrays (n, d) and (m, d); got {tuple(x.shape)} and "
                 f"{tuple(support.shape)}."

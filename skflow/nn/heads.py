@@ -1,7 +1,7 @@
 """Attention heads of the exact field: the zero-parameter NW head and multi-head NW smoothers.
 
 :class:`NWAttentionHead` is the exact marginal velocity of the OT path for a support set,
-written as one cross-attention head (see :mod:`skflow._attention`): it has no parameters and
+written as one cross-attention head (see :mod:`skflow.field._sdpa`): it has no parameters and
 equals :func:`skflow.field.nw_velocity` to rounding. :class:`MultiHeadNW` generalizes it to
 ``H`` heads whose weights see learnable projections ``P_h x`` and ``P_h s_i`` (anisotropic,
 Mahalanobis kernels ``M_h = P_h^T P_h``), the "generalized NW smoothers" that learned
@@ -10,7 +10,10 @@ cross-attention models implement.
 Both modules take batched inputs: ``x`` of shape ``(..., n, d)``, ``support`` of shape
 ``(..., m, d)`` with broadcastable batch dimensions, and ``t`` a float or a tensor
 broadcastable to ``(..., n)`` (one time per query row allowed). They are differentiable in
-``x`` and ``support``.
+``x`` and ``support``. Both evaluate a prepared :class:`skflow.field.NWField` (a batch of
+supports; for ``MultiHeadNW`` one projected support per head), so they follow the field's
+dtype and precision rules: float32 when ``x`` and ``support`` are float32 (computed in
+float64 where float32 logits would lose accuracy, late in the flow), float64 otherwise.
 """
 
 from __future__ import annotations
@@ -21,23 +24,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..field._sdpa import (
-    centre,
-    lifted_attention_mean,
-    lifted_logits,
-    torch_coefficients,
-)
-from .._validation import check_bandwidth
+from .._validation import check_bandwidth, check_int, check_sigma_min
+from ..field import NWField
+from ..paths import OTPath
 
 __all__ = ["MultiHeadNW", "NWAttentionHead"]
-
-
-def _check_sigma_min(sigma_min: Any) -> float:
-    if isinstance(sigma_min, bool) or not isinstance(sigma_min, int | float):
-        raise ValueError(f"sigma_min must be a float in (0, 1), got {sigma_min!r}.")
-    if not 0.0 < float(sigma_min) < 1.0:
-        raise ValueError(f"sigma_min must be a float in (0, 1), got {sigma_min!r}.")
-    return float(sigma_min)
 
 
 def _common(x: Any, support: Any) -> tuple[Any, Any]:
@@ -52,39 +43,25 @@ def _common(x: Any, support: Any) -> tuple[Any, Any]:
         raise ValueError(f"x has {x.shape[-1]} features but support has {support.shape[-1]}.")
     if support.shape[-2] == 0:
         raise ValueError("support is empty: at least one support point is required.")
-    dtype = torch.promote_types(x.dtype, support.dtype)
-    if not dtype.is_floating_point:
-        dtype = torch.get_default_dtype()
-    return x.to(dtype), support.to(device=x.device, dtype=dtype)
+    return x, support
 
 
-def _coefficient_columns(t, x, *, sigma_min, bandwidth):
-    """``t, a, b, sigma_t`` as tensors of shape (..., n, 1) broadcastable against ``x``."""
-    # The range check syncs with the device: only done for host values.
-    validate = not (torch.is_tensor(t) and t.device.type != "cpu")
-    if torch.is_tensor(t):
-        t_tensor = t.to(x.device)
-    else:  # float64 first: torch.as_tensor(0.99) would round through float32
-        t_tensor = torch.as_tensor(np.asarray(t, dtype=np.float64), device=x.device)
-    a, b, sig = torch_coefficients(
-        t_tensor,
-        sigma_min=sigma_min,
-        bandwidth=bandwidth,
-        dtype=x.dtype,
-        device=x.device,
-        validate=validate,
-        limit=True,  # t = 0 is the t -> 0+ limit, as in skflow.field
-    )
-    shape = x.shape[:-1]
-    cols = []
-    for c in (t_tensor.to(x.dtype), a, b, sig):
-        try:
-            cols.append(torch.broadcast_to(c, shape).unsqueeze(-1))
-        except RuntimeError:
-            raise ValueError(
-                f"t of shape {tuple(t_tensor.shape)} does not broadcast to {tuple(shape)}."
-            ) from None
-    return cols
+def _sigma_column(path: OTPath, t: Any, x: Any) -> Any:
+    """``sigma_t`` as a float or a (..., n, 1) column against queries ``x`` (..., n, d)."""
+    if not torch.is_tensor(t) and np.ndim(t) == 0:
+        return float(path.sigma(float(t)))
+    t = torch.as_tensor(np.asarray(t, dtype=np.float64) if not torch.is_tensor(t) else t)
+    t = torch.broadcast_to(t.to(device=x.device, dtype=torch.float64), x.shape[:-1])
+    return path.sigma(t).to(x.dtype).unsqueeze(-1)
+
+
+def _head_times(t: Any) -> Any:
+    """Times broadcastable to (..., n) as times broadcastable to (..., 1, n) (one head axis)."""
+    if torch.is_tensor(t) and t.ndim >= 1:
+        return t.unsqueeze(-2)
+    if not torch.is_tensor(t) and np.ndim(t) >= 1:
+        return np.expand_dims(np.asarray(t, dtype=np.float64), -2)
+    return t
 
 
 class NWAttentionHead(nn.Module):
@@ -116,36 +93,34 @@ class NWAttentionHead(nn.Module):
 
     def __init__(self, sigma_min: float = 0.01, bandwidth: Any = "ot"):
         super().__init__()
-        self.sigma_min = _check_sigma_min(sigma_min)
+        self.sigma_min = check_sigma_min(sigma_min)
         check_bandwidth(bandwidth)
         self.bandwidth = bandwidth
 
     def extra_repr(self) -> str:
         return f"sigma_min={self.sigma_min}, bandwidth={self.bandwidth!r}"
 
-    def _setup(self, x, support, t):
+    def _field(self, x: Any, support: Any) -> tuple[Any, NWField]:
         x, support = _common(x, support)
-        t_col, a, b, sig = _coefficient_columns(
-            t, x, sigma_min=self.sigma_min, bandwidth=self.bandwidth
+        field = NWField(
+            support, sigma_min=self.sigma_min, bandwidth=self.bandwidth, engine="attention"
         )
-        xc, sc, mu = centre(x, support, t_col)
-        return x, xc, sc, mu, a, b, sig
+        return x, field
 
     def local_mean(self, x: Any, support: Any, t: Any) -> Any:
         """NW local mean ``sum_i w_i(x, t) s_i``, shape (..., n, d)."""
-        _, xc, sc, mu, a, b, _ = self._setup(x, support, t)
-        return lifted_attention_mean(xc, sc, sc, a, b, mu) + mu
+        x, field = self._field(x, support)
+        return field.local_mean(x, t)
 
     def weights(self, x: Any, support: Any, t: Any) -> Any:
         """NW weights ``w_i(x, t)``, shape (..., n, m); rows sum to one."""
-        _, xc, sc, mu, a, b, _ = self._setup(x, support, t)
-        return torch.softmax(lifted_logits(xc, sc, a, b, mu), dim=-1)
+        x, field = self._field(x, support)
+        return field.weights(x, t)
 
     def forward(self, x: Any, support: Any, t: Any) -> Any:
         """Exact velocity ``u_t(x)``, shape (..., n, d)."""
-        x, xc, sc, mu, a, b, sig = self._setup(x, support, t)
-        mean = lifted_attention_mean(xc, sc, sc, a, b, mu) + mu
-        return (mean - (1.0 - self.sigma_min) * x) / sig
+        x, field = self._field(x, support)
+        return field.velocity(x, t)
 
 
 class MultiHeadNW(nn.Module):
@@ -226,14 +201,11 @@ class MultiHeadNW(nn.Module):
         dtype: Any = None,
     ):
         super().__init__()
-        for name, val in (("n_features", n_features), ("n_heads", n_heads)):
-            if isinstance(val, bool) or not isinstance(val, int) or val < 1:
-                raise ValueError(f"{name} must be a positive integer, got {val!r}.")
-        head_dim = n_features if head_dim is None else head_dim
-        if isinstance(head_dim, bool) or not isinstance(head_dim, int) or head_dim < 1:
-            raise ValueError(f"head_dim must be a positive integer, got {head_dim!r}.")
+        n_features = check_int(n_features, "n_features")
+        n_heads = check_int(n_heads, "n_heads")
+        head_dim = check_int(n_features if head_dim is None else head_dim, "head_dim")
         self.n_features, self.n_heads, self.head_dim = n_features, n_heads, head_dim
-        self.sigma_min = _check_sigma_min(sigma_min)
+        self.sigma_min = check_sigma_min(sigma_min)
         check_bandwidth(bandwidth)
         self.bandwidth = bandwidth
         eye = torch.eye(n_features, device=device, dtype=dtype)
@@ -257,46 +229,47 @@ class MultiHeadNW(nn.Module):
             f"value_map={self.value_maps is not None}"
         )
 
-    def _setup(self, x, support, t):
+    def _field(self, x: Any, support: Any) -> tuple[Any, NWField]:
+        """Queries (..., 1, n, d) and the field of every head: the support (..., 1, m, d)
+        seen through the projections (H, k, d), a batch of H projected supports."""
         x, support = _common(x, support)
         if x.shape[-1] != self.n_features:
             raise ValueError(f"expected {self.n_features} features, got {x.shape[-1]}.")
-        t_col, a, b, sig = _coefficient_columns(
-            t, x, sigma_min=self.sigma_min, bandwidth=self.bandwidth
+        field = NWField(
+            support.unsqueeze(-3),
+            sigma_min=self.sigma_min,
+            bandwidth=self.bandwidth,
+            projection=self.projections,
+            engine="attention",
         )
-        xc, sc, mu = centre(x, support, t_col)
-        proj = self.projections.to(x.dtype)
-        # (..., H, n, k) queries and (..., H, m, k) keys; one time column per query row.
-        q = torch.einsum("...nd,hkd->...hnk", xc, proj)
-        k = torch.einsum("...md,hkd->...hmk", sc, proj)
-        # P_h mu (..., H, 1, k): the tie-break of the t -> 0 hard-argmax limit needs it
-        mk = torch.einsum("...od,hkd->...hok", mu, proj)
-        return x, q, k, sc, mu, mk, a.unsqueeze(-3), b.unsqueeze(-3), sig
+        return x.unsqueeze(-3), field
+
+    def _value_maps(self, means: Any) -> Any:
+        if self.value_maps is None:
+            return means
+        return torch.einsum("...hnd,hed->...hne", means, self.value_maps.to(means.dtype))
 
     def head_means(self, x: Any, support: Any, t: Any) -> Any:
         """Per-head local means ``m_h(x, t)`` (after the value maps), shape (..., H, n, d)."""
-        _, q, k, sc, mu, mk, a, b, _ = self._setup(x, support, t)
-        return self._head_means(q, k, sc, mu, mk, a, b)
-
-    def _head_means(self, q, k, sc, mu, mk, a, b):
-        means = lifted_attention_mean(q, k, sc.unsqueeze(-3), a, b, mk) + mu.unsqueeze(-3)
-        if self.value_maps is not None:
-            means = torch.einsum("...hnd,hed->...hne", means, self.value_maps.to(means.dtype))
-        return means
+        xh, field = self._field(x, support)
+        return self._value_maps(field.local_mean(xh, _head_times(t)))
 
     def weights(self, x: Any, support: Any, t: Any) -> Any:
         """Per-head weights ``w^h_i(x, t)``, shape (..., H, n, m)."""
-        _, q, k, _, _, mk, a, b, _ = self._setup(x, support, t)
-        return torch.softmax(lifted_logits(q, k, a, b, mk), dim=-1)
+        xh, field = self._field(x, support)
+        return field.weights(xh, _head_times(t))
 
     def forward(self, x: Any, support: Any, t: Any, *, return_weights: bool = False) -> Any:
         """Velocity ``u_t(x)`` (..., n, d); with ``return_weights`` also the (..., H, n, m)
         per-head weights."""
-        x, q, k, sc, mu, mk, a, b, sig = self._setup(x, support, t)
-        means = self._head_means(q, k, sc, mu, mk, a, b)  # (..., H, n, d)
+        xh, field = self._field(x, support)
+        t_h = _head_times(t)
+        means = self._value_maps(field.local_mean(xh, t_h))  # (..., H, n, d)
         stacked = means.movedim(-3, -2).reshape(*means.shape[:-3], means.shape[-2], -1)
-        mixed = stacked @ self.output_map.to(x.dtype).T
-        velocity = (mixed - (1.0 - self.sigma_min) * x) / sig
+        mixed = stacked @ self.output_map.to(means.dtype).T
+        x = xh.squeeze(-3).to(means.dtype)
+        path = OTPath(self.sigma_min)
+        velocity = (mixed - path.decay * x) / _sigma_column(path, t, x)
         if not return_weights:
             return velocity
-        return velocity, torch.softmax(lifted_logits(q, k, a, b, mk), dim=-1)
+        return velocity, field.weights(xh, t_h)
