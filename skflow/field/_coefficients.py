@@ -18,11 +18,141 @@ import numpy as np
 from .._array import is_torch
 from .._validation import check_bandwidth, check_real_array
 from ..paths import OTPath
-from ._sdpa import callable_bandwidth, torch_coefficients
 
-__all__ = ["Bandwidth", "Coefficients", "coefficient_columns", "kernel_coefficients", "times"]
+__all__ = [
+    "LIMIT_PROBE_TIME",
+    "Bandwidth",
+    "Coefficients",
+    "callable_bandwidth",
+    "coefficient_columns",
+    "kernel_coefficients",
+    "times",
+    "torch_coefficients",
+]
 
 Bandwidth = str | float | Callable[[np.ndarray], np.ndarray]
+
+
+#: A callable bandwidth's value at ``t = 0`` is checked against its value at this time.
+LIMIT_PROBE_TIME = 1e-12
+
+
+def _check_limit(bandwidth: Callable, h0: float) -> None:
+    """``h0 = bandwidth(0)`` must be ``lim_{t -> 0+} h(t)`` in a regime whose weights converge.
+
+    ``h0 = inf``: uniform weights at ``t = 0``, the limit when ``t h(t)^2 -> inf`` (then
+    ``a = 1 / (t h^2) -> 0`` and ``b = 1 / (2 h^2) -> 0``). Finite ``h0 > 0``: the width in
+    x-space ``t h(t)`` vanishes and the weights tend to the hard argmax of ``<x, s_i>``.
+    Both are checked at :data:`LIMIT_PROBE_TIME`; anything else is refused.
+    """
+    probe = np.array([LIMIT_PROBE_TIME])
+    with np.errstate(all="ignore"):
+        hp = float(np.broadcast_to(np.asarray(bandwidth(probe), dtype=np.float64), (1,))[0])
+    rule = (
+        "A callable bandwidth is called at t = 0 too and must return there its limit as "
+        "t -> 0+: a positive float (h continuous at 0; the weights at t = 0 are then the hard "
+        "argmax of <x, s_i>) or inf with t * h(t)**2 -> inf (e.g. c * sigma_t / t; uniform "
+        "weights at t = 0)."
+    )
+    if not (h0 > 0):  # also NaN
+        raise ValueError(f"bandwidth(0) returned {h0!r}. {rule}")
+    if np.isinf(h0):
+        width2 = LIMIT_PROBE_TIME * hp * hp
+        if not width2 >= 1e6:
+            raise ValueError(
+                f"bandwidth(0) is inf but t * h(t)**2 = {width2:.3g} at t = {LIMIT_PROBE_TIME}: "
+                "h grows too slowly as t -> 0 for the weights to become uniform (their limit "
+                f"is not computed for h ~ t**(-1/2) or slower). {rule}"
+            )
+    elif not abs(hp - h0) <= 1e-6 * h0:
+        raise ValueError(
+            f"bandwidth(0) = {h0!r} but bandwidth({LIMIT_PROBE_TIME}) = {hp!r}: h is not "
+            f"continuous at t = 0. {rule}"
+        )
+
+
+def callable_bandwidth(bandwidth: Callable, t: np.ndarray) -> np.ndarray:
+    """Values ``h(t)`` of a callable bandwidth on float64 times ``t``, ``t = 0`` included.
+
+    ``h`` is positive at ``t > 0``; at ``t = 0`` it is the limit ``h(0+)`` in ``(0, inf]``,
+    validated by :func:`_check_limit` (``ValueError`` otherwise).
+    """
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        h = np.asarray(bandwidth(t), dtype=np.float64)
+    if h.shape != t.shape:
+        h = np.broadcast_to(h, t.shape)
+    zero = t == 0
+    if not np.all(h[~zero] > 0):
+        raise ValueError("bandwidth(t) must return positive values.")
+    if zero.any():
+        h0 = h[zero]
+        first = float(h0.flat[0])
+        if first == first and not np.all(h0 == first):  # (NaN is refused below)
+            raise ValueError("bandwidth(t) returned different values for the same t = 0.")
+        _check_limit(bandwidth, first)
+    return h
+
+
+def torch_coefficients(
+    t: Any,
+    *,
+    sigma_min: float,
+    bandwidth: str | float | Callable,
+    dtype: Any,
+    device: Any,
+    validate: bool = True,
+    limit: bool = False,
+) -> tuple[Any, Any, Any]:
+    """Coefficients ``a(t), b(t), sigma_t`` as tensors of the shape of ``t`` (on ``device``).
+
+    Computed in float64 (where the device has it) and cast to ``dtype``, with Torch operations
+    only, so a per-row time tensor on a GPU never leaves it. A callable bandwidth is evaluated
+    on the host (it is documented to take a NumPy array).
+
+    ``validate`` checks ``0 <= t <= 1``; that check synchronizes with the device, so hot loops
+    pass ``validate=False`` when the times are known to be valid.
+
+    With ``limit=True`` a callable bandwidth is also evaluated at ``t = 0`` (see
+    :func:`callable_bandwidth`): rows with ``t = 0`` and a finite ``h(0)`` get ``a = inf`` and
+    ``b = 1 / (2 h(0)^2)``, the marker of the hard-argmax limit that
+    :mod:`skflow.field` computes; with ``limit=False`` (the heads of :mod:`skflow.nn`) every
+    row with ``t = 0`` gets ``a = b = 0`` (uniform weights).
+    """
+    import torch
+
+    check_bandwidth(bandwidth)
+    work = torch.float64 if torch.device(device).type != "mps" else torch.float32
+    if torch.is_tensor(t):
+        t = t.to(device=device, dtype=work)
+    else:  # Python/NumPy values: no float32 detour
+        t = torch.as_tensor(np.asarray(t, dtype=np.float64), device=device).to(work)
+    if validate and t.numel() and not bool(((t >= 0) & (t <= 1)).all()):
+        raise ValueError("t must lie in [0, 1] (finite); got values outside that interval.")
+    decay = 1.0 - float(sigma_min)
+    sigma_t = 1.0 - decay * t
+    if callable(bandwidth):
+        t_np = t.detach().cpu().numpy().astype(np.float64)
+        if limit:
+            h_np = callable_bandwidth(bandwidth, t_np)
+        else:
+            safe_np = np.where(t_np > 0, t_np, 1.0)
+            h_np = callable_bandwidth(bandwidth, safe_np)
+        h = torch.as_tensor(np.array(h_np), device=device).to(work)
+        pos = t > 0
+        safe = torch.where(pos, t, torch.ones_like(t))
+        zero_a = torch.zeros_like(t)
+        if limit:  # t = 0: a = inf (hard argmax) for finite h(0), 0 for h(0) = inf
+            zero_a = torch.where(torch.isinf(h), zero_a, torch.full_like(t, float("inf")))
+        a = torch.where(pos, 1.0 / (safe * h * h), zero_a)
+        b = torch.where(pos | torch.isfinite(h), 0.5 / (h * h), torch.zeros_like(t))
+        if not limit:
+            b = torch.where(pos, b, torch.zeros_like(t))
+    else:
+        scale = 1.0 if bandwidth == "ot" else float(bandwidth)
+        tau2 = (scale * sigma_t) ** 2
+        a = t / tau2
+        b = 0.5 * t * t / tau2
+    return a.to(dtype), b.to(dtype), sigma_t.to(dtype)
 
 
 def times(t: Any, *, max_ndim: int = 1) -> np.ndarray:
