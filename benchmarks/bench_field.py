@@ -22,8 +22,11 @@ One run prints, for each shape ``(n, m, d)`` (queries, support points, features)
   code style: ``x[:, None] - t * S[None]``), and the field's speed-up over it; skipped where its
   two ``(n, m, d)`` float32 temporaries would need more than 4 GiB.
 
-Then a sampling benchmark (``NWFlowSampler``, n = m = 4096, d = 64, Heun, 100 steps, Torch
-backend, float32) and the float32 precision of the velocity against a float64 brute force on
+Then the prepared field (:class:`skflow.field.NWField`, built once) averaged over 25 times in
+[0.01, 0.99] against as many bare SDPA calls at (4096, 4096, 64) and (2048, 50, 16) (the
+``--shapes`` when given), a sampling run against the 200 field calls it makes, a sampling
+benchmark (``NWFlowSampler``, n = m = 4096, d = 64, Heun, 100 steps, Torch backend, float32)
+and the float32 precision of the velocity against a float64 brute force on
 standardized data, for ``t`` up to 1, with and without the float64 fallback.
 
 Usage::
@@ -58,8 +61,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from skflow import field  # noqa: E402
-from skflow.field import nw_velocity  # noqa: E402
+from skflow.field import NWField, nw_velocity  # noqa: E402
 
 SHAPES = [(8192, 8192, 64), (8192, 8192, 2), (2048, 50, 16), (2048, 2048, 64)]
 BIG = (65536, 65536, 64)
@@ -70,7 +72,9 @@ T = 0.5
 SIGMA_MIN = 0.01
 
 TARGETS = {
-    "sdpa": 1.25,  # field <= 1.25 x one SDPA call at (8192, 8192, 64)
+    "sdpa": 1.1,  # field <= 1.1 x one SDPA call at (8192, 8192, 64), t = 0.5
+    "averaged": {(4096, 4096, 64): 1.15, (2048, 50, 16): 1.3},  # prepared, mean over t
+    "overhead": 1.05,  # sampling run <= 1.05 x the sum of its field calls
     "matmul": 1.0,  # field <= the two matmuls at (8192, 8192, 64)
     "broadcast": 20.0,  # >= 20 x faster than broadcast at (2048, 2048, 64)
     "memory": 2**30,  # peak extra memory at (65536, 65536, 64) < 1 GiB
@@ -133,26 +137,18 @@ def field_call(x, s):
     return nw_velocity(x, s, T, sigma_min=SIGMA_MIN)
 
 
+def _engine_call(x, s, bias):
+    return NWField(s, sigma_min=SIGMA_MIN, attention_bias=bias).velocity(x, T)
+
+
 def field_lift_call(x, s):
-    """The field with the lifted-key engine (instead of the broadcast mask) for scalar t."""
-    saved = dict(field._SCALAR_TIME_ENGINE)
-    field._SCALAR_TIME_ENGINE.update({"cpu": "lift", "cuda": "lift"})
-    try:
-        return field_call(x, s)
-    finally:
-        field._SCALAR_TIME_ENGINE.clear()
-        field._SCALAR_TIME_ENGINE.update(saved)
+    """The field with the per-key bias as a lifted key coordinate (width d + 1)."""
+    return _engine_call(x, s, "lift")
 
 
 def field_mask_call(x, s):
-    """The field with the broadcast-mask engine for scalar t."""
-    saved = dict(field._SCALAR_TIME_ENGINE)
-    field._SCALAR_TIME_ENGINE.update({"cpu": "mask", "cuda": "mask"})
-    try:
-        return field_call(x, s)
-    finally:
-        field._SCALAR_TIME_ENGINE.clear()
-        field._SCALAR_TIME_ENGINE.update(saved)
+    """The field with the per-key bias as a broadcast additive mask (width d)."""
+    return _engine_call(x, s, "mask")
 
 
 def sdpa_call(q, k, v):
@@ -298,6 +294,81 @@ def bench_sampling(device, with_numpy, n=4096):
     return res
 
 
+# -- the prepared field: averaged over t, and a sampling run against its field calls ----------
+AVG_SHAPES = [(4096, 4096, 64), (2048, 50, 16)]
+#: Times of the averaged-over-t comparison: uniform in [0.01, 0.99].
+AVG_TIMES = np.linspace(0.01, 0.99, 25)
+
+
+def bench_averaged(n, m, d, device):
+    """One sweep over :data:`AVG_TIMES` of the prepared field (float32, built once), of the
+    ``nw_velocity`` function (prepares the support at each call) and of as many bare SDPA
+    calls; interleaved rounds, per-round ratios."""
+    x, s = inputs(n, m, d, device)
+    q, k, v = x[None, None], s[None, None], s[None, None].clone()
+    prepared = NWField(s, sigma_min=SIGMA_MIN)
+    times = [float(t) for t in AVG_TIMES]
+
+    def sweep_prepared():
+        for t in times:
+            prepared.velocity(x, t)
+
+    def sweep_function():
+        for t in times:
+            nw_velocity(x, s, t, sigma_min=SIGMA_MIN)
+
+    def sweep_sdpa():
+        for _ in times:
+            sdpa_call(q, k, v)
+
+    rep = 5 if 4.0 * n * m * d * len(times) < 2e11 else 3
+    fns = {"prepared": sweep_prepared, "function": sweep_function, "sdpa": sweep_sdpa}
+    med, runs = timeit_interleaved(fns, device, rep, warmup=1)
+    return {
+        "shape": (n, m, d),
+        "prepared": med["prepared"] / len(times),
+        "function": med["function"] / len(times),
+        "sdpa": med["sdpa"] / len(times),
+        "prepared/sdpa": _paired_ratio(runs["prepared"], runs["sdpa"]),
+        "function/sdpa": _paired_ratio(runs["function"], runs["sdpa"]),
+        "repeats": rep,
+    }
+
+
+def bench_sampling_overhead(device, n, d=64, rounds=3):
+    """A full sampling run (``NWFlowSampler``, Heun, 100 steps, float32, n = m) against the
+    200 field evaluations it makes, called bare on a prepared field at the same times."""
+    from skflow import NWFlowSampler
+
+    rng = np.random.default_rng(0)
+    support = rng.standard_normal((n, d)).astype(np.float32)
+    sampler = NWFlowSampler(
+        solver="heun", n_steps=100, backend="torch", device=device, random_state=0
+    ).fit(support)
+    s = torch.from_numpy(support).to(device)
+    x = torch.randn(n, d, generator=torch.Generator().manual_seed(1)).to(device)
+    grid = np.linspace(0.0, 1.0, 101)
+    stages = [float(t) for a, b in zip(grid[:-1], grid[1:], strict=True) for t in (a, b)]
+    prepared = NWField(s, sigma_min=sampler.sigma_min)
+
+    def field_calls():
+        for t in stages:
+            prepared.velocity(x, t)
+
+    def sampling():
+        sampler.sample(n)
+
+    med, runs = timeit_interleaved({"sampling": sampling, "calls": field_calls}, device, rounds)
+    return {
+        "n": n,
+        "d": d,
+        "sampling": med["sampling"],
+        "calls": med["calls"],
+        "ratio": _paired_ratio(runs["sampling"], runs["calls"]),
+        "rounds": rounds,
+    }
+
+
 def bench_precision(device):
     """Normwise relative error of float32 velocities vs the float64 brute force."""
 
@@ -309,25 +380,22 @@ def bench_precision(device):
 
     times = [0.0, 0.5, 0.9, 0.95, 0.98, 0.99, 0.995, 0.999, 1.0]
     table = {}
-    saved = field.FLOAT32_LOGIT_LIMIT
-    try:
-        for d in (2, 16, 64):
-            gen = torch.Generator().manual_seed(d)
-            s = torch.randn(1000, d, generator=gen, dtype=torch.float64)
-            s = (s - s.mean(0)) / s.std(0)
-            for t in times:
-                idx = torch.randint(0, 1000, (500,), generator=gen)
-                noise = torch.randn(500, d, generator=gen, dtype=torch.float64)
-                x = t * s[idx] + (1 - (1 - SIGMA_MIN) * t) * noise
-                ref = brute(x, s, t)
-                errs = []
-                for limit in (saved, float("inf")):
-                    field.FLOAT32_LOGIT_LIMIT = limit
-                    v = nw_velocity(x.float().to(device), s.float().to(device), t).double().cpu()
-                    errs.append(float((v - ref).abs().max() / ref.abs().max()))
-                table[(d, t)] = errs
-    finally:
-        field.FLOAT32_LOGIT_LIMIT = saved
+    for d in (2, 16, 64):
+        gen = torch.Generator().manual_seed(d)
+        s = torch.randn(1000, d, generator=gen, dtype=torch.float64)
+        s = (s - s.mean(0)) / s.std(0)
+        for t in times:
+            idx = torch.randint(0, 1000, (500,), generator=gen)
+            noise = torch.randn(500, d, generator=gen, dtype=torch.float64)
+            x = t * s[idx] + (1 - (1 - SIGMA_MIN) * t) * noise
+            ref = brute(x, s, t)
+            errs = []
+            for limit in (None, float("inf")):  # the default, then pure float32
+                kw = {} if limit is None else {"float32_logit_limit": limit}
+                prepared = NWField(s.float().to(device), sigma_min=SIGMA_MIN, **kw)
+                v = prepared.velocity(x.float().to(device), t).double().cpu()
+                errs.append(float((v - ref).abs().max() / ref.abs().max()))
+            table[(d, t)] = errs
     return times, table
 
 
@@ -363,7 +431,53 @@ def _mib(b):
     return f"{b / 2**20:.1f} MiB"
 
 
-def render(device, info, rows, sampling, precision, load, command, elapsed, sampling_n=4096):
+def render_prepared(averaged, overhead):
+    """Table of the prepared field averaged over t, and the sampling run vs its field calls."""
+    lines = [
+        "Prepared field (`NWField`, float32, built once) averaged over "
+        f"{len(AVG_TIMES)} times uniform in [0.01, 0.99], against as many bare SDPA calls, "
+        "and the `nw_velocity` function (which prepares the support at every call):",
+        "",
+        "| n, m, d | prepared, per call | function, per call | 1 SDPA | prepared/SDPA "
+        "| function/SDPA | target (prepared/SDPA) | met |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in averaged:
+        n, m, d = r["shape"]
+        target = TARGETS["averaged"].get((n, m, d))
+        met = "-" if target is None else ("yes" if r["prepared/sdpa"] <= target else "**no**")
+        lines.append(
+            f"| {n}, {m}, {d} | {_ms(r['prepared'])} | {_ms(r['function'])} | {_ms(r['sdpa'])} "
+            f"| {r['prepared/sdpa']:.2f} | {r['function/sdpa']:.2f} | "
+            f"{'-' if target is None else f'<= {target}'} | {met} |"
+        )
+    lines.append("")
+    if overhead:
+        ok = overhead["ratio"] <= TARGETS["overhead"]
+        lines.append(
+            f"Sampling run vs its field calls (n = m = {overhead['n']}, d = {overhead['d']}, "
+            f"Heun, 100 steps): sampling {_ms(overhead['sampling'])}, the 200 field calls "
+            f"alone {_ms(overhead['calls'])}, ratio {overhead['ratio']:.3f} (target <= "
+            f"{TARGETS['overhead']}: {'met' if ok else '**not met**'}; medians over "
+            f"{overhead['rounds']} interleaved rounds)."
+        )
+        lines.append("")
+    return lines
+
+
+def render(
+    device,
+    info,
+    rows,
+    sampling,
+    precision,
+    load,
+    command,
+    elapsed,
+    sampling_n=4096,
+    averaged=(),
+    overhead=None,
+):
     lines = []
     lines.append(f"Command: `{command}` (total {elapsed:.0f} s).")
     lines.append("")
@@ -403,7 +517,7 @@ def render(device, info, rows, sampling, precision, load, command, elapsed, samp
         "separate rounds paired with the field); ratios: medians of the per-round ratios. "
         "`lift/SDPA, mask/SDPA`: the field with the per-key bias as a lifted key "
         "coordinate or as a broadcast mask (the default for one shared t is the mask on CPU "
-        "and the lift on CUDA, `skflow.field._SCALAR_TIME_ENGINE`)."
+        "and the lift on CUDA: `NWField(attention_bias='auto')`)."
     )
     lines.append("")
     lines.append(f"Peak extra memory method: {rows[0]['memory_method']}.")
@@ -420,7 +534,7 @@ def render(device, info, rows, sampling, precision, load, command, elapsed, samp
     if r:
         ratio = r["field/sdpa"]
         lines.append(
-            f"| field <= 1.25x one SDPA call at (8192, 8192, 64) | {ratio:.2f}x | "
+            f"| field <= 1.1x one SDPA call at (8192, 8192, 64), t = 0.5 | {ratio:.2f}x | "
             f"{verdict(ratio <= TARGETS['sdpa'])} |"
         )
         ratio = r["field/matmul"]
@@ -444,6 +558,7 @@ def render(device, info, rows, sampling, precision, load, command, elapsed, samp
     else:
         lines.append("| peak extra memory at (65536, 65536, 64) < 1 GiB | not run (--quick) | - |")
     lines.append("")
+    lines += render_prepared(averaged, overhead)
     lines.append(
         f"Sampling (NWFlowSampler, n = m = {sampling_n}, d = 64, float32, Heun, 100 steps = "
         "200 field evaluations): "
@@ -456,8 +571,9 @@ def render(device, info, rows, sampling, precision, load, command, elapsed, samp
         "Float32 precision: normwise relative error `max|v32 - v64| / max|v64|` of "
         "`nw_velocity` in float32 against a float64 brute force; 1000 standardized Gaussian "
         "support points, 500 states on the path (`x = t s_j + sigma_t z`), sigma_min = 0.01. "
-        "First number: default (float64 fallback where `a(t) R^2 > FLOAT32_LOGIT_LIMIT`), "
-        "second: pure float32 (`FLOAT32_LOGIT_LIMIT = inf`)."
+        "First number: default (float64 fallback where `a(t) R^2 > 1e4`, "
+        "`NWField(float32_logit_limit=1e4)`), second: pure float32 "
+        "(`float32_logit_limit=inf`)."
     )
     lines.append("")
     lines.append("| d | " + " | ".join(f"t = {t:g}" for t in times) + " |")
@@ -497,10 +613,15 @@ def _shape(text):
     return tuple(int(p) for p in parts)
 
 
-def write_json(path, info, rows, sampling, sampling_n, precision, load, command, elapsed):
+def write_json(
+    path, info, rows, sampling, sampling_n, precision, load, command, elapsed, prepared=None
+):
     """The run's results as JSON (``--json``; read by ``benchmarks/gpu_check.py``)."""
     times, table = precision
+    averaged, overhead = prepared or ((), None)
     out = {
+        "averaged": [dict(r, shape=list(r["shape"])) for r in averaged],
+        "sampling_overhead": overhead,
         "command": command,
         "elapsed_s": elapsed,
         "load": list(load),
@@ -557,6 +678,13 @@ def main(argv=None):
     with_numpy = not args.quick and device == "cpu"
     sampling = bench_sampling(device, with_numpy, n=args.sampling_n)
     print("sampling:", {k: _ms(v) for k, v in sampling.items()}, flush=True)
+    avg_shapes = args.shapes or AVG_SHAPES
+    averaged = []
+    for n, m, d in avg_shapes:
+        averaged.append(bench_averaged(n, m, d, device))
+        print(f"averaged over t {averaged[-1]}", flush=True)
+    overhead = bench_sampling_overhead(device, n=args.sampling_n)
+    print(f"sampling vs its field calls: {overhead}", flush=True)
     precision = bench_precision(device)
     load1 = "{:.2f}/{:.2f}/{:.2f}".format(*os.getloadavg())
     elapsed = time.perf_counter() - t_start
@@ -567,12 +695,33 @@ def main(argv=None):
         command += " --shapes " + " ".join(",".join(map(str, sh)) for sh in args.shapes)
     command += f" --sampling-n {args.sampling_n}" if args.sampling_n != 4096 else ""
     load = (load0, load1)
-    text = render(device, info, rows, sampling, precision, load, command, elapsed, args.sampling_n)
+    text = render(
+        device,
+        info,
+        rows,
+        sampling,
+        precision,
+        load,
+        command,
+        elapsed,
+        args.sampling_n,
+        averaged=averaged,
+        overhead=overhead,
+    )
     print()
     print(text)
     if args.json:
         write_json(
-            args.json, info, rows, sampling, args.sampling_n, precision, load, command, elapsed
+            args.json,
+            info,
+            rows,
+            sampling,
+            args.sampling_n,
+            precision,
+            load,
+            command,
+            elapsed,
+            prepared=(averaged, overhead),
         )
     if args.write_docs:
         write_docs(device, text, args.threads, path=args.docs_path)

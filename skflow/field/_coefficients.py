@@ -271,6 +271,8 @@ def coefficient_columns(
     shape = tuple(x.shape[:-1])
     if xp.name == "torch" and is_torch(t) and t.ndim >= 1:
         return _device_columns(xp, x, t, shape, sigma_min, bandwidth, need_max)
+    if type(t) is float and 0.0 <= t <= 1.0 and not callable(bandwidth):
+        return _scalar_columns(t, sigma_min, bandwidth)  # a solver's stage: no array work
     t_arr = times(t, max_ndim=len(shape))
     a, b, sigma_t = _host_coefficients(t_arr, sigma_min, bandwidth)
     if t_arr.ndim == 0:
@@ -290,6 +292,16 @@ def coefficient_columns(
         for c in (t_arr, a, b, sigma_t)
     ]
     return Coefficients(*cols, hard, float(np.max(a)) if a.size else 0.0)
+
+
+def _scalar_columns(t: float, sigma_min: float, bandwidth: Bandwidth) -> Coefficients:
+    """``_host_coefficients`` for one Python float time and a non-callable bandwidth, in
+    Python floats (the same float64 arithmetic, without 0-d array overhead)."""
+    sigma_t = 1.0 - OTPath(sigma_min).decay * t
+    scale = 1.0 if bandwidth == "ot" else float(bandwidth)
+    tau2 = (scale * sigma_t) ** 2
+    a = t / tau2
+    return Coefficients(t, a, 0.5 * t**2 / tau2, sigma_t, None, a)
 
 
 def _device_columns(xp, x, t, shape, sigma_min, bandwidth, need_max) -> Coefficients:

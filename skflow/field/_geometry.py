@@ -62,7 +62,10 @@ class DenseGeometry:
 
     def queries(self, x_rows: Any, t_rows: Any) -> Any:
         """Centred, projected queries ``P(x - t mu)`` of a block of rows."""
-        xc = x_rows - t_rows * self.mean
+        if isinstance(t_rows, float) and self.xp.name == "torch":
+            xc = self.xp.torch.sub(x_rows, self.mean, alpha=t_rows)  # one pass
+        else:
+            xc = x_rows - t_rows * self.mean
         return xc if self.proj is None else xc @ self.xp.mT(self.proj)
 
     def radius2(self) -> float:

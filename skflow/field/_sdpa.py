@@ -87,14 +87,12 @@ class AttentionKeys:
             sq = self.sq if self.sq is not None else (self.keys * self.keys).sum(dim=-1)
             m = self.keys.shape[-2]
             k, v = _pad(self.keys, width)[None, None], _pad(self.values, width)[None, None]
-            self._plain = (width, k, v, sq.reshape(1, 1, 1, m))
-        width, k, v, sq = self._plain
-        n, m, dv = xc.shape[0], k.shape[-2], self.values.shape[-1]
-        mask = (sq * (-float(b))).to(xc.dtype).expand(1, 1, n, m)
-        out = tnf.scaled_dot_product_attention(
-            _pad(xc, width)[None, None], k, v, mask, scale=float(a)
-        )[0, 0]
-        return out if out.shape[-1] == dv else out[:, :dv]
+            self._plain = (width, k, v, (-sq).reshape(1, 1, 1, m).to(self.keys.dtype))
+        width, k, v, neg_sq = self._plain
+        mask = (neg_sq * b).expand(1, 1, xc.shape[0], k.shape[-2])
+        out = tnf.scaled_dot_product_attention(_pad(xc, width)[None, None], k, v, mask, scale=a)
+        dv = self.values.shape[-1]
+        return out[0, 0] if width == dv else out[0, 0, :, :dv]
 
 
 def attention_mean(call: Any, bias: str) -> Any:
@@ -102,16 +100,22 @@ def attention_mean(call: Any, bias: str) -> Any:
 
     ``bias`` is how the per-key bias reaches SDPA when one time is shared by all queries
     (``"mask"`` or ``"lift"``); per-row times always lift. The weights see the centred
-    queries and keys; the values are the centred support (the mean is added back). The
-    SDPA layout of the keys is kept in the call's geometry (``geom.attention``) and reused
-    by later calls.
+    queries and keys; the values are the support. The SDPA layout of the keys is kept in
+    the call's geometry (``geom.attention``) and reused by later calls.
     """
     g = call.geom
     if getattr(g, "attention", None) is None:
-        g.attention = AttentionKeys(g.keys, g.values, g.sq_norms)
+        # the values are the support (its centred copy plus the mean, once): the softmax
+        # average then needs no per-call shift back
+        g.attention = AttentionKeys(g.keys, g.values + g.mean, g.sq_norms)
     n = call.n
     if n == 0:
         return call.x[..., :0] @ g.values[..., :0, :] + g.mean
+    if bias == "mask" and isinstance(call.a, float) and call.x.ndim == 2 and not call.user_chunk:
+        # one time for all queries of one support (a fixed-step solver's stage): one call
+        fused = call.x.device.type == "cpu" or call.x.dtype != call.xp.torch.float64
+        if fused:
+            return g.attention.bias_mean(call.queries(0, n), call.a, call.b)
     rows = call.attention_rows()
     out = []
     for start in range(0, n, rows):
@@ -123,7 +127,7 @@ def attention_mean(call: Any, bias: str) -> Any:
             out.append(g.attention.bias_mean(q, a, b))
         else:
             out.append(g.attention.lifted_mean(q, a, b))
-    return (out[0] if len(out) == 1 else call.xp.concat(out, axis=-2)) + g.mean
+    return out[0] if len(out) == 1 else call.xp.concat(out, axis=-2)
 
 
 def _pad(z: Any, width: int) -> Any:
