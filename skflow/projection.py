@@ -321,7 +321,7 @@ class FlowProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         # and a decaying step averages its noise out of the final iterate.
         n_iter = self.n_iter
         schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: 1.0 - i / n_iter)
-        decay = 1.0 - float(self.sigma_min)
+        path = OTPath(self.sigma_min)
 
         self.loss_curve_ = []
         for _ in range(self.n_iter):
@@ -332,9 +332,9 @@ class FlowProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
             strata = torch.stack([torch.randperm(q, generator=generator) for _ in range(B)])
             u = torch.rand(B, q, generator=generator, dtype=torch.float64)
             t = ((strata.to(torch.float64) + u) / q).to(device)
-            xt = t[..., None] * query + (1.0 - decay * t)[..., None] * x0
+            xt = path.sample_conditional(x0, query, t[..., None])
             v = _batched_nw_velocity(xt, support, t, P, self.sigma_min)
-            loss = ((v - (query - decay * x0)) ** 2).sum(dim=-1).mean()
+            loss = ((v - path.conditional_velocity(x0, query)) ** 2).sum(dim=-1).mean()
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()

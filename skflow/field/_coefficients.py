@@ -128,8 +128,7 @@ def torch_coefficients(
         t = torch.as_tensor(np.asarray(t, dtype=np.float64), device=device).to(work)
     if validate and t.numel() and not bool(((t >= 0) & (t <= 1)).all()):
         raise ValueError("t must lie in [0, 1] (finite); got values outside that interval.")
-    decay = 1.0 - float(sigma_min)
-    sigma_t = 1.0 - decay * t
+    sigma_t = OTPath(sigma_min).sigma(t)
     if callable(bandwidth):
         t_np = t.detach().cpu().numpy().astype(np.float64)
         if limit:

@@ -609,7 +609,7 @@ class NWFlowSampler(BaseFlowSampler):
     ) -> np.ndarray:
         """One adaptive solve of the change of variables in ``s`` (float64 in, float64 out)."""
         S, d = self._to_backend(support), X.shape[1]
-        decay = 1.0 - float(self.sigma_min)
+        decay = self.path_.decay
         s_end = -math.log(float(self.sigma_min))
         field = self._prepared(S)
 
