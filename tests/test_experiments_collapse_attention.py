@@ -61,6 +61,9 @@ def test_unknown_preset(module, tmp_path):
 def test_collapse_tiny_end_to_end(tmp_path):
     import torch
 
+    from skflow.experiments import protocol
+    from skflow.experiments._io import RESULTS_PAGE
+
     threads = torch.get_num_threads()
     res = collapse.run("tiny", output_dir=tmp_path, random_state=0)
     assert torch.get_num_threads() == threads  # restored
@@ -68,9 +71,9 @@ def test_collapse_tiny_end_to_end(tmp_path):
     on_disk = json.loads((tmp_path / "results.json").read_text())
     assert on_disk["summary"] == json.loads(json.dumps(res["summary"]))
 
-    s = res["summary"]
+    s, cfg = res["summary"], collapse.PRESETS["tiny"]
     dims = s["dims"]
-    assert dims == list(collapse.PRESETS["tiny"]["dims"])
+    assert dims == list(cfg["dims"]) and res["seeds"] == [0, 1]
     neff = [s["median_neff_at_0.5"][str(d)] for d in dims]
     # the plug-in's mid-path n_eff falls with the dimension (robust, even at tiny scale)
     assert all(a > b for a, b in zip(neff, neff[1:], strict=False)), neff
@@ -80,16 +83,34 @@ def test_collapse_tiny_end_to_end(tmp_path):
         row = res["neff"][str(d)]
         assert np.asarray(row["median"]).shape == np.asarray(row["times"]).shape
         assert row["median"][0] == pytest.approx(50.0)  # uniform weights at t = 0
-        for key in ("mmd2_plugin", "mmd2_learned_head", "mmd2_learned_nohead"):
-            assert np.isfinite(s[key][str(d)])
-        assert np.isfinite(s["exact_head_benefit"][str(d)])
-        per_task = res["mmd2"][str(d)]["learned_head"]["per_task"]
-        assert len(per_task) == collapse.PRESETS["tiny"]["n_eval_tasks"]
-        # the benefit is the relative MMD^2 reduction of the exact head
-        base, head = s["mmd2_learned_nohead"][str(d)], s["mmd2_learned_head"][str(d)]
-        assert s["exact_head_benefit"][str(d)] == pytest.approx((base - head) / base, rel=1e-9)
-    benefit = s["exact_head_benefit"]
-    assert s["benefit_d_min_gt_d_max"] is (benefit[str(dims[0])] > benefit[str(dims[-1])])
+        table = res["per_dimension"][str(d)]["per_task"]
+        for conv in protocol.CONVENTIONS:
+            head = np.asarray(table["learned_head"][conv])
+            nohead = np.asarray(table["learned_nohead"][conv])
+            plugin = np.asarray(table["plugin"][conv])
+            assert head.shape == nohead.shape == plugin.shape == (2, cfg["n_eval_tasks"])
+            # the benefit is the relative MMD^2 reduction of the exact head, over seeds x tasks
+            benefit = s[f"d={d}"][conv]["exact_head_benefit"]
+            assert benefit["benefit"] == pytest.approx(1 - head.mean() / nohead.mean(), rel=1e-9)
+            ratio = s[f"d={d}"][conv]["ratio_plugin_over_learned_head"]
+            assert ratio == pytest.approx(plugin.mean() / head.mean(), rel=1e-9)
+            floor = np.asarray(table["floor"][conv])
+            assert s[f"d={d}"][conv]["noise_floor"] == protocol.noise_floor(floor)
+        # the floor is two independent true samples of the task (recomputed for seed 1, task 2)
+        _, truths, second = collapse._eval_tasks(d, res["config"], 1)
+        floor_12 = protocol.scores_both_conventions(second[2], truths[2])
+        assert table["floor"]["true"][1][2] == floor_12["true"]
+
+    page = tmp_path / "docs" / "results.md"
+    page.parent.mkdir()
+    page.write_text(RESULTS_PAGE.read_text(encoding="utf-8"), encoding="utf-8")
+    collapse.write_docs(res, "python -m skflow.experiments collapse --preset tiny", path=page)
+    section = page.read_text(encoding="utf-8").split("<!-- collapse:begin -->")[1]
+    section = section.split("<!-- collapse:end -->")[0]
+    assert "`python -m skflow.experiments collapse --preset tiny`" in section
+    assert "seeds [0, 1], 3 held-out tasks per seed" in section and "cores" in section
+    assert " | ".join(f"{v:.2f}" for v in neff) in section
+    assert "reproducible bit for bit" in section
 
 
 def test_attention_tiny_end_to_end(tmp_path):

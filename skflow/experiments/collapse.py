@@ -13,20 +13,20 @@ For every dimension ``d`` of the preset this module measures, on
 (a) ``n_eff(t)`` of the plug-in field along its own trajectories
     (:func:`skflow.diagnostics.neff_along_path`): per task the median over trajectories,
     then the median over tasks; the key number is the value at ``t = 0.5``;
-(b) the mean over held-out tasks of ``mmd2(generated, true, reference=true)`` (Gaussian
-    kernel, median heuristic from the true points, as many generated as true points) of the
-    plug-in :class:`~skflow.NWFlowSampler` and of two :class:`~skflow.LearnedFlowSampler`
-    trainings, with and without the exact head (same seed, same budget);
-(c) the exact head's benefit ``(MMD²_without - MMD²_with) / MMD²_without``.
+(b) per held-out task, the MMD² of the plug-in :class:`~skflow.NWFlowSampler` and of two
+    :class:`~skflow.LearnedFlowSampler` trainings, with and without the exact head (same seed,
+    same budget), under the protocol of :mod:`skflow.experiments.protocol`: ``n_seeds``
+    training seeds with their own held-out tasks, both median-heuristic conventions, the noise
+    floor, 95 % bootstrap intervals paired over tasks;
+(c) the exact head's benefit ``1 - mean(MMD²_with) / mean(MMD²_without)`` with its interval.
 
-Run it with ``python -m skflow.experiments collapse --quick`` (or ``--full``); the results
-go to ``output/experiments/collapse/results.json`` and ``collapse.png``.
+Run it with ``python -m skflow.experiments collapse --quick`` (or ``--full``; add
+``--write-docs`` to update ``docs/results.md``); the results go to
+``output/experiments/collapse/results.json`` and ``collapse.png``.
 """
 
 from __future__ import annotations
 
-import os
-import platform
 import time
 from pathlib import Path
 from typing import Any
@@ -35,18 +35,28 @@ import numpy as np
 
 from skflow import LearnedFlowSampler, NWFlowSampler
 from skflow.diagnostics import neff_along_path
-from skflow.metrics import mmd2
 from skflow.tasks import GaussianMixtureTasks
 
-from ._io import TorchThreads, derive_seed, prepare_output, save_figure, to_plain, write_json
+from ._io import (
+    TorchThreads,
+    derive_seed,
+    machine_info,
+    machine_line,
+    prepare_output,
+    save_figure,
+    to_plain,
+    write_docs_section,
+    write_json,
+)
+from .protocol import CONVENTIONS, compare_to_baseline, scores_both_conventions
 
-__all__ = ["PRESETS", "run"]
+__all__ = ["PRESETS", "docs_section", "run", "write_docs"]
 
 #: Learned-model settings of the quick preset: the library's default architecture
-#: (d_model 64, 4 heads, 2 layers) with half-size batches (16 tasks x 64 targets) so that 8
-#: trainings of 1500 iterations fit in a few CPU minutes. The budget is the iteration count
-#: (the same for the models with and without the head); the preset's ``max_time`` is only a
-#: guard against a very slow machine.
+#: (d_model 64, 4 heads, 2 layers) with half-size batches (16 tasks x 64 targets), so that
+#: each training of 1500 iterations takes under a CPU minute (24 trainings: 4 dims x 2 models
+#: x 3 seeds). The budget is the iteration count (the same for the models with and without the
+#: head); the preset's ``max_time`` is only a guard against a very slow machine.
 _QUICK_MODEL = {
     "batch_tasks": 16,
     "n_targets": 64,
@@ -65,6 +75,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "dims": (2, 8, 16),
         "n_support": 50,
         "sigma_min": 0.01,
+        "n_seeds": 2,
         "n_eval_tasks": 3,
         "n_points": 64,
         "n_neff_tasks": 4,
@@ -89,7 +100,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         "dims": (2, 4, 8, 16),
         "n_support": 50,
         "sigma_min": 0.01,
-        "n_eval_tasks": 30,
+        "n_seeds": 3,
+        "n_eval_tasks": 100,
         "n_points": 256,
         "n_neff_tasks": 20,
         "n_trajectories": 128,
@@ -104,7 +116,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         "dims": (2, 4, 8, 16),
         "n_support": 50,
         "sigma_min": 0.01,
-        "n_eval_tasks": 30,
+        "n_seeds": 3,
+        "n_eval_tasks": 100,
         "n_points": 256,
         "n_neff_tasks": 20,
         "n_trajectories": 128,
@@ -117,7 +130,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         "dims": (2, 4, 8, 16),
         "n_support": 50,
         "sigma_min": 0.01,
-        "n_eval_tasks": 100,
+        "n_seeds": 3,
+        "n_eval_tasks": 200,
         "n_points": 256,
         "n_neff_tasks": 100,
         "n_trajectories": 256,
@@ -131,17 +145,25 @@ PRESETS: dict[str, dict[str, Any]] = {
 #: Times at which ``n_eff`` is reported (``t = 0.5`` is the key one).
 NEFF_TIMES = tuple(np.round(np.linspace(0.0, 1.0, 21), 10).tolist())
 MID_TIME = 0.5
+#: Learned models (result key -> ``exact_head``).
+MODELS = {"learned_head": True, "learned_nohead": False}
+#: The paper's exact-head benefit per d, as the ratio MMD²(no head) / MMD²(head).
+PAPER_HEAD_RATIO = {2: 1.0 / (1.0 - 0.28), 16: 1.0}
 
 
-def _eval_tasks(d: int, cfg: dict, random_state: int) -> tuple[np.ndarray, np.ndarray]:
-    """Held-out supports and true points of dimension ``d`` (a seed stream training never uses)."""
-    tasks = GaussianMixtureTasks(n_features=d)
-    return tasks.sample_tasks(
-        cfg["n_eval_tasks"],
-        cfg["n_support"],
-        cfg["n_points"],
-        random_state=derive_seed(random_state, 1, d),
+def _eval_tasks(d: int, cfg: dict, seed: int):
+    """Held-out supports, true points and a second true sample (noise floor) of ``(d, seed)``."""
+    n = cfg["n_points"]
+    S, Q = GaussianMixtureTasks(n_features=d).sample_tasks(
+        cfg["n_eval_tasks"], cfg["n_support"], 2 * n, random_state=derive_seed(seed, 1, d)
     )
+    return S, Q[:, :n], Q[:, n:]
+
+
+def _table(generated, truths) -> dict[str, np.ndarray]:
+    """Per-task MMD² (both conventions) of generated vs true points: convention -> (tasks,)."""
+    rows = [scores_both_conventions(g, q) for g, q in zip(generated, truths, strict=True)]
+    return {c: np.array([r[c] for r in rows]) for c in CONVENTIONS}
 
 
 def _neff_job(d: int, cfg: dict, random_state: int) -> dict:
@@ -166,6 +188,7 @@ def _neff_job(d: int, cfg: dict, random_state: int) -> dict:
     q25, q75 = np.percentile(per_task, [25.0, 75.0], axis=0)
     mid = int(np.argmin(np.abs(np.asarray(times) - MID_TIME)))
     return {
+        "kind": "neff",
         "d": d,
         "times": np.asarray(times),
         "median": median,
@@ -176,59 +199,60 @@ def _neff_job(d: int, cfg: dict, random_state: int) -> dict:
     }
 
 
-def _plugin_job(d: int, cfg: dict, random_state: int) -> dict:
-    """(b), plug-in: MMD² of the exact NW flow on the held-out tasks."""
-    supports, truths = _eval_tasks(d, cfg, random_state)
+def _plugin_job(d: int, seed: int, cfg: dict) -> dict:
+    """(b), plug-in: MMD² of the exact NW flow on the held-out tasks, and the noise floor."""
+    supports, truths, floors = _eval_tasks(d, cfg, seed)
     model = cfg["learned"]
     sampler = NWFlowSampler(
         sigma_min=cfg["sigma_min"], solver=model["solver"], n_steps=model["n_steps"]
     )
-    t0 = time.perf_counter()
-    values = []
-    for b, (S, true) in enumerate(zip(supports, truths, strict=True)):
-        gen = sampler.fit(S).sample(len(true), random_state=derive_seed(random_state, 4, d, b))
-        values.append(mmd2(gen, true, reference=true))
+    generated = [
+        sampler.fit(S).sample(len(q), random_state=derive_seed(seed, 4, d, b))
+        for b, (S, q) in enumerate(zip(supports, truths, strict=True))
+    ]
     return {
+        "kind": "plugin",
         "d": d,
-        "method": "plugin",
-        "mmd2": np.asarray(values),
-        "eval_seconds": time.perf_counter() - t0,
+        "seed": seed,
+        "plugin": _table(generated, truths),
+        "floor": _table(floors, truths),
     }
 
 
-def _learned_job(d: int, exact_head: bool, cfg: dict, random_state: int) -> dict:
+def _learned_job(d: int, method: str, seed: int, cfg: dict) -> dict:
     """(b), learned: train one model on GMM tasks of dimension ``d``, MMD² on held-out tasks."""
     params = {
         **cfg["learned"],
-        "exact_head": exact_head,
+        "exact_head": MODELS[method],
         "sigma_min": cfg["sigma_min"],
         "support_size": cfg["n_support"],
         "max_time": cfg["max_time"],
-        "random_state": derive_seed(random_state, 5, d),  # same seed with and without the head
+        "random_state": derive_seed(seed, 5, d),  # the same seed with and without the head
     }
     with TorchThreads(cfg["torch_threads"]):
         model = LearnedFlowSampler(**params)
         t0 = time.perf_counter()
         model.fit(GaussianMixtureTasks(n_features=d))
         train_seconds = time.perf_counter() - t0
-        supports, truths = _eval_tasks(d, cfg, random_state)
-        t0 = time.perf_counter()
+        supports, truths, _ = _eval_tasks(d, cfg, seed)
         generated = model.sample_batch(
-            truths.shape[1], supports, random_state=derive_seed(random_state, 6, d)
+            truths.shape[1], supports, random_state=derive_seed(seed, 6, d)
         )
-        values = [
-            mmd2(gen, true, reference=true) for gen, true in zip(generated, truths, strict=True)
-        ]
-        eval_seconds = time.perf_counter() - t0
     tail = max(1, min(100, len(model.loss_curve_) // 5))
     return {
+        "kind": "learned",
         "d": d,
-        "method": "learned_head" if exact_head else "learned_nohead",
-        "mmd2": np.asarray(values),
-        "train_iterations": int(model.n_iter_),
-        "train_seconds": train_seconds,
-        "final_loss": float(np.mean(model.loss_curve_[-tail:])),
-        "eval_seconds": eval_seconds,
+        "seed": seed,
+        "method": method,
+        method: _table(generated, truths),
+        "training": {
+            "seed": seed,
+            "n_iter": int(model.n_iter_),
+            "max_iter": int(model.max_iter),
+            "reached_max_iter": bool(model.n_iter_ == model.max_iter),
+            "train_seconds": round(train_seconds, 1),
+            "final_loss": float(np.mean(model.loss_curve_[-tail:])),
+        },
     }
 
 
@@ -237,14 +261,77 @@ def _dispatch(job: tuple, cfg: dict, random_state: int) -> dict:
     if kind == "neff":
         return _neff_job(*args, cfg, random_state)
     if kind == "plugin":
-        return _plugin_job(*args, cfg, random_state)
-    return _learned_job(*args, cfg, random_state)
+        return _plugin_job(*args, cfg)
+    return _learned_job(*args, cfg)
 
 
-def _summarize(values: np.ndarray) -> dict:
-    values = np.asarray(values, dtype=float)
-    sem = float(values.std(ddof=1) / np.sqrt(values.size)) if values.size > 1 else float("nan")
-    return {"mean": float(values.mean()), "sem": sem, "per_task": values}
+def _stack(outputs: list[dict], d: int, key: str, seeds: list[int]) -> dict[str, np.ndarray]:
+    """Convention -> (seeds, tasks) table of ``key`` for dimension ``d``."""
+    by_seed = {o["seed"]: o[key] for o in outputs if o.get("d") == d and key in o}
+    return {c: np.stack([by_seed[s][c] for s in seeds]) for c in CONVENTIONS}
+
+
+def _compare_dimension(d: int, outputs: list[dict], seeds: list[int]) -> dict:
+    """The protocol's comparisons of one dimension: head vs no head, each learned vs plug-in."""
+    table = {k: _stack(outputs, d, k, seeds) for k in ("plugin", "floor", *MODELS)}
+    return {
+        "head_vs_nohead": compare_to_baseline(
+            table["learned_nohead"],
+            table["learned_head"],
+            table["floor"],
+            paper_ratio=PAPER_HEAD_RATIO.get(d),
+        ),
+        **{
+            f"{m}_vs_plugin": compare_to_baseline(table["plugin"], table[m], table["floor"])
+            for m in MODELS
+        },
+        "per_task": table,
+        "training": {
+            m: [o["training"] for o in outputs if o.get("method") == m and o["d"] == d]
+            for m in MODELS
+        },
+    }
+
+
+def _benefit(comparison: dict) -> dict:
+    """The head's benefit ``1 - mean(head) / mean(no head)`` and its interval."""
+    with np.errstate(divide="ignore"):
+        ratios = 1.0 / np.asarray([comparison["ratio"], *comparison["ratio_ci"]], dtype=float)
+    return {
+        "benefit": float(1.0 - ratios[0]),
+        "ci": [float(1.0 - ratios[1]), float(1.0 - ratios[2])],
+        "ci_contains_zero": comparison["difference_ci_contains_zero"],
+    }
+
+
+def _summary(dims: list[int], neff: dict, per_d: dict) -> dict:
+    """Key numbers: n_eff at t = 0.5 per d; per d and convention the head's benefit and the
+    ratio plug-in / learned (with the head) with their intervals."""
+    neff_mid = [neff[str(d)]["median_at_0.5"] for d in dims]
+    out: dict = {
+        "dims": dims,
+        "median_neff_at_0.5": dict(zip(map(str, dims), neff_mid, strict=True)),
+        "neff_decreasing_in_d": bool(np.all(np.diff(neff_mid) < 0)),
+    }
+    for d in dims:
+        res = per_d[str(d)]
+        out[f"d={d}"] = {
+            conv: {
+                "exact_head_benefit": _benefit(res["head_vs_nohead"][conv]),
+                "ratio_plugin_over_learned_head": res["learned_head_vs_plugin"][conv]["ratio"],
+                "ratio_plugin_over_learned_head_ci": res["learned_head_vs_plugin"][conv][
+                    "ratio_ci"
+                ],
+                "ratio_plugin_over_learned_nohead": res["learned_nohead_vs_plugin"][conv]["ratio"],
+                "ratio_plugin_over_learned_nohead_ci": res["learned_nohead_vs_plugin"][conv][
+                    "ratio_ci"
+                ],
+                "noise_floor": res["head_vs_nohead"][conv]["noise_floor"],
+            }
+            for conv in CONVENTIONS
+        }
+    out["paper"] = {"exact_head_benefit": {"2": 0.28, "16": 0.0}, "neff": {"2": 9, "16": 1}}
+    return out
 
 
 def _plot(results: dict, output_dir: Path) -> Path:
@@ -267,34 +354,43 @@ def _plot(results: dict, output_dir: Path) -> Path:
     ax0.set_ylabel("median n_eff along plug-in trajectories")
     ax0.set_title(f"(a) n_eff(t), m = {results['config']['n_support']}")
     ax0.legend(fontsize=8)
-
-    methods = [
-        ("plugin", "plug-in NW"),
-        ("learned_head", "learned + exact head"),
-        ("learned_nohead", "learned, no head"),
-    ]
-    x = np.arange(len(dims))
-    width = 0.27
-    for k, (key, label) in enumerate(methods):
-        means = [results["mmd2"][str(d)][key]["mean"] for d in dims]
-        sems = [results["mmd2"][str(d)][key]["sem"] for d in dims]
-        ax1.bar(x + (k - 1) * width, means, width, yerr=sems, capsize=2, label=label)
-    for i, d in enumerate(dims):
-        benefit = results["benefit"][str(d)]
-        top = max(
-            results["mmd2"][str(d)][key]["mean"]
-            + np.nan_to_num(results["mmd2"][str(d)][key]["sem"])
-            for key, _ in methods
-        )
-        ax1.annotate(f"{100 * benefit:+.0f}%", (x[i], top), ha="center", va="bottom", fontsize=8)
-    ax1.set_ylim(0.0, 1.25 * ax1.get_ylim()[1])  # headroom for the labels
+    x, width = np.arange(len(dims)), 0.27
+    for k, key in enumerate(("plugin", *MODELS)):
+        values = [
+            np.asarray(results["per_dimension"][str(d)]["per_task"][key]["true"]) for d in dims
+        ]
+        means = [v.mean() for v in values]
+        sems = [v.std(ddof=1) / np.sqrt(v.size) for v in values]
+        ax1.bar(x + (k - 1) * width, means, width, yerr=sems, capsize=2, label=key)
     ax1.set_xticks(x, [f"d = {d}" for d in dims])
-    ax1.set_ylabel("mean MMD² on held-out tasks")
-    ax1.set_title("(b) MMD² per method (label: exact-head benefit)")
-    ax1.legend(fontsize=7, loc="upper left", ncol=3)
+    ax1.set_ylabel("MMD², true-point bandwidth (mean ± sem)")
+    ax1.set_title("(b) MMD² per method, all seeds and tasks")
+    ax1.legend(fontsize=7, loc="upper left")
     fig.suptitle(f"Dimension collapse on Gaussian-mixture tasks ({results['preset']} preset)")
     fig.tight_layout()
     return save_figure(fig, output_dir, "collapse.png")
+
+
+def _jobs(dims: list[int], seeds: list[int]) -> list[tuple]:
+    """Trainings first (the long jobs), then the cheap ones, so that workers stay busy."""
+    jobs: list[tuple] = [("learned", d, m, s) for d in dims for s in seeds for m in MODELS]
+    jobs += [("plugin", d, s) for d in dims for s in seeds]
+    return jobs + [("neff", d) for d in dims]
+
+
+def _config(preset: str, seeds: int | None, n_tasks: int | None) -> dict:
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)}.")
+    cfg = dict(PRESETS[preset])
+    if seeds is not None:
+        cfg["n_seeds"] = int(seeds)
+    if n_tasks is not None:
+        cfg["n_eval_tasks"] = int(n_tasks)
+    if cfg["n_seeds"] < 1 or cfg["n_eval_tasks"] < 2:
+        raise ValueError(
+            f"need at least 1 seed and 2 tasks, got {cfg['n_seeds']} and {cfg['n_eval_tasks']}."
+        )
+    return cfg
 
 
 def run(
@@ -303,37 +399,41 @@ def run(
     output_dir: str | Path = "output/experiments/collapse",
     n_jobs: int | None = None,
     random_state: int = 0,
+    seeds: int | None = None,
+    n_tasks: int | None = None,
 ) -> dict:
     """Run the dimension-collapse experiment and write ``results.json`` and ``collapse.png``.
 
     Parameters
     ----------
     preset : {"tiny", "quick", "long", "full"}, default="quick"
-        ``"tiny"``: seconds (the end-to-end test; tiny models, few tasks). ``"quick"``: a few
-        minutes on a CPU: :class:`~skflow.LearnedFlowSampler` with the default architecture
-        and 16 tasks x 64 targets per batch, 1500 iterations per model (8 models; 75 s
-        wall-clock guard each), 30 held-out tasks x 256 points, one Torch thread per job.
-        ``"long"`` (not a paper preset): the same with 6000 iterations (about 20 CPU
-        minutes). ``"full"``: the paper's scale
-        (:meth:`LearnedFlowSampler.paper_config`, ``device="auto"``, 100 held-out tasks), a
-        GPU job.
+        ``"tiny"``: seconds (the end-to-end test; tiny models, few tasks). ``"quick"``: CPU
+        minutes: :class:`~skflow.LearnedFlowSampler` with the default architecture and 16
+        tasks x 64 targets per batch, 1500 iterations per model (75 s wall-clock guard each),
+        3 seeds x 100 held-out tasks x 256 points, one Torch thread per job. ``"long"`` (not a
+        paper preset): the same with 6000 iterations. ``"full"``: the paper's scale
+        (:meth:`LearnedFlowSampler.paper_config`, ``device="auto"``), a GPU job.
     output_dir : str or Path, default="output/experiments/collapse"
         Folder of ``results.json`` and ``collapse.png`` (created).
     n_jobs : int, optional
-        joblib workers over the independent jobs (n_eff per ``d``, plug-in per ``d``, one
-        training per ``d`` and head); ``None`` runs them in this process. Under
+        joblib workers over the independent jobs (n_eff per ``d``, plug-in per ``d`` and seed,
+        one training per ``d``, head and seed); ``None`` runs them in this process. Under
         ``joblib.parallel_config(backend="dask")`` they run on a Dask cluster.
     random_state : int, default=0
-        Seed of every task draw, training and noise (training under ``max_time`` also
-        depends on the machine's speed).
+        First seed; the seeds are ``random_state, random_state + 1, ...``.
+    seeds : int, optional
+        Number of training seeds (default: the preset's ``n_seeds``).
+    n_tasks : int, optional
+        Held-out tasks per seed (default: the preset's ``n_eval_tasks``).
 
     Returns
     -------
     results : dict
-        ``config``, per-``d`` ``neff`` curves, ``mmd2`` per method (mean, sem, per task),
-        ``benefit`` per ``d``, ``training`` logs, timings and ``summary`` with the key numbers:
-        ``median_neff_at_0.5`` and ``exact_head_benefit`` per ``d``, the MMD² means, and the
-        booleans ``neff_decreasing_in_d`` and ``benefit_d_min_gt_d_max``.
+        ``config``, ``seeds``, per-``d`` ``neff`` curves, ``per_dimension`` (the protocol's
+        comparisons: head vs no head, each learned model vs the plug-in, per-task tables,
+        training records), ``machine`` and ``summary`` with the key numbers:
+        ``median_neff_at_0.5`` per ``d``, ``neff_decreasing_in_d``, and per ``d`` and
+        convention the exact head's benefit and the plug-in / learned ratios with intervals.
 
     Examples
     --------
@@ -342,103 +442,138 @@ def run(
     (['full', 'long', 'quick', 'tiny'], (2, 4, 8, 16))
     >>> res = collapse.run("tiny", output_dir="out/collapse")  # doctest: +SKIP
     >>> res["summary"]["median_neff_at_0.5"]  # doctest: +SKIP
-    {'2': 13.9..., '8': 2.86..., '16': 1.69...}
     """
     from joblib import Parallel, delayed
 
-    if preset not in PRESETS:
-        raise ValueError(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)}.")
-    cfg = PRESETS[preset]
+    cfg = _config(preset, seeds, n_tasks)
     out = prepare_output(output_dir)
     dims = [int(d) for d in cfg["dims"]]
-    seed = int(random_state)
-
-    # Trainings first (the long jobs), then the cheap ones, so that workers stay busy.
-    jobs: list[tuple] = [("learned", d, head) for d in dims for head in (True, False)]
-    jobs += [("plugin", d) for d in dims] + [("neff", d) for d in dims]
-    t_start = time.perf_counter()
+    seed_list = [int(random_state) + k for k in range(cfg["n_seeds"])]
+    machine_start, t_start = machine_info(), time.perf_counter()
     with TorchThreads(cfg["torch_threads"]):
-        outputs = Parallel(n_jobs=n_jobs)(delayed(_dispatch)(job, cfg, seed) for job in jobs)
+        outputs = Parallel(n_jobs=n_jobs)(
+            delayed(_dispatch)(job, cfg, int(random_state)) for job in _jobs(dims, seed_list)
+        )
     wall = time.perf_counter() - t_start
-
-    neff = {str(o["d"]): o for o in outputs if "method" not in o}
-    by_method = {(o["d"], o["method"]): o for o in outputs if "method" in o}
-    mmd = {
-        str(d): {
-            key: _summarize(by_method[(d, key)]["mmd2"])
-            for key in ("plugin", "learned_head", "learned_nohead")
-        }
-        for d in dims
-    }
-    benefit, paired = {}, {}
-    for d in dims:
-        with_head = by_method[(d, "learned_head")]["mmd2"]
-        without = by_method[(d, "learned_nohead")]["mmd2"]
-        base = float(without.mean())
-        benefit[str(d)] = float((base - with_head.mean()) / base) if base != 0 else float("nan")
-        diff = without - with_head  # same held-out tasks and true points: paired
-        sem = float(diff.std(ddof=1) / np.sqrt(diff.size)) if diff.size > 1 else float("nan")
-        paired[str(d)] = {
-            "mean_difference": float(diff.mean()),
-            "sem_difference": sem,
-            # delta-method standard error of the benefit (denominator taken as fixed)
-            "benefit_sem": sem / abs(base) if base != 0 else float("nan"),
-            "tasks_where_head_wins": int(np.sum(diff > 0)),
-            "n_tasks": int(diff.size),
-        }
-    training = {
-        f"{key}_d{d}": {
-            k: by_method[(d, key)][k]
-            for k in ("train_iterations", "train_seconds", "final_loss", "eval_seconds")
-        }
-        for d in dims
-        for key in ("learned_head", "learned_nohead")
-    }
-    neff_mid = [neff[str(d)]["median_at_0.5"] for d in dims]
-    summary = {
-        "dims": dims,
-        "median_neff_at_0.5": dict(zip(map(str, dims), neff_mid, strict=True)),
-        "neff_decreasing_in_d": bool(np.all(np.diff(neff_mid) < 0)),
-        "mmd2_plugin": {str(d): mmd[str(d)]["plugin"]["mean"] for d in dims},
-        "mmd2_learned_head": {str(d): mmd[str(d)]["learned_head"]["mean"] for d in dims},
-        "mmd2_learned_nohead": {str(d): mmd[str(d)]["learned_nohead"]["mean"] for d in dims},
-        "exact_head_benefit": benefit,
-        "exact_head_benefit_sem": {k: v["benefit_sem"] for k, v in paired.items()},
-        "tasks_where_head_wins": {k: v["tasks_where_head_wins"] for k, v in paired.items()},
-        "benefit_d_min_gt_d_max": bool(benefit[str(dims[0])] > benefit[str(dims[-1])]),
-        "train_iterations": {k: v["train_iterations"] for k, v in training.items()},
-        "wall_seconds": wall,
-        "paper": {"exact_head_benefit": {"2": 0.28, "16": 0.0}, "neff": {"2": 9, "16": 1}},
-    }
-    config = {k: v for k, v in cfg.items() if k != "learned"}
-    config["learned"] = {k: v for k, v in cfg["learned"].items()}
+    neff = {str(o["d"]): o for o in outputs if o["kind"] == "neff"}
+    per_d = {str(d): _compare_dimension(d, outputs, seed_list) for d in dims}
     results = {
         "experiment": "collapse",
         "preset": preset,
-        "random_state": seed,
-        "config": config,
+        "seeds": seed_list,
+        "config": cfg,
         "dims": dims,
         "neff": neff,
-        "mmd2": mmd,
-        "benefit": benefit,
-        "benefit_paired": paired,
-        "training": training,
-        "plugin_eval_seconds": {str(d): by_method[(d, "plugin")]["eval_seconds"] for d in dims},
-        "machine": _machine(),
-        "summary": to_plain(summary),  # plain Python: printable as JSON
+        "per_dimension": per_d,
+        "summary": _summary(dims, neff, per_d) | {"wall_seconds": round(wall, 1)},
+        "machine": {"start": machine_start, "end": machine_info()},
     }
-    _plot(results, out)
+    results = to_plain(results)
+    results["figure"] = _plot(results, out).name
+    results["output_dir"] = str(out)
     write_json(results, out)
     return results
 
 
-def _machine() -> dict:
-    import torch
+def _f(x: float) -> str:
+    return "inf" if x == np.inf else f"{x:.3g}"
 
-    return {
-        "platform": platform.platform(),
-        "cpu_count": os.cpu_count(),
-        "load_average_1min": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
-        "torch": torch.__version__,
-        "cuda": bool(torch.cuda.is_available()),
-    }
+
+def _convention_table(results: dict, conv: str) -> str:
+    rows = [
+        "| d | MMD² plug-in | MMD² learned + head | MMD² learned, no head | noise floor mean "
+        "(q95) | head benefit [95 % CI] (paper) | plug-in / learned + head [95 % CI] "
+        "| plug-in / learned, no head [95 % CI] |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    paper = {2: "+28 %", 16: "0 %"}
+    for d in results["dims"]:
+        res, s = results["per_dimension"][str(d)], results["summary"][f"d={d}"][conv]
+        hv, b = res["head_vs_nohead"][conv], s["exact_head_benefit"]
+        fl = s["noise_floor"]
+        ratio = {
+            m: f"{_f(res[f'{m}_vs_plugin'][conv]['ratio'])} "
+            f"[{_f(res[f'{m}_vs_plugin'][conv]['ratio_ci'][0])}, "
+            f"{_f(res[f'{m}_vs_plugin'][conv]['ratio_ci'][1])}]"
+            for m in MODELS
+        }
+        rows.append(
+            f"| {d} | {_f(res['learned_head_vs_plugin'][conv]['mean_a'])} | {_f(hv['mean_b'])} "
+            f"| {_f(hv['mean_a'])} | {_f(fl['mean'])} ({_f(fl['q95'])}) | "
+            f"{100 * b['benefit']:+.0f} % [{100 * b['ci'][0]:+.0f} %, {100 * b['ci'][1]:+.0f} %] "
+            f"({paper.get(d, '–')}) | {ratio['learned_head']} | {ratio['learned_nohead']} |"
+        )
+    return "\n".join(rows)
+
+
+def _guard(max_time: float | None) -> str:
+    return "no wall-clock guard" if max_time is None else f"wall-clock guard {max_time:g} s"
+
+
+def _budget(results: dict) -> str:
+    runs = [
+        t
+        for d in results["dims"]
+        for m in MODELS
+        for t in results["per_dimension"][str(d)]["training"][m]
+    ]
+    its = sorted({t["n_iter"] for t in runs})
+    secs = [t["train_seconds"] for t in runs]
+    reached = all(t["reached_max_iter"] for t in runs)
+    return (
+        f"Training: {len(runs)} models, {', '.join(map(str, its))} iterations, "
+        f"{min(secs):.0f}–{max(secs):.0f} s each ({_guard(results['config']['max_time'])}); "
+        + (
+            "every training reached `max_iter` first: reproducible bit for bit."
+            if reached
+            else "**a training stopped at the guard: not reproducible bit for bit.**"
+        )
+    )
+
+
+def docs_section(results: dict, command: str) -> str:
+    """The Markdown of this experiment's section of ``docs/results.md``.
+
+    Parameters
+    ----------
+    results : dict
+        The output of :func:`run`.
+    command : str
+        The exact command line that produced ``results``.
+
+    Returns
+    -------
+    text : str
+    """
+    cfg, s = results["config"], results["summary"]
+    neff = " | ".join(f"{s['median_neff_at_0.5'][str(d)]:.2f}" for d in results["dims"])
+    parts = [
+        f"Command (from the repository root): `{command}`",
+        "",
+        f"Preset `{results['preset']}`: seeds {results['seeds']}, {cfg['n_eval_tasks']} "
+        f"held-out tasks per seed and d, m = {cfg['n_support']}, {cfg['n_points']} generated vs "
+        f"{cfg['n_points']} true points per task (and {cfg['n_points']} more for the noise "
+        f"floor). Wall time {s['wall_seconds']:.0f} s. " + _budget(results),
+        "",
+        machine_line(results["machine"]["start"], results["machine"]["end"]),
+        "",
+        "| d | " + " | ".join(str(d) for d in results["dims"]) + " |",
+        "|---|" + "---|" * len(results["dims"]),
+        f"| median n_eff at t = 0.5 (plug-in trajectories; paper 9 → 1) | {neff} |",
+    ]
+    for conv, label in (("true", "true points"), ("pooled", "pooled generated + true points")):
+        parts += [
+            "",
+            f"MMD², median heuristic from the {label}; intervals: 95 % bootstrap over tasks, "
+            "stratified by seed. A benefit interval that contains 0 is no resolved benefit.",
+            "",
+            _convention_table(results, conv),
+        ]
+    return "\n".join(parts)
+
+
+def write_docs(results: dict, command: str, path: str | Path | None = None) -> Path:
+    """Write :func:`docs_section` between the ``collapse`` markers of the results page."""
+    kwargs = {} if path is None else {"path": path}
+    figure = Path(results["output_dir"]) / results["figure"]
+    return write_docs_section("collapse", docs_section(results, command), figure=figure, **kwargs)
