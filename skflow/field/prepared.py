@@ -268,10 +268,6 @@ class NWField:
         call, out = self._call(x, t)
         return self._finish(call.velocity(self._local_mean(call)), out)
 
-    def __call__(self, x: Any, t: Any) -> Any:
-        """The velocity (so a prepared field is a solver's ``field(x, t)``)."""
-        return self.velocity(x, t)
-
     def velocity_and_divergence(self, x: Any, t: Any) -> tuple[Any, Any]:
         """Velocity (..., n, d) and its exact divergence (..., n) in one pass.
 
