@@ -7,6 +7,7 @@ evaluates once. To evaluate the field of one support many times (an ODE solve), 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ._coefficients import Bandwidth
@@ -24,17 +25,38 @@ __all__ = [
 ]
 
 
-def nw_logits(
-    x: Any,
-    support: Any,
-    t: Any,
-    *,
-    sigma_min: float = 0.01,
-    bandwidth: Bandwidth = "ot",
-    projection: Any = None,
-    chunk_size: int | None = None,
-    support_chunk_size: int | None = None,
-) -> Any:
+def _field_function(name: str, method: str, doc: str) -> Callable[..., Any]:
+    """The public function ``name``: one :class:`NWField` of ``support``, then ``method``."""
+
+    def function(
+        x: Any,
+        support: Any,
+        t: Any,
+        *,
+        sigma_min: float = 0.01,
+        bandwidth: Bandwidth = "ot",
+        projection: Any = None,
+        chunk_size: int | None = None,
+        support_chunk_size: int | None = None,
+    ) -> Any:
+        field = NWField(
+            support,
+            sigma_min=sigma_min,
+            bandwidth=bandwidth,
+            projection=projection,
+            chunk_size=chunk_size,
+            support_chunk_size=support_chunk_size,
+        )
+        return getattr(field, method)(x, t)
+
+    function.__name__ = function.__qualname__ = name
+    function.__doc__ = doc
+    return function
+
+
+nw_logits = _field_function(
+    "nw_logits",
+    "logits",
     """Logits of the NW weights, up to a per-row constant.
 
     Parameters
@@ -70,29 +92,12 @@ def nw_logits(
     >>> import numpy as np
     >>> nw_logits(np.zeros((1, 2)), np.eye(2), 0.0)
     array([[0., 0.]])
-    """
-    field = NWField(
-        support,
-        sigma_min=sigma_min,
-        bandwidth=bandwidth,
-        projection=projection,
-        chunk_size=chunk_size,
-        support_chunk_size=support_chunk_size,
-    )
-    return field.logits(x, t)
+    """,
+)
 
-
-def nw_weights(
-    x: Any,
-    support: Any,
-    t: Any,
-    *,
-    sigma_min: float = 0.01,
-    bandwidth: Bandwidth = "ot",
-    projection: Any = None,
-    chunk_size: int | None = None,
-    support_chunk_size: int | None = None,
-) -> Any:
+nw_weights = _field_function(
+    "nw_weights",
+    "weights",
     """Nadaraya-Watson weights ``w_i(x, t)`` of the exact field.
 
     Parameters are those of :func:`nw_logits`.
@@ -108,29 +113,12 @@ def nw_weights(
     >>> S = np.array([[0.0], [1.0]])
     >>> nw_weights(np.array([[0.9]]), S, 1.0, sigma_min=0.5).round(3)
     array([[0.168, 0.832]])
-    """
-    field = NWField(
-        support,
-        sigma_min=sigma_min,
-        bandwidth=bandwidth,
-        projection=projection,
-        chunk_size=chunk_size,
-        support_chunk_size=support_chunk_size,
-    )
-    return field.weights(x, t)
+    """,
+)
 
-
-def nw_local_mean(
-    x: Any,
-    support: Any,
-    t: Any,
-    *,
-    sigma_min: float = 0.01,
-    bandwidth: Bandwidth = "ot",
-    projection: Any = None,
-    chunk_size: int | None = None,
-    support_chunk_size: int | None = None,
-) -> Any:
+nw_local_mean = _field_function(
+    "nw_local_mean",
+    "local_mean",
     """Nadaraya-Watson local mean ``m(x, t) = sum_i w_i(x, t) s_i``.
 
     Parameters
@@ -147,29 +135,12 @@ def nw_local_mean(
     >>> import numpy as np
     >>> nw_local_mean(np.zeros((1, 2)), np.array([[0.0, 0.0], [2.0, 4.0]]), 0.0)
     array([[1., 2.]])
-    """
-    field = NWField(
-        support,
-        sigma_min=sigma_min,
-        bandwidth=bandwidth,
-        projection=projection,
-        chunk_size=chunk_size,
-        support_chunk_size=support_chunk_size,
-    )
-    return field.local_mean(x, t)
+    """,
+)
 
-
-def nw_velocity(
-    x: Any,
-    support: Any,
-    t: Any,
-    *,
-    sigma_min: float = 0.01,
-    bandwidth: Bandwidth = "ot",
-    projection: Any = None,
-    chunk_size: int | None = None,
-    support_chunk_size: int | None = None,
-) -> Any:
+nw_velocity = _field_function(
+    "nw_velocity",
+    "velocity",
     """Exact marginal velocity ``u_t(x) = (m(x, t) - (1 - sigma_min) x) / sigma_t``.
 
     Parameters
@@ -195,29 +166,12 @@ def nw_velocity(
     >>> S = np.array([[1.0, 1.0]])
     >>> nw_velocity(np.zeros((1, 2)), S, 0.0)   # one point: straight line to it
     array([[1., 1.]])
-    """
-    field = NWField(
-        support,
-        sigma_min=sigma_min,
-        bandwidth=bandwidth,
-        projection=projection,
-        chunk_size=chunk_size,
-        support_chunk_size=support_chunk_size,
-    )
-    return field.velocity(x, t)
+    """,
+)
 
-
-def nw_velocity_and_divergence(
-    x: Any,
-    support: Any,
-    t: Any,
-    *,
-    sigma_min: float = 0.01,
-    bandwidth: Bandwidth = "ot",
-    projection: Any = None,
-    chunk_size: int | None = None,
-    support_chunk_size: int | None = None,
-) -> tuple[Any, Any]:
+nw_velocity_and_divergence = _field_function(
+    "nw_velocity_and_divergence",
+    "velocity_and_divergence",
     """Velocity and its exact divergence in one pass.
 
     ``div u_t(x) = (a(t) tr(P Cov_w(S) P^T ... ) - (1 - sigma_min) d) / sigma_t``; for the
@@ -236,29 +190,12 @@ def nw_velocity_and_divergence(
     >>> v, div = nw_velocity_and_divergence(np.zeros((1, 3)), np.ones((1, 3)), 0.5)
     >>> round(float(div[0]), 4)   # one support point: -(1 - sigma_min) d / sigma_t
     -5.8812
-    """
-    field = NWField(
-        support,
-        sigma_min=sigma_min,
-        bandwidth=bandwidth,
-        projection=projection,
-        chunk_size=chunk_size,
-        support_chunk_size=support_chunk_size,
-    )
-    return field.velocity_and_divergence(x, t)
+    """,
+)
 
-
-def nw_divergence(
-    x: Any,
-    support: Any,
-    t: Any,
-    *,
-    sigma_min: float = 0.01,
-    bandwidth: Bandwidth = "ot",
-    projection: Any = None,
-    chunk_size: int | None = None,
-    support_chunk_size: int | None = None,
-) -> Any:
+nw_divergence = _field_function(
+    "nw_divergence",
+    "divergence",
     """Exact divergence of the NW velocity field (no Hutchinson estimator).
 
     Returns
@@ -270,29 +207,12 @@ def nw_divergence(
     >>> import numpy as np
     >>> float(nw_divergence(np.zeros((1, 2)), np.ones((1, 2)), 0.0)[0])
     -1.98
-    """
-    field = NWField(
-        support,
-        sigma_min=sigma_min,
-        bandwidth=bandwidth,
-        projection=projection,
-        chunk_size=chunk_size,
-        support_chunk_size=support_chunk_size,
-    )
-    return field.divergence(x, t)
+    """,
+)
 
-
-def nw_effective_sample_size(
-    x: Any,
-    support: Any,
-    t: Any,
-    *,
-    sigma_min: float = 0.01,
-    bandwidth: Bandwidth = "ot",
-    projection: Any = None,
-    chunk_size: int | None = None,
-    support_chunk_size: int | None = None,
-) -> Any:
+nw_effective_sample_size = _field_function(
+    "nw_effective_sample_size",
+    "effective_sample_size",
     """Kish effective sample size ``1 / sum_i w_i^2`` of the NW weights at ``(x, t)``.
 
     Computed from log-sum-exps, ``exp(2 lse(l) - lse(2 l))``, so it is stable when the weights
@@ -308,16 +228,8 @@ def nw_effective_sample_size(
     >>> import numpy as np
     >>> float(nw_effective_sample_size(np.zeros((1, 2)), np.eye(2), 0.0)[0])
     2.0
-    """
-    field = NWField(
-        support,
-        sigma_min=sigma_min,
-        bandwidth=bandwidth,
-        projection=projection,
-        chunk_size=chunk_size,
-        support_chunk_size=support_chunk_size,
-    )
-    return field.effective_sample_size(x, t)
+    """,
+)
 
 
 def nw_log_density(
