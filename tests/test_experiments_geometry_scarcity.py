@@ -130,6 +130,8 @@ def test_write_docs_section_needs_its_markers(tmp_path):
 def test_scarcity_tiny_end_to_end(tmp_path):
     import torch
 
+    from skflow.experiments import protocol
+
     threads = torch.get_num_threads()
     res = scarcity.run("tiny", output_dir=tmp_path)
     assert torch.get_num_threads() == threads
@@ -138,14 +140,44 @@ def test_scarcity_tiny_end_to_end(tmp_path):
     cfg = scarcity.PRESETS["tiny"]
     ms = [str(m) for m in cfg["support_sizes"]]
     summary = res["summary"]
-    assert _finite_tree(summary)
-    assert set(summary["mmd2"]) == set(scarcity.METHODS)
-    for name in scarcity.METHODS:
-        assert list(summary["mmd2"][name]) == ms
-    assert res["n_splits"] == len(cfg["test_classes"]) * cfg["n_repeats"]
-    assert all(s in cfg["sigma_min_grid"] for s in summary["tuned_sigma_min"].values())
+    assert _finite_tree(summary["true"]["mmd2"]) and res["seeds"] == [0, 1]
+    for conv in protocol.CONVENTIONS:
+        assert set(summary[conv]["mmd2"]) == set(scarcity.METHODS)
+        for m in ms:
+            table = res["comparison"][m]["per_task"]
+            plugin, learned = np.asarray(table["plugin"][conv]), np.asarray(table["learned"][conv])
+            assert plugin.shape == learned.shape == (2, cfg["n_eval_tasks"])
+            lower = summary[conv]["learned_vs_plugin"][m]
+            assert lower["pct"] == pytest.approx(100 * (1 - learned.mean() / plugin.mean()))
+            assert lower["ci"][0] <= lower["pct"] <= lower["ci"][1]
+            assert summary[conv]["mmd2"]["plugin"][m] == pytest.approx(plugin.mean())
+    for s in res["per_seed"]:
+        assert all(v in cfg["sigma_min_grid"] for v in s["tuned_sigma_min"].values())
+        assert all(t["reached_max_iter"] for t in s["training"].values())
     # robust effect: the plug-in gets much closer to the class as the support grows
-    plug = summary["mmd2"]["plugin"]
+    plug = summary["true"]["mmd2"]["plugin"]
     assert plug[ms[0]] > 2 * plug[ms[-1]]
+    # the noise floor (pool vs reference rows of the same class) is far below the plug-in at m=5
+    floor = np.asarray(res["comparison"][ms[0]]["per_task"]["floor"]["true"])
+    assert abs(floor.mean()) < 0.5 * plug[ms[0]]
+    # recomputed for seed 1, task 2: the whole pool of the task against its reference rows
+    from skflow.experiments._io import derive_seed
+
+    Z, y, _ = scarcity._features(cfg)
+    max_m = max(cfg["support_sizes"])
+    splits = scarcity._splits(Z, y, cfg["test_classes"], 4, max_m, derive_seed(1, 3))
+    _, pool, ref = splits[2]
+    assert len(pool) == max_m and floor[1, 2] == protocol.scores_both_conventions(pool, ref)["true"]
     # the split is by class: the held-out classes are never training classes
     assert not set(cfg["test_classes"]) & set(cfg["train_classes"])
+
+    page = tmp_path / "docs" / "results.md"
+    page.parent.mkdir()
+    page.write_text(RESULTS_PAGE.read_text(encoding="utf-8"), encoding="utf-8")
+    scarcity.write_docs(res, "python -m skflow.experiments scarcity --preset tiny", path=page)
+    section = page.read_text(encoding="utf-8").split("<!-- scarcity:begin -->")[1]
+    section = section.split("<!-- scarcity:end -->")[0]
+    assert "`python -m skflow.experiments scarcity --preset tiny`" in section
+    assert "seeds [0, 1], 4 held-out tasks per seed" in section and "cores" in section
+    pct = summary["true"]["learned_vs_plugin"]["10"]["pct"]
+    assert f"| {pct:+.1f} % [" in section
