@@ -367,6 +367,31 @@ def _plot(results: dict, output_dir: Path) -> Path:
     return save_figure(fig, output_dir, "attention.png")
 
 
+def _summary(models: dict) -> dict:
+    """Per model: the key numbers of its trajectory, conditional and weight variants."""
+    out = {}
+    for name, res in models.items():
+        traj = res["trajectory"]
+        out[name] = {
+            "best_median_per_t": traj["best_median_per_t"],
+            "best_median_last_t": float(traj["best_median_per_t"][-1]),
+            "best_head_per_t": traj["best_head_per_t"],
+            "last_t_best_head": traj["last_t_best_head"],
+            "last_t_best_head_curve": traj["last_t_best_head_curve"],
+            "last_t_best_head_trend": traj["last_t_best_head_trend"],
+            "any_head_rising": traj["any_head_rising"],
+            "heads_rising": traj["heads_rising"],
+            "conditional_best_median_per_t": res["conditional"]["best_median_per_t"],
+            "conditional_any_head_rising": res["conditional"]["any_head_rising"],
+            "weights_best_median_per_t": res["trajectory_weights"]["best_median_per_t"],
+            "weights_any_head_rising": res["trajectory_weights"]["any_head_rising"],
+            "train_iterations": res["train_iterations"],
+            "inspector_best_median_per_t": res["inspector"]["best_median_per_t"],
+            "inspector_fraction_nw_like_per_t": res["inspector"]["fraction_nw_like"],
+        }
+    return out
+
+
 def run(
     preset: str = "quick",
     *,
@@ -443,26 +468,7 @@ def run(
         ("exact_head" if o["exact_head"] else "no_head"): _summarize_model(o, times)
         for o in outputs
     }
-    summary: dict[str, Any] = {"times": times}
-    for name, res in models.items():
-        traj = res["trajectory"]
-        summary[name] = {
-            "best_median_per_t": traj["best_median_per_t"],
-            "best_median_last_t": float(traj["best_median_per_t"][-1]),
-            "best_head_per_t": traj["best_head_per_t"],
-            "last_t_best_head": traj["last_t_best_head"],
-            "last_t_best_head_curve": traj["last_t_best_head_curve"],
-            "last_t_best_head_trend": traj["last_t_best_head_trend"],
-            "any_head_rising": traj["any_head_rising"],
-            "heads_rising": traj["heads_rising"],
-            "conditional_best_median_per_t": res["conditional"]["best_median_per_t"],
-            "conditional_any_head_rising": res["conditional"]["any_head_rising"],
-            "weights_best_median_per_t": res["trajectory_weights"]["best_median_per_t"],
-            "weights_any_head_rising": res["trajectory_weights"]["any_head_rising"],
-            "train_iterations": res["train_iterations"],
-            "inspector_best_median_per_t": res["inspector"]["best_median_per_t"],
-            "inspector_fraction_nw_like_per_t": res["inspector"]["fraction_nw_like"],
-        }
+    summary: dict[str, Any] = {"times": times, **_summary(models)}
     summary["wall_seconds"] = wall
     summary["paper"] = {"ip_adapter_spearman_last_step": 0.89}
     config = {k: v for k, v in cfg.items() if k != "learned"}
