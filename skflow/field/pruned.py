@@ -115,6 +115,10 @@ _EPS64 = float(np.finfo(np.float64).eps)
 _EPS32 = float(np.finfo(np.float32).eps)
 # Budget of one (block, rows) logits tile, in elements (32 MiB in float64).
 _TILE_ELEMENTS = 2**22
+# Budget of one logits tile of the evaluation (8 MiB in float64, about the L3 cache).
+_EVAL_ELEMENTS = 2**20
+# exp arguments are clamped here: e^-700 and e^-80 are still normal numbers.
+_CLAMP = {"float64": -700.0, "float32": -80.0}
 # Relative inflation of host-side float64 bounds (their own rounding, a few operations each).
 _HOST_SLACK = 64 * _EPS64
 
@@ -361,7 +365,12 @@ class ClusteredSupport:
             self.value_centres_, self.value_radii_, self.value_norm_max_ = _cluster_stats(
                 self.values_, sorted_labels, self.n_clusters_
             )
-        self.value_norms2_ = (self.values_ * self.values_).sum(1)
+        norms2 = (self.values_ * self.values_).sum(1)[:, None]
+        lifted = [self.values_, norms2, norms2 * 0 + 1]
+        self.lifted_values_ = torch_cat(lifted) if is_torch(norms2) else np.hstack(lifted)
+        norms2 = (self.keys_ * self.keys_).sum(1)[:, None]
+        lifted = [self.keys_, norms2, norms2 * 0 + 1]
+        self.lifted_keys_ = torch_cat(lifted) if is_torch(norms2) else np.hstack(lifted)
         self.value_mean_ = (self.sizes_ @ self.value_centres_) / keys.shape[0]
         self.dtype_name_ = _float_dtype_name(self.keys_)
 
@@ -395,30 +404,37 @@ class PrunedMean:
 
 class _State:
     """Online log-sum-exp state of the live queries (float64, on the index's device), and the
-    host-side bookkeeping of rounding (per query) and of the evaluated clusters."""
+    host-side bookkeeping of rounding (per query) and of the evaluated clusters.
+
+    ``acc[:, :d]`` holds ``sum_i e^{s_i - M} v_i``, ``acc[:, d]`` the same sum of
+    ``||v_i||^2`` and ``acc[:, d + 1]`` the normaliser: one GEMM with the lifted values
+    ``[v_i, ||v_i||^2, 1]`` updates all three.
+    """
 
     def __init__(self, like: Any, n: int, dim: int, n_clusters: int) -> None:
-        init = np.zeros((n, dim + 3))
-        init[:, 0] = -np.inf
-        state = _to_lib(init, like, "float64")
-        self.M, self.Z, self.A, self.S = state[:, 0], state[:, 1], state[:, 2], state[:, 3:]
+        self.M = _to_lib(np.full(n, -np.inf), like, "float64")
+        self.acc = _to_lib(np.zeros((n, dim + 2)), like, "float64")
         self.delta = np.zeros(n)  # bound on every evaluated shifted logit's error
         self.gemm_gamma = np.zeros(n)  # gamma of the working-precision products
         self.updates = np.zeros(n, dtype=np.int64)  # float64 accumulation steps
         self.done = np.zeros((n, n_clusters), dtype=bool)
 
-    def add(self, sel: Any, s: Any, vals: Any, vn2: Any) -> None:
-        """Fold the shifted logits ``s`` (|sel|, r) of rows ``vals`` into queries ``sel``."""
+    def add(self, sel: Any, s: Any, lifted: Any) -> None:
+        """Fold the shifted logits ``s`` (|sel|, r) of lifted values (r, d + 2) into ``sel``."""
         old = self.M[sel]
         top = _cast(s.amax(1) if is_torch(s) else s.max(axis=1), "float64")
         new = top.maximum(old) if is_torch(top) else np.maximum(top, old)
         scale = (old - new).exp() if is_torch(new) else np.exp(old - new)
-        e = s - _cast(new, _float_dtype_name(s))[:, None]
-        e = e.exp() if is_torch(e) else np.exp(e, out=e)
+        shift = _cast(new, _float_dtype_name(s))[:, None]
+        # In place, in a cache-sized tile; the clamp keeps exp out of the (slow) subnormal
+        # range; it raises weights below e^CLAMP of the maximum (accounted in the bound).
+        low = _CLAMP[_float_dtype_name(s)]
+        if is_torch(s):
+            s.sub_(shift).clamp_(min=low).exp_()
+        else:
+            np.exp(np.maximum(np.subtract(s, shift, out=s), low, out=s), out=s)
         self.M[sel] = new
-        self.Z[sel] = self.Z[sel] * scale + _cast(e.sum(1), "float64")
-        self.A[sel] = self.A[sel] * scale + _cast(e @ vn2, "float64")
-        self.S[sel] = self.S[sel] * scale[:, None] + _cast(e @ vals, "float64")
+        self.acc[sel] = self.acc[sel] * scale[:, None] + _cast(s @ lifted, "float64")
 
 
 def _chunks(offsets: np.ndarray, clusters: np.ndarray, max_rows: int) -> list[list[tuple]]:
@@ -441,6 +457,13 @@ def _chunks(offsets: np.ndarray, clusters: np.ndarray, max_rows: int) -> list[li
     return out
 
 
+def torch_cat(parts: list) -> Any:
+    """``torch.cat(parts, dim=1)``."""
+    import torch
+
+    return torch.cat(parts, dim=1)
+
+
 def _rows(a: Any, pieces: list[tuple]) -> Any:
     if len(pieces) == 1:
         return a[pieces[0][0] : pieces[0][1]]  # a view: no copy for long runs
@@ -455,7 +478,7 @@ def _rows(a: Any, pieces: list[tuple]) -> Any:
 def _precision(index, spread: np.ndarray, opts) -> tuple[str, float]:
     """Working dtype of a group: float32 only if its logit error bound stays small."""
     k = index.centres_.shape[1]
-    if opts["float32"] and _gamma(k + 4, _EPS32) * spread.max() <= opts["float32_tolerance"]:
+    if opts["float32"] and _gamma(2 * k + 8, _EPS32) * spread.max() <= opts["float32_tolerance"]:
         return "float32", _EPS32
     return "float64", _EPS64
 
@@ -463,28 +486,36 @@ def _precision(index, spread: np.ndarray, opts) -> tuple[str, float]:
 def _evaluate(index, st: _State, sel: np.ndarray, clusters: np.ndarray, c0, z, b, opts) -> None:
     """Add the rows of ``clusters`` (sorted ids) exactly to the live queries ``sel``.
 
-    Logits are taken around the reference ``c0`` (see the module docstring, *Rounding*).
+    Logits are taken around the reference ``c0`` (see the module docstring, *Rounding*);
+    ``c0 = None`` means the origin (the support mean), whose lifted keys are stored.
     """
+    origin = c0 is None
+    c0 = np.zeros(index.centres_.shape[1]) if origin else c0
     reach = np.linalg.norm(index.centres_[clusters] - c0, axis=1) + index.radii_[clusters]
     z0 = z[sel] - c0
     zdist = np.linalg.norm(z0, axis=1)
     spread = b[sel] * ((float(reach.max()) + zdist) * (1.0 + _HOST_SLACK)) ** 2
     name, eps = _precision(index, spread, opts)
     like = index.keys_
-    zb = _to_lib(2.0 * b[sel, None] * z0, like, name)
-    bcol = _to_lib(b[sel, None], like, name)
-    bzn = _to_lib(b[sel, None] * zdist[:, None] ** 2, like, name)
+    max_rows = max(1, _EVAL_ELEMENTS // sel.size)
+    pieces = _chunks(index.offsets_, clusters, max_rows)
+    # Lifted query [2b (z - c0), -b, -b ||z - c0||^2] against [k - c0, ||k - c0||^2, 1]:
+    # the shifted logits in one GEMM.
+    zl = np.hstack([2.0 * b[sel, None] * z0, -b[sel, None], -b[sel, None] * zdist[:, None] ** 2])
+    zl = _to_lib(zl, like, name)
     c0w = _to_lib(c0, like, name)
     sel_lib = _index_lib(sel, like)
-    max_rows = max(1, _TILE_ELEMENTS // sel.size)
-    pieces = _chunks(index.offsets_, clusters, max_rows)
     for chunk in pieces:
-        k0 = _cast(_rows(index.keys_, chunk), name) - c0w
-        s = zb @ k0.T - bcol * (k0 * k0).sum(1)[None, :] - bzn
-        vals = _cast(_rows(index.values_, chunk), name)
-        st.add(sel_lib, s, vals, _cast(_rows(index.value_norms2_, chunk), name))
+        if origin and name == index.dtype_name_:  # stored lifted keys: no per-chunk copy
+            s = zl @ _cast(_rows(index.lifted_keys_, chunk), name).T
+        else:
+            k0 = _cast(_rows(index.keys_, chunk), name) - c0w
+            parts = [k0, (k0 * k0).sum(1)[:, None], k0[:, :1] * 0 + 1]
+            s = zl @ (torch_cat(parts) if is_torch(k0) else np.hstack(parts)).T
+        st.add(sel_lib, s, _cast(_rows(index.lifted_values_, chunk), name))
     k = index.centres_.shape[1]
-    st.delta[sel] = np.maximum(st.delta[sel], _gamma(k + 4, eps) * spread + 762 * eps)
+    # GEMM (k + 2 terms), ||k - c0||^2 (k terms) and the rounding of k - c0 itself.
+    st.delta[sel] = np.maximum(st.delta[sel], _gamma(2 * k + 8, eps) * spread + 762 * eps)
     longest = max(sum(e - s for s, e in chunk) for chunk in pieces)  # inner size of e @ vals
     st.gemm_gamma[sel] = np.maximum(st.gemm_gamma[sel], _gamma(longest, eps))
     st.updates[sel] += len(pieces)
@@ -524,12 +555,15 @@ def _logsumexp_rows(x: np.ndarray) -> np.ndarray:
 
 def _finish(index, st: _State, bounds: np.ndarray) -> tuple[np.ndarray, ...]:
     """Mean, neglected-mass bound and mean-error bound of the live queries (host, float64)."""
-    M, Z, A, S = (_host64(v) for v in (st.M, st.Z, st.A, st.S))
+    M, acc = _host64(st.M), _host64(st.acc)
+    S, A, Z = acc[:, :-2], acc[:, -2], acc[:, -1]
     mean, second = S / Z[:, None], A / Z
     sum_gamma = st.gemm_gamma + (2 * st.updates + 4) * _EPS64 * (1.0 + 1e-6)
     var = np.maximum(second - (mean**2).sum(1), 0.0) + 4 * (sum_gamma + 8 * _EPS64) * second
     rounding = np.expm1(2 * st.delta) * np.exp(2 * st.delta) * np.sqrt(var)
     rounding += (3 * sum_gamma + 4 * _EPS64) * index.value_norm_max_
+    # The exp clamp adds at most e^CLAMP (relative to the largest weight) per row.
+    rounding += 2.0 * index.offsets_[-1] * math.exp(_CLAMP["float32"]) * index.value_norm_max_
     skipped = ~st.done
     log_u = _logsumexp_rows(np.where(skipped, bounds, -np.inf))
     log_u += _gamma(index.n_clusters_ + 4, _EPS64)
@@ -630,7 +664,7 @@ def pruned_local_mean(
         "float32": index.dtype_name_ == "float32" and _float_dtype_name(queries) == "float32",
     }
     block_size = check_int(block_size, "block_size")
-    opts["max_rows"] = max(1, _TILE_ELEMENTS // block_size)
+    opts["block_size"] = block_size
     a_h, b_h = _coefficient(a, n, "a"), _coefficient(b, n, "b")
     if ((a_h == 0) != (b_h == 0)).any():
         raise ValueError("a and b must both be positive (t > 0) or both zero (t = 0).")
@@ -638,17 +672,32 @@ def pruned_local_mean(
     return _package(index, queries, *out)
 
 
+def _rest_dense(index, st: _State, heavy: np.ndarray, best, z, b, opts) -> None:
+    """Every cluster not yet evaluated, for queries that need most of the support: the
+    clusters no query of a block has seen in one dense pass, the others one by one."""
+    heavy = heavy[np.argsort(best[heavy], kind="stable")]
+    for s in range(0, heavy.size, opts["block_size"]):
+        sel = heavy[s : s + opts["block_size"]]
+        seen = st.done[sel].any(axis=0)
+        _evaluate(index, st, sel, np.flatnonzero(~seen), None, z, b, opts)
+        for j in np.flatnonzero(seen):
+            rows = sel[~st.done[sel, j]]
+            if rows.size:
+                _evaluate(index, st, rows, np.array([j]), _reference(index, j), z, b, opts)
+
+
 def _sparse_phases(index, st: _State, sparse, bounds, best, z, b, opts) -> None:
     """Best cluster of each query first (a lower bound of its normaliser), then the needed
     clusters, cluster by cluster (one small GEMM per cluster and group of queries)."""
     for j, sel in _by_cluster(sparse, best[sparse]):
         _evaluate(index, st, sel, np.array([j]), _reference(index, j), z, b, opts)
-    lse_1 = _host64(st.M)[sparse] + np.log(_host64(st.Z)[sparse])
+    lse_1 = _host64(st.M)[sparse] + np.log(_host64(st.acc[:, -1])[sparse])
     cut = lse_1 + math.log(opts["rtol"]) - math.log(index.n_clusters_)
     done = st.done[sparse]
     need = (bounds[sparse] > cut[:, None]) & ~done
     heavy = (need | done) @ index.sizes_ > opts["dense_fraction"] * index.offsets_[-1]
-    need[heavy] = ~done[heavy]  # most of the support is needed: everything
+    _rest_dense(index, st, sparse[heavy], best, z, b, opts)
+    need[heavy] = False
     for j in np.flatnonzero(need.any(axis=0)):
         sel = sparse[need[:, j]]
         _evaluate(index, st, sel, np.array([j]), _reference(index, j), z, b, opts)
@@ -679,8 +728,7 @@ def _assemble(index, q: np.ndarray, a: np.ndarray, b: np.ndarray, block_size: in
         grp = grp[np.argsort(best[grp], kind="stable")]  # spatially coherent blocks
         for s in range(0, grp.size, block_size):
             sel = grp[s : s + block_size]
-            c0 = _reference(index, int(np.bincount(best[sel]).argmax()))
-            _evaluate(index, st, sel, np.arange(c), c0, z, bl, opts)
+            _evaluate(index, st, sel, np.arange(c), None, z, bl, opts)
         _sparse_phases(index, st, np.flatnonzero(~dense), bounds, best, z, bl, opts)
         mean[live], neglected[live], error[live] = _finish(index, st, bounds)
         evaluated[live] = st.done
