@@ -1,0 +1,179 @@
+"""Certified pruned engine (skflow.field.pruned) against a float64 brute force."""
+
+import numpy as np
+import pytest
+import torch
+
+from skflow.field import kernel_coefficients, nw_local_mean
+from skflow.field.pruned import ClusteredSupport, pruned_local_mean
+
+N_QUERIES = 640  # 3 supports x 3 dims x 2 libraries x 640 = 11520 (query, time) pairs
+
+
+def _support(kind, m, d, rng):
+    if kind == "gmm":
+        centres = rng.normal(size=(12, d)) * 3.0
+        return centres[rng.integers(12, size=m)] + rng.normal(size=(m, d)) * 0.4
+    if kind == "uniform":
+        return rng.uniform(-2.0, 2.0, size=(m, d))
+    return rng.standard_t(2.0, size=(m, d))  # heavy tails: some huge radii
+
+
+def _brute(keys, values, q, a, b):
+    """float64 softmax over all points: mean and weights (n, m)."""
+    logits = a * (q @ keys.T) - b * (keys**2).sum(1)[None, :]
+    logits -= logits.max(axis=1, keepdims=True)
+    w = np.exp(logits)
+    w /= w.sum(axis=1, keepdims=True)
+    return w @ values, w
+
+
+def _queries(support, t, rng):
+    """States on the OT path from random support points, one time per row."""
+    _, _, sigma = kernel_coefficients(t[:, 0])
+    rows = support[rng.integers(len(support), size=len(t))]
+    return t * rows + sigma[:, None] * rng.normal(size=rows.shape)
+
+
+def _check(index, keys, values, q, a, b, lib, dtype):
+    """Returns (mean error, reported bound, true skipped mass, reported neglected)."""
+    qq = q.astype(dtype)
+    arg = torch.from_numpy(qq) if lib == "torch" else qq
+    res = pruned_local_mean(index, arg, a, b)
+    exact, w = _brute(keys, values, qq.astype(np.float64), a, b)
+    err = np.linalg.norm(np.asarray(res.mean, dtype=np.float64) - exact, axis=1)
+    skipped = ~res.evaluated[:, index.labels_]  # (n, m) in input order
+    return err, np.asarray(res.mean_error), (w * skipped).sum(1), np.asarray(res.neglected)
+
+
+@pytest.mark.parametrize("lib", ["numpy", "torch"])
+@pytest.mark.parametrize("d", [2, 16, 64])
+@pytest.mark.parametrize("kind", ["gmm", "uniform", "student"])
+def test_bounds_hold_float64(kind, d, lib):
+    rng = np.random.default_rng([2, d, len(kind), len(lib)])
+    S = _support(kind, 1500, d, rng)
+    mu = S.mean(0)
+    keys = S - mu
+    arg = torch.from_numpy(keys) if lib == "torch" else keys
+    index = ClusteredSupport(arg, random_state=0)
+    t = rng.uniform(0.0, 1.0, size=(N_QUERIES, 1))
+    t[:8, 0] = [1e-6, 1e-3, 0.05, 0.5, 0.9, 0.99, 0.999, 1.0]
+    a, b, _ = kernel_coefficients(t[:, 0])
+    q = _queries(S, t, rng) - t * mu
+    err, bound, mass, neglected = _check(index, keys, keys, q, a[:, None], b[:, None], lib, "f8")
+    assert (err <= bound).all(), float((err / bound).max())
+    assert (mass <= neglected).all(), float((mass - neglected).max())
+
+
+@pytest.mark.parametrize("lib", ["numpy", "torch"])
+def test_bounds_hold_float32_and_projected_keys(lib):
+    """float32 keys (projected: keys != values), one time for all rows; the bound includes
+    float32 rounding (computed in float32 where its logit error bound is below 1e-4)."""
+    rng = np.random.default_rng(7)
+    S = _support("gmm", 2000, 16, rng)
+    mu = S.mean(0)
+    P = rng.normal(size=(6, 16)) / 4.0
+    keys32, values32 = ((S - mu) @ P.T).astype("f4"), (S - mu).astype("f4")
+    args = (keys32, values32) if lib == "numpy" else map(torch.from_numpy, (keys32, values32))
+    index = ClusteredSupport(*args, n_clusters=40, random_state=1)
+    for t in (0.05, 0.3, 0.7, 0.95):
+        a, b, _ = kernel_coefficients(t)
+        q = (_queries(S, np.full((300, 1), t), rng) - t * mu) @ P.T
+        k64, v64 = keys32.astype("f8"), values32.astype("f8")
+        err, bound, mass, negl = _check(index, k64, v64, q, float(a), float(b), lib, "f4")
+        assert (err <= bound).all() and (mass <= negl).all()
+
+
+def test_tiny_rtol_equals_dense():
+    rng = np.random.default_rng(3)
+    S = _support("gmm", 3000, 8, rng)
+    mu = S.mean(0)
+    index = ClusteredSupport(S - mu)
+    for t in (0.2, 0.8, 0.99):
+        a, b, _ = kernel_coefficients(t)
+        x = _queries(S, np.full((200, 1), t), rng)
+        res = pruned_local_mean(index, x - t * mu, float(a), float(b), rtol=1e-300)
+        dense = nw_local_mean(x, S, t)
+        rel = np.abs(res.mean + mu - dense).max() / np.abs(dense).max()
+        assert rel < 1e-12
+        assert float(res.mean_error.max()) < 1e-9  # within its (rounding) bound
+
+
+def test_bounds_not_vacuous_late():
+    """Late t on a clustered support: most clusters skipped, bound <= 1e-6 relative."""
+    rng = np.random.default_rng(4)
+    centres = rng.normal(size=(40, 16)) * 3.0
+    S = centres[rng.integers(40, size=20000)] + rng.normal(size=(20000, 16)) * 0.3
+    mu = S.mean(0)
+    index = ClusteredSupport(S - mu)
+    t = 0.9
+    a, b, _ = kernel_coefficients(t)
+    x = _queries(S, np.full((500, 1), t), rng)
+    res = pruned_local_mean(index, x - t * mu, float(a), float(b))
+    scale = np.linalg.norm(res.mean, axis=1)
+    assert (res.mean_error <= 1e-6 * scale).all()
+    assert res.evaluated_fraction < 0.15
+    assert res.evaluated.mean(axis=1).max() < 0.25  # per query, most clusters skipped
+
+
+def test_t0_rows_and_mixed_times():
+    rng = np.random.default_rng(5)
+    S = rng.normal(size=(500, 3))
+    mu = S.mean(0)
+    index = ClusteredSupport(S - mu, n_clusters=10)
+    a, b, _ = kernel_coefficients(np.array([0.0, 0.5, 0.0]))
+    q = rng.normal(size=(3, 3))
+    res = pruned_local_mean(index, q, a[:, None], b[:, None])
+    np.testing.assert_allclose(res.mean[[0, 2]], 0.0, atol=1e-13)  # centred values: mean 0
+    exact, _ = _brute(S - mu, S - mu, q[1:2], a[1], b[1])
+    assert np.linalg.norm(res.mean[1] - exact[0]) <= res.mean_error[1]
+
+
+def test_layout_and_permutation():
+    rng = np.random.default_rng(6)
+    K = rng.normal(size=(700, 4))
+    index = ClusteredSupport(K, n_clusters=25, random_state=2)
+    np.testing.assert_array_equal(index.keys_, K[index.perm_])
+    assert np.array_equal(np.sort(index.perm_), np.arange(700))
+    for j in range(index.n_clusters_):
+        rows = index.perm_[index.offsets_[j] : index.offsets_[j + 1]]
+        assert (index.labels_[rows] == j).all()
+        dist = np.linalg.norm(K[rows] - index.centres_[j], axis=1)
+        assert dist.max() <= index.radii_[j]
+    assert index.sizes_.sum() == 700
+
+
+def test_invalid_inputs():
+    K = np.random.default_rng(0).normal(size=(50, 2))
+    index = ClusteredSupport(K, n_clusters=5)
+    q = np.zeros((3, 2))
+    with pytest.raises(ValueError, match="both be positive"):
+        pruned_local_mean(index, q, 1.0, 0.0)
+    with pytest.raises(ValueError, match="finite non-negative"):
+        pruned_local_mean(index, q, float("inf"), 1.0)
+    with pytest.raises(ValueError, match="same library and key dimension"):
+        pruned_local_mean(index, np.zeros((3, 3)), 1.0, 1.0)
+    with pytest.raises(ValueError, match="same library and key dimension"):
+        pruned_local_mean(index, torch.zeros(3, 2, dtype=torch.float64), 1.0, 1.0)
+    with pytest.raises(ValueError, match="rtol"):
+        pruned_local_mean(index, q, 1.0, 1.0, rtol=0.0)
+    with pytest.raises(ValueError, match="at most the number of rows"):
+        ClusteredSupport(K, n_clusters=51)
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        ClusteredSupport(np.full((4, 2), np.nan))
+    with pytest.raises(ValueError, match="non-empty 2-D"):
+        ClusteredSupport(np.zeros(4))
+
+
+def test_two_blobs_skipped_mass_is_counted():
+    """Two far blobs, one skipped: its (tiny but nonzero) true mass is in ``neglected``."""
+    rng = np.random.default_rng(8)
+    S = np.concatenate([rng.normal(size=(300, 2)) * 0.1 - 3.0, rng.normal(size=(300, 2)) * 0.1])
+    keys = S - S.mean(0)
+    index = ClusteredSupport(keys, n_clusters=2, random_state=0)
+    t = 0.75
+    a, b, _ = kernel_coefficients(t)
+    q = t * (keys[:5] + 0.05)  # near the first blob, where the other weighs ~1e-30
+    err, bound, mass, neglected = _check(index, keys, keys, q, float(a), float(b), "numpy", "f8")
+    assert (mass > 0).all() and (mass <= neglected).all() and (err <= bound).all()
+    assert (neglected < 1e-10).all()
