@@ -392,7 +392,16 @@ class PrunedMean:
     evaluated : ndarray of shape (n, n_clusters)
         Which clusters were evaluated for each query (host, bool).
     evaluated_fraction : float
-        Evaluated (query, point) pairs over ``n m``.
+        Evaluated (query, point) pairs over ``n m`` (rows at ``t = 0``, computed in closed
+        form, count as fully evaluated).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> K = np.random.default_rng(0).normal(size=(500, 2))
+    >>> res = pruned_local_mean(ClusteredSupport(K - K.mean(0)), np.zeros((3, 2)), 1.0, 0.5)
+    >>> res.mean.shape, res.neglected.shape, res.evaluated.shape[0]
+    ((3, 2), (3,), 3)
     """
 
     mean: Any
