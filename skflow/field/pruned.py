@@ -542,6 +542,13 @@ def _coefficient(value: Any, n: int, name: str) -> np.ndarray:
     return arr
 
 
+def _coefficients(a: Any, b: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
+    a_h, b_h = _coefficient(a, n, "a"), _coefficient(b, n, "b")
+    if ((a_h == 0) != (b_h == 0)).any():
+        raise ValueError("a and b must both be positive (t > 0) or both zero (t = 0).")
+    return a_h, b_h
+
+
 def _cluster_bounds(index: ClusteredSupport, z: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Safe upper bounds ``L_ij = ub_ij + log n_j`` (float64, rounded upwards)."""
     c = index.centres_
@@ -625,20 +632,16 @@ def pruned_local_mean(
     Parameters
     ----------
     index : ClusteredSupport
-        Clustered centred keys and values.
     queries : array of shape (n, k)
         Centred (projected) queries ``q = P(x - t mu)``; same library (and device) as the index.
     a, b : float or array of shape (n, 1)
         Logit coefficients (:func:`skflow.field.kernel_coefficients`), ``a > 0`` and ``b > 0``
         finite; rows with ``a = b = 0`` (``t = 0``) get the exact uniform mean.
     rtol : float, default=1e-10
-        Target for the neglected weight: a cluster is skipped only if all the skipped ones of
-        its query together weigh at most ``rtol`` (up to rounding); ``neglected`` reports the
-        proven bound.
-    block_size : int, default=256
-        Queries per block (they share one evaluated union of clusters).
-    dense_fraction : float, default=0.5
-        A block whose needed rows exceed this fraction of the support is evaluated densely.
+        Target for the neglected weight: the skipped clusters of a query together weigh at
+        most ``rtol`` (up to rounding); ``neglected`` reports the proven bound.
+    block_size, dense_fraction : int, default=256, and float, default=0.5
+        Queries that need more than ``dense_fraction`` of the rows run dense, in blocks.
     float32_tolerance : float, default=1e-4
         float32 index and queries are computed in float32 while the block's logit error bound
         stays below this, else in float64.
@@ -646,24 +649,19 @@ def pruned_local_mean(
     Returns
     -------
     PrunedMean
-        ``mean`` (n, d), ``neglected`` (n,), ``mean_error`` (n,), ``evaluated`` (n, C) and
-        ``evaluated_fraction``.
+        ``mean`` (n, d), ``neglected`` (n,), ``mean_error`` (n,), ``evaluated`` (n, C).
 
     Examples
     --------
     >>> import numpy as np
     >>> from skflow.field import kernel_coefficients
     >>> S = np.random.default_rng(0).normal(size=(2000, 2)) * [1.0, 3.0]
-    >>> mu = S.mean(0)
-    >>> index = ClusteredSupport(S - mu)
-    >>> a, b, _ = kernel_coefficients(0.95)
-    >>> x = S[:4] * 0.95
-    >>> res = pruned_local_mean(index, x - 0.95 * mu, float(a), float(b))
+    >>> mu, (a, b, _) = S.mean(0), kernel_coefficients(0.95)
+    >>> res = pruned_local_mean(ClusteredSupport(S - mu), 0.95 * (S[:4] - mu), a, b)
     >>> bool(res.mean_error.max() < 1e-8), res.evaluated_fraction < 0.2
     (True, True)
     """
     queries = _check_matrix(queries, "queries")
-    n = queries.shape[0]
     if is_torch(queries) != is_torch(index.keys_) or queries.shape[1] != index.keys_.shape[1]:
         raise ValueError("queries must match the index: same library and key dimension k.")
     opts = {
@@ -671,13 +669,10 @@ def pruned_local_mean(
         "dense_fraction": check_real(dense_fraction, "dense_fraction", low=0.0, high=1.0),
         "float32_tolerance": check_real(float32_tolerance, "float32_tolerance", low=0.0),
         "float32": index.dtype_name_ == "float32" and _float_dtype_name(queries) == "float32",
+        "block_size": check_int(block_size, "block_size"),
     }
-    block_size = check_int(block_size, "block_size")
-    opts["block_size"] = block_size
-    a_h, b_h = _coefficient(a, n, "a"), _coefficient(b, n, "b")
-    if ((a_h == 0) != (b_h == 0)).any():
-        raise ValueError("a and b must both be positive (t > 0) or both zero (t = 0).")
-    out = _assemble(index, _host64(queries), a_h, b_h, block_size, opts)
+    a_h, b_h = _coefficients(a, b, queries.shape[0])
+    out = _assemble(index, _host64(queries), a_h, b_h, opts["block_size"], opts)
     return _package(index, queries, *out)
 
 
