@@ -12,8 +12,15 @@ from typing import Any
 
 import numpy as np
 
-from .._array import get_namespace, is_torch
-from .._validation import check_bandwidth, check_choice, check_real_array, check_sigma_min
+from .._array import get_namespace, is_torch, to_numpy
+from .._validation import (
+    check_bandwidth,
+    check_choice,
+    check_int,
+    check_real,
+    check_real_array,
+    check_sigma_min,
+)
 from . import _dense, _stream
 from ._call import FieldCall
 from ._coefficients import Bandwidth, coefficient_columns, times
@@ -21,12 +28,15 @@ from ._density import path_log_density
 from ._geometry import DenseGeometry, StreamGeometry
 from ._plan import FLOAT32_LOGIT_LIMIT, block_budget, check_chunk, stream_rows
 from ._sdpa import attention_mean
+from .pruned import ClusteredSupport, pruned_local_mean
 
 __all__ = ["ATTENTION_BIASES", "ENGINES", "NWField"]
 
 #: Engines of :class:`NWField`: ``"auto"`` (SDPA for the Torch local mean and velocity,
-#: explicit GEMM blocks otherwise), ``"attention"`` (SDPA, Torch only) and ``"gemm"``.
-ENGINES = ("auto", "attention", "gemm")
+#: explicit GEMM blocks otherwise), ``"attention"`` (SDPA, Torch only), ``"gemm"`` and
+#: ``"pruned"`` (the certified pruned local mean of :mod:`skflow.field.pruned` for the
+#: velocity and local mean of one large support; the other methods stay dense).
+ENGINES = ("auto", "attention", "gemm", "pruned")
 #: How the per-key bias reaches SDPA when one time is shared by all queries: ``"mask"`` (a
 #: broadcast additive mask, width d), ``"lift"`` (an extra key coordinate, width d + 1) or
 #: ``"auto"``: ``"mask"`` on CPU, the faster of the two in ``benchmarks/bench_field.py``, and
@@ -67,7 +77,21 @@ class NWField:
     float32_logit_limit : float, default=1e4
         float32 evaluations are computed in float64 where ``a(t) max_i ||P(s_i - mu)||^2``
         exceeds this (their logits' rounding error is about ``eps_32`` times it); ``inf``
-        stays in float32 throughout.
+        stays in float32 throughout. (The pruned engine has its own per-block rule.)
+    pruned_rtol : float, default=1e-10
+        ``engine="pruned"``: a cluster of support points is skipped for a query only when all
+        skipped clusters together provably weigh at most about this.
+    n_clusters : int, optional
+        ``engine="pruned"``: clusters of the support index (default ``ceil(2 sqrt(m))``).
+
+    Attributes
+    ----------
+    last_velocity_error_ : ndarray of shape (n,) or None
+        ``engine="pruned"``: the proven bound on ``||u_pruned - u||`` of each row of the last
+        velocity or local-mean evaluation (for the local mean: times ``sigma_t``), rounding
+        included; None before the first one.
+    max_velocity_error_ : float
+        ``engine="pruned"``: the largest of those bounds over every evaluation so far.
 
     Notes
     -----
@@ -100,6 +124,8 @@ class NWField:
         engine: str = "auto",
         attention_bias: str = "auto",
         float32_logit_limit: float = FLOAT32_LOGIT_LIMIT,
+        pruned_rtol: float = 1e-10,
+        n_clusters: int | None = None,
     ):
         self.sigma_min = check_sigma_min(sigma_min)
         check_bandwidth(bandwidth)
@@ -113,9 +139,16 @@ class NWField:
             raise ValueError("engine='attention' needs Torch tensors (SDPA); got NumPy arrays.")
         self.support = _check_support(self.xp, support)
         self.projection = projection
-        self._stream_rows = self._plan_streaming(
-            check_chunk(support_chunk_size, "support_chunk_size")
-        )
+        self.pruned_rtol = check_real(pruned_rtol, "pruned_rtol", low=0.0, high=1.0, low_open=True)
+        self.n_clusters = check_int(n_clusters, "n_clusters", allow_none=True)
+        self.last_velocity_error_, self.max_velocity_error_ = None, 0.0
+        rows = check_chunk(support_chunk_size, "support_chunk_size")
+        if self.engine == "pruned" and (self.batched or rows is not None):
+            raise ValueError(
+                "engine='pruned' indexes one whole support (m, d): no batch of supports and "
+                "no support_chunk_size."
+            )
+        self._stream_rows = None if self.engine == "pruned" else self._plan_streaming(rows)
         self._geometries: dict[Any, Any] = {}
         # Prepared now, so the field is a snapshot of the support (a streamed support is read
         # at every call instead: no copy of it is made).
@@ -171,6 +204,7 @@ class NWField:
         x = _cast(xp, x, dtype)
         out_dtype = x.dtype
         check32 = both32 and not (xp.name == "torch" and x.device.type == "mps")
+        check32 = check32 and self.engine != "pruned"  # which checks its blocks itself
         coef = coefficient_columns(
             xp, x, t, sigma_min=self.sigma_min, bandwidth=self.bandwidth, need_max=check32
         )
@@ -220,6 +254,8 @@ class NWField:
         return result.to(out_dtype) if self.xp.name == "torch" else result.astype(out_dtype)
 
     def _local_mean(self, call: FieldCall) -> Any:
+        if self.engine == "pruned" and call.hard is None:
+            return self._pruned_mean(call)
         if call.geom.streaming:
             st = _stream.stats(call)
             return st["mean"] / st["z"] + call.geom.mean
@@ -227,6 +263,23 @@ class NWField:
         if self.xp.name == "torch" and self.engine != "gemm" and call.hard is None:
             return attention_mean(call, self._bias(call))
         return _dense.reduce(call, want_second=False)[0] + call.geom.mean
+
+    def _pruned_mean(self, call: FieldCall) -> Any:
+        """Local mean by the certified pruned engine; records the velocity error bounds."""
+        g = call.geom
+        if getattr(g, "pruned_index", None) is None:  # clustered once per geometry
+            values = None if g.proj is None else g.values
+            g.pruned_index = ClusteredSupport(g.keys, values, n_clusters=self.n_clusters)
+        res = pruned_local_mean(
+            g.pruned_index, call.queries(0, call.n), call.a, call.b, rtol=self.pruned_rtol
+        )
+        sigma = call.sigma_t
+        sigma = np.asarray(sigma if isinstance(sigma, float) else to_numpy(sigma)[..., 0])
+        bound = to_numpy(res.mean_error).astype(np.float64) / sigma.astype(np.float64)
+        self.last_velocity_error_ = np.broadcast_to(bound, (call.n,)).copy()
+        if call.n:
+            self.max_velocity_error_ = max(self.max_velocity_error_, float(bound.max()))
+        return res.mean + g.mean
 
     def _bias(self, call: FieldCall) -> str:
         if self.attention_bias != "auto":

@@ -15,6 +15,7 @@ from .. import field as F
 from .._array import get_namespace, resolve_device, use_torch_backend
 from .._validation import (
     check_bandwidth,
+    check_choice,
     check_finite_output,
     check_int,
     check_real,
@@ -28,6 +29,11 @@ from ._base import SAMPLING_BATCH_SIZE, BaseFlowSampler
 __all__ = ["NWFlowSampler"]
 
 KERNELS = ("isotropic", "diagonal", "mahalanobis")
+#: Velocity engines of :class:`NWFlowSampler` (its ``engine`` parameter).
+SAMPLER_ENGINES = ("auto", "dense", "pruned")
+#: ``engine="auto"`` prunes supports of at least this many points
+#: (``benchmarks/bench_large_support.py``, docs/large_support.md).
+AUTO_PRUNED_MIN_SUPPORT = 100_000
 
 
 def _kernel_shape(cov: np.ndarray, kernel: str, reg: float) -> np.ndarray | None:
@@ -189,6 +195,17 @@ class NWFlowSampler(BaseFlowSampler):
         block (``m * max(d, 64) > 2**23``, e.g. ``m > 131072`` in ``d = 64``) are streamed
         automatically; see :func:`skflow.field.nw_logits`. Results do not depend on it
         beyond rounding.
+    engine : {"auto", "dense", "pruned"}, default="auto"
+        How the velocity is computed. ``"dense"``: every support point at every evaluation
+        (:class:`skflow.field.NWField`'s dense and attention engines). ``"pruned"``: the
+        certified pruned engine (:mod:`skflow.field.pruned`): the support is clustered once
+        and, per block of queries, clusters whose total weight is provably below
+        ``pruned_rtol`` are skipped; the proven bound on the velocity error of every
+        evaluation is kept (``sampling_error_bound_``). ``"auto"``: pruned for supports of
+        at least :data:`AUTO_PRUNED_MIN_SUPPORT` points, dense below. Weights, ``n_eff``,
+        divergences and densities are always dense.
+    pruned_rtol : float, default=1e-10
+        Target of the neglected weight per query for ``engine="pruned"``.
     support_size : int, optional
         Support rows per task in the few-shot :meth:`score` (half of each task when None).
     n_jobs : int, optional
@@ -212,6 +229,10 @@ class NWFlowSampler(BaseFlowSampler):
         without projection.
     projection_transformer_ : transformer or None
         The fitted clone of ``projection`` when it is a transformer.
+    sampling_error_bound_ : float
+        Set by :meth:`sample` and :meth:`sample_trajectories` when the pruned engine ran: the
+        largest proven bound on ``||u_pruned - u||`` over every field evaluation of the call
+        (absolute, in the units of the velocity).
 
     See Also
     --------
@@ -257,6 +278,8 @@ class NWFlowSampler(BaseFlowSampler):
         device: str = "cpu",
         chunk_size: int | None = None,
         support_chunk_size: int | None = None,
+        engine: str = "auto",
+        pruned_rtol: float = 1e-10,
         support_size: int | None = None,
         n_jobs: int | None = None,
         random_state: Any = None,
@@ -277,6 +300,8 @@ class NWFlowSampler(BaseFlowSampler):
         self.device = device
         self.chunk_size = chunk_size
         self.support_chunk_size = support_chunk_size
+        self.engine = engine
+        self.pruned_rtol = pruned_rtol
         self.support_size = support_size
         self.n_jobs = n_jobs
         self.random_state = random_state
@@ -288,6 +313,8 @@ class NWFlowSampler(BaseFlowSampler):
         self._validate_solver_params()
         for name in ("density_rtol", "density_atol", "density_max_error"):
             check_real(getattr(self, name), name, low=0.0, low_open=True)
+        check_choice(self.engine, "engine", SAMPLER_ENGINES)
+        check_real(self.pruned_rtol, "pruned_rtol", low=0.0, high=1.0, low_open=True)
         use_torch_backend(self.backend, self.device)
         for name in ("chunk_size", "support_chunk_size"):
             if getattr(self, name) is not None:
@@ -402,15 +429,29 @@ class NWFlowSampler(BaseFlowSampler):
             "support_chunk_size": self.support_chunk_size,
         }
 
+    def _pruned(self, support: Any) -> bool:
+        if self.engine == "auto":
+            return support.shape[0] >= AUTO_PRUNED_MIN_SUPPORT and self.support_chunk_size is None
+        return self.engine == "pruned"
+
     def _prepared(self, support: Any) -> F.NWField:
         """The field of a (backend) support, prepared once for all its evaluations."""
+        if self._pruned(support):
+            return F.NWField(
+                support, **self._kwargs(), engine="pruned", pruned_rtol=self.pruned_rtol
+            )
         return F.NWField(support, **self._kwargs())
 
     def _field(self, support: Any):
         field = self._prepared(support)
+        if field.engine != "pruned":
+            return lambda t, x: field.velocity(x, t)
+        self.sampling_error_bound_ = 0.0
 
         def velocity(t, x):
-            return field.velocity(x, t)
+            out = field.velocity(x, t)
+            self.sampling_error_bound_ = field.max_velocity_error_
+            return out
 
         return velocity
 

@@ -1,0 +1,124 @@
+"""The pruned engine behind the public API: ``NWField(engine="pruned")`` and
+``NWFlowSampler(engine=...)`` against the dense field, with their recorded error bounds.
+
+The engine's own bound honesty over >= 10^4 (query, time) pairs is tested in
+``tests/test_pruned.py``; here: the integration (per-row and scalar times, NumPy and Torch,
+projections, the sampler's terminal law and its recorded bound, the ``auto`` rule).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from sklearn.neighbors import KernelDensity
+
+from skflow import NWFlowSampler
+from skflow.field import NWField
+from skflow.metrics import mmd2_test
+from skflow.samplers.nw import AUTO_PRUNED_MIN_SUPPORT
+
+
+def _clustered(m, d, seed=0, n_centres=12, spread=4.0):
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(n_centres, d)) * spread
+    return centres[rng.integers(n_centres, size=m)] + rng.normal(size=(m, d))
+
+
+def _on_path(support, t, n, seed=1, sigma_min=0.01):
+    rng = np.random.default_rng(seed)
+    sigma_t = 1.0 - (1.0 - sigma_min) * t
+    rows = rng.integers(support.shape[0], size=n)
+    return t * support[rows] + sigma_t * rng.normal(size=(n, support.shape[1]))
+
+
+@pytest.mark.parametrize("lib", ["numpy", "torch"])
+@pytest.mark.parametrize("t", [0.0, 0.2, 0.6, 0.95, 1.0])
+def test_pruned_velocity_is_within_its_recorded_bound(lib, t):
+    S = _clustered(3000, 8)
+    x = _on_path(S, t, 300)
+    conv = (lambda a: torch.from_numpy(a)) if lib == "torch" else (lambda a: a)
+    dense = NWField(conv(S)).velocity(conv(x), t)
+    pruned = NWField(conv(S), engine="pruned")
+    v = pruned.velocity(conv(x), t)
+    assert type(v) is type(dense) and v.dtype == dense.dtype
+    err = np.linalg.norm(np.asarray(v) - np.asarray(dense), axis=1)
+    bound = pruned.last_velocity_error_
+    assert bound.shape == (300,) and np.all(err <= bound)
+    assert pruned.max_velocity_error_ == bound.max() < 1e-6 * np.abs(np.asarray(dense)).max()
+
+
+def test_per_row_times_projection_and_local_mean():
+    S = _clustered(2000, 6, seed=3)
+    rng = np.random.default_rng(4)
+    t = rng.uniform(0.0, 1.0, size=200)
+    x = np.stack([_on_path(S, ti, 1, seed=i)[0] for i, ti in enumerate(t)])
+    P = rng.normal(size=(3, 6))
+    for kw in ({}, {"projection": P}):
+        dense = NWField(S, **kw)
+        pruned = NWField(S, engine="pruned", **kw)
+        err = np.linalg.norm(pruned.velocity(x, t) - dense.velocity(x, t), axis=1)
+        assert np.all(err <= pruned.last_velocity_error_)
+        mean_err = np.linalg.norm(pruned.local_mean(x, t) - dense.local_mean(x, t), axis=1)
+        sigma_t = 1.0 - 0.99 * t
+        assert np.all(mean_err <= pruned.last_velocity_error_ * sigma_t * (1 + 1e-12))
+        # the other methods stay dense: identical to the dense field
+        np.testing.assert_array_equal(pruned.weights(x, t), dense.weights(x, t))
+
+
+def test_float32_support_keeps_float32_and_a_bound():
+    S = _clustered(2000, 4, seed=5).astype(np.float32)
+    x = _on_path(S.astype(np.float64), 0.9, 100).astype(np.float32)
+    pruned = NWField(torch.from_numpy(S), engine="pruned")
+    v = pruned.velocity(torch.from_numpy(x), 0.9)
+    assert v.dtype == torch.float32
+    ref = NWField(S.astype(np.float64)).velocity(x.astype(np.float64), 0.9)
+    err = np.linalg.norm(v.double().numpy() - ref, axis=1)
+    assert np.all(err <= pruned.last_velocity_error_)
+
+
+def test_pruned_engine_refuses_batches_and_streaming():
+    S = _clustered(100, 2)
+    with pytest.raises(ValueError, match="no batch of supports"):
+        NWField(np.stack([S, S]), engine="pruned")
+    with pytest.raises(ValueError, match="no support_chunk_size"):
+        NWField(S, engine="pruned", support_chunk_size=10)
+    with pytest.raises(ValueError, match="pruned_rtol"):
+        NWField(S, engine="pruned", pruned_rtol=0.0)
+
+
+def test_sampler_pruned_equals_dense_and_records_its_bound():
+    S = _clustered(1500, 3, seed=6)
+    # NumPy backend: many small Torch operations are slow on a loaded 2-core machine
+    dense = NWFlowSampler(engine="dense", backend="numpy", random_state=0).fit(S)
+    pruned = NWFlowSampler(engine="pruned", backend="numpy", random_state=0).fit(S)
+    xd, xp = dense.sample(150), pruned.sample(150)
+    assert not hasattr(dense, "sampling_error_bound_")
+    assert 0.0 < pruned.sampling_error_bound_ < 1e-6
+    # 200 Heun stages, each off by at most the bound: the samples agree far below it
+    np.testing.assert_allclose(xp, xd, rtol=0, atol=1e-6)
+
+
+def test_sampler_pruned_terminal_law_is_the_kde():
+    """The same permutation MMD test as the core tests: flow vs KernelDensity(sigma_min)."""
+    rng = np.random.default_rng(0)
+    centers = np.array([[-2.0, 0.0], [2.0, 1.0], [0.0, -2.0]])
+    support = centers[rng.integers(0, 3, 30)] + 0.5 * rng.normal(size=(30, 2))
+    flow = NWFlowSampler(sigma_min=0.3, solver="rk4", n_steps=200, engine="pruned").fit(support)
+    generated = flow.sample(400, random_state=0)
+    for bandwidth, expect_same in ((0.3, True), (0.6, False)):
+        kde = KernelDensity(bandwidth=bandwidth).fit(support).sample(400, random_state=1)
+        test = mmd2_test(generated, kde, n_permutations=400, bandwidth=0.3, random_state=0)
+        assert (test.pvalue > 0.01) == expect_same
+
+
+def test_auto_engine_prunes_large_supports_only():
+    small = NWFlowSampler(engine="auto", n_steps=4, random_state=0).fit(_clustered(500, 2))
+    small.sample(5)
+    assert not hasattr(small, "sampling_error_bound_")
+    S = _clustered(AUTO_PRUNED_MIN_SUPPORT, 2, seed=7)
+    large = NWFlowSampler(engine="auto", n_steps=4, backend="numpy", random_state=0).fit(S)
+    large.sample(5)
+    assert large.sampling_error_bound_ >= 0.0
+    with pytest.raises(ValueError, match="engine must be one of"):
+        NWFlowSampler(engine="fast").fit(S[:10])
