@@ -43,6 +43,7 @@ __all__ = [
     "InvalidParameterError",
     "as_generator",
     "check_bandwidth",
+    "check_bool",
     "check_choice",
     "check_finite_output",
     "check_int",
@@ -131,6 +132,19 @@ def check_sigma_min(value: Any) -> float:
     return check_real(value, "sigma_min", low=0.0, high=1.0, low_open=True, high_open=True)
 
 
+def check_bool(value: Any, name: str) -> bool:
+    """A bool (Python or NumPy); ints and strings are refused.
+
+    Examples
+    --------
+    >>> check_bool(True, "exact_head")
+    True
+    """
+    if not isinstance(value, bool | np.bool_):
+        raise InvalidParameterError(f"{name} must be a bool, got {value!r}.")
+    return bool(value)
+
+
 def check_choice(value: Any, name: str, choices: Sequence[str]) -> str:
     """One of the strings ``choices``.
 
@@ -184,8 +198,8 @@ def check_finite_output(a: np.ndarray, what: str) -> np.ndarray:
 
 def _refuse(random_state: Any) -> InvalidParameterError:
     return InvalidParameterError(
-        "random_state must be None, an int, a numpy RandomState or a numpy Generator, got "
-        f"{random_state!r}."
+        "random_state must be None, a non-negative int, a numpy RandomState or a numpy "
+        f"Generator, got {random_state!r}."
     )
 
 
@@ -216,8 +230,9 @@ def as_generator(random_state: Any) -> np.random.Generator:
     """A ``Generator`` from None, an int, a ``RandomState`` or a ``Generator``.
 
     An int seeds ``np.random.default_rng`` (negative ints are refused); a ``Generator`` is
-    returned as is; None gives fresh OS entropy; a ``RandomState`` seeds a new Generator from
-    one draw.
+    returned as is; a ``RandomState`` seeds a new Generator from one draw; None seeds one from
+    a draw of NumPy's global ``RandomState`` (as :func:`check_random_state` uses it, so
+    ``np.random.seed`` governs both).
 
     Examples
     --------
@@ -226,16 +241,13 @@ def as_generator(random_state: Any) -> np.random.Generator:
     """
     if isinstance(random_state, np.random.Generator):
         return random_state
-    if random_state is None:
-        return np.random.default_rng()
     if isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool):
         if random_state < 0:
-            raise InvalidParameterError(
-                f"random_state must be a non-negative int, got {random_state!r}."
-            )
+            raise _refuse(random_state)
         return np.random.default_rng(int(random_state))
-    if isinstance(random_state, np.random.RandomState):
-        return np.random.default_rng(int(random_state.randint(2**32, dtype=np.int64)))
+    if random_state is None or isinstance(random_state, np.random.RandomState):
+        rs = check_random_state(random_state)
+        return np.random.default_rng(int(rs.randint(2**32, dtype=np.int64)))
     raise _refuse(random_state)
 
 

@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
-from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
 from scipy.special import betaln, gammaln
 
+from ._validation import as_generator, check_int, check_sigma_min, check_times
 from .field import nw_effective_sample_size, nw_velocity
 from .solvers import integrate
 
@@ -92,55 +92,14 @@ def _check_support(support: Any) -> np.ndarray:
     return arr
 
 
-def _check_sigma_min(sigma_min: Any) -> float:
-    if isinstance(sigma_min, bool) or not isinstance(sigma_min, Real):
-        raise ValueError(f"sigma_min must be a float in (0, 1), got {sigma_min!r}.")
-    value = float(sigma_min)
-    if not (math.isfinite(value) and 0.0 < value < 1.0):
-        raise ValueError(f"sigma_min must be a float in (0, 1), got {sigma_min!r}.")
-    return value
-
-
-def _check_positive_int(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}.")
-    return int(value)
-
-
 def _check_times(times: Any) -> np.ndarray | None:
+    """The requested report times (sorted, unique) or None; at least one time in [0, 1]."""
     if times is None:
         return None
-    try:
-        arr = np.asarray(times, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(
-            f"times must be a 1-D sequence of floats in [0, 1], got {times!r}."
-        ) from None
-    arr = np.atleast_1d(arr)
-    if arr.ndim != 1:
-        raise ValueError(f"times must be a 1-D sequence of floats, got shape {arr.shape}.")
+    arr = np.atleast_1d(check_times(times, "times"))
     if arr.size == 0:
         raise ValueError("times is empty: give at least one time in [0, 1].")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError("times contains NaN or infinity; times must lie in [0, 1].")
-    if np.any(arr < 0.0) or np.any(arr > 1.0):
-        bad = arr[(arr < 0.0) | (arr > 1.0)]
-        raise ValueError(f"times must lie in [0, 1]; got values outside: {bad[:5].tolist()}.")
     return np.unique(arr)
-
-
-def _noise(random_state: Any, shape: tuple[int, int]) -> np.ndarray:
-    """Standard normal draws from ``random_state`` (None, int, Generator or RandomState)."""
-    if isinstance(random_state, np.random.RandomState | np.random.Generator):
-        return random_state.standard_normal(shape)
-    if random_state is None or (
-        isinstance(random_state, Integral) and not isinstance(random_state, bool)
-    ):
-        return np.random.default_rng(random_state).standard_normal(shape)
-    raise ValueError(
-        "random_state must be None, an int, a numpy Generator or a RandomState, "
-        f"got {random_state!r}."
-    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -159,7 +118,7 @@ def _path_neff(support, sigma_min, n_steps, times, n_trajectories, random_state)
     ``tau`` (the shortened step is the grid step at ``tau = t_k+1``).
     """
     m, d = support.shape
-    x0 = _noise(random_state, (n_trajectories, d))
+    x0 = as_generator(random_state).standard_normal((n_trajectories, d))
 
     def velocity(t, x):
         return nw_velocity(x, support, t, sigma_min=sigma_min)
@@ -252,10 +211,10 @@ def neff_along_path(
     True
     """
     support = _check_support(support)
-    sigma_min = _check_sigma_min(sigma_min)
+    sigma_min = check_sigma_min(sigma_min)
     times = _check_times(times)
-    n_trajectories = _check_positive_int(n_trajectories, "n_trajectories")
-    n_steps = _check_positive_int(n_steps, "n_steps")
+    n_trajectories = check_int(n_trajectories, "n_trajectories")
+    n_steps = check_int(n_steps, "n_steps")
     times = _default_times(n_steps) if times is None else times
     return times, _path_neff(support, sigma_min, n_steps, times, n_trajectories, random_state)
 
@@ -726,10 +685,10 @@ def diagnose(
     FailureReport: m=200 support points in d=2 (m/d=100), sigma_min=0.01
     """
     support = _check_support(support)
-    sigma_min = _check_sigma_min(sigma_min)
+    sigma_min = check_sigma_min(sigma_min)
     times = _check_times(times)
-    n_trajectories = _check_positive_int(n_trajectories, "n_trajectories")
-    n_steps = _check_positive_int(n_steps, "n_steps")
+    n_trajectories = check_int(n_trajectories, "n_trajectories")
+    n_steps = check_int(n_steps, "n_steps")
     m, d = support.shape
 
     # n_eff on the default times (collapse time and mid-path value) and the reported ones;

@@ -23,7 +23,7 @@ import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from numbers import Integral, Real
+from numbers import Real
 from typing import Any
 
 import numpy as np
@@ -31,6 +31,13 @@ from scipy.spatial.distance import pdist
 from scipy.stats import rankdata
 
 from ._array import is_torch, to_numpy
+from ._validation import (
+    InvalidParameterError,
+    check_choice,
+    check_int,
+    check_random_state,
+    check_real,
+)
 
 __all__ = [
     "MMDTestResult",
@@ -110,11 +117,22 @@ def _torch_2d(name: str, X: Any, device: Any) -> Any:
     return X
 
 
+def _positive_int(value: Any, name: str, *, allow_none: bool = False) -> int | None:
+    """:func:`~skflow._validation.check_int` (``>= 1``), worded "a positive integer"."""
+    try:
+        return check_int(value, name, allow_none=allow_none)
+    except InvalidParameterError:
+        extra = " or None" if allow_none else ""
+        raise InvalidParameterError(
+            f"{name} must be a positive integer{extra}, got {value!r}."
+        ) from None
+
+
 def _validate_bandwidth(bandwidth: Any) -> tuple[str | tuple[float, ...], bool]:
     """Return (``"median"`` or a tuple of positive finite floats, whether a sequence was given)."""
     if isinstance(bandwidth, str):
         if bandwidth != "median":
-            raise ValueError(
+            raise InvalidParameterError(
                 f"bandwidth must be 'median', a positive float or a sequence of positive "
                 f"floats, got {bandwidth!r}"
             )
@@ -130,19 +148,21 @@ def _validate_bandwidth(bandwidth: Any) -> tuple[str | tuple[float, ...], bool]:
         values = list(np.asarray(bandwidth, dtype=object).ravel())
         is_seq = True
         if len(values) == 0:
-            raise ValueError("bandwidth sequence is empty; give at least one positive float")
+            raise InvalidParameterError(
+                "bandwidth sequence is empty; give at least one positive float"
+            )
     else:
-        raise ValueError(
+        raise InvalidParameterError(
             f"bandwidth must be 'median', a positive float or a sequence of positive floats, "
             f"got {bandwidth!r}"
         )
     out = []
     for v in values:
         if isinstance(v, bool) or not isinstance(v, Real):
-            raise ValueError(f"bandwidth values must be positive floats, got {v!r}")
+            raise InvalidParameterError(f"bandwidth values must be positive floats, got {v!r}")
         fv = float(v)
         if not (math.isfinite(fv) and fv > 0):
-            raise ValueError(f"bandwidth must be positive and finite, got {v!r}")
+            raise InvalidParameterError(f"bandwidth must be positive and finite, got {v!r}")
         out.append(fv)
     return tuple(out), is_seq
 
@@ -241,14 +261,6 @@ def _kernel_sum(
             s = float(K.sum())
             total += s if (not self_term or diag) else 2.0 * s
     return total
-
-
-def _check_chunk_size(chunk_size: Any) -> int:
-    if chunk_size is None:
-        return _DEFAULT_CHUNK
-    if isinstance(chunk_size, bool) or not isinstance(chunk_size, Integral) or chunk_size < 1:
-        raise ValueError(f"chunk_size must be a positive integer or None, got {chunk_size!r}")
-    return int(chunk_size)
 
 
 def _prepare_pair(X: Any, Y: Any) -> tuple[Any, Any]:
@@ -433,7 +445,7 @@ def mmd2(
     (0.5, 1.0)
     """
     bw, is_seq = _validate_bandwidth(bandwidth)
-    chunk = _check_chunk_size(chunk_size)
+    chunk = _positive_int(chunk_size, "chunk_size", allow_none=True) or _DEFAULT_CHUNK
     Xv, Yv = _prepare_pair(X, Y)
     n, m = Xv.shape[0], Yv.shape[0]
     if unbiased and n < 2:
@@ -500,18 +512,6 @@ class MMDTestResult:
     bandwidth: float | tuple[float, ...] = float("nan")
 
 
-def _check_random_state(random_state: Any) -> np.random.RandomState | np.random.Generator:
-    if random_state is None or (
-        isinstance(random_state, Integral) and not isinstance(random_state, bool)
-    ):
-        return np.random.RandomState(random_state)
-    if isinstance(random_state, np.random.RandomState | np.random.Generator):
-        return random_state
-    raise ValueError(
-        f"random_state must be None, an int, a numpy RandomState or Generator, got {random_state!r}"
-    )
-
-
 def mmd2_test(
     X: Any,
     Y: Any,
@@ -558,12 +558,7 @@ def mmd2_test(
     >>> res.null_distribution.shape
     (99,)
     """
-    if (
-        isinstance(n_permutations, bool)
-        or not isinstance(n_permutations, Integral)
-        or n_permutations < 1
-    ):
-        raise ValueError(f"n_permutations must be a positive integer, got {n_permutations!r}")
+    _positive_int(n_permutations, "n_permutations")
     bw, is_seq = _validate_bandwidth(bandwidth)
     Xv, Yv = _prepare_pair(to_numpy(X), to_numpy(Y))
     n, m = Xv.shape[0], Yv.shape[0]
@@ -573,7 +568,7 @@ def mmd2_test(
     c = _exact_scale(Xv, Yv)  # see mmd2: exact rescaling against overflow
     Xv, Yv = Xv / c, Yv / c
     inv, h = _scaled_bandwidth(bw, c, Xv, Yv, None)
-    rng = _check_random_state(random_state)
+    rng = check_random_state(random_state)
 
     Z = np.concatenate([Xv, Yv], axis=0)
     Z -= Z.mean(axis=0)
@@ -823,10 +818,8 @@ def nw_weight_correlation(
     >>> res.fraction_above
     1.0
     """
-    if method not in ("spearman", "pearson"):
-        raise ValueError(f"method must be 'spearman' or 'pearson', got {method!r}")
-    if isinstance(threshold, bool) or not isinstance(threshold, Real):
-        raise ValueError(f"threshold must be a real number, got {threshold!r}")
+    check_choice(method, "method", ("spearman", "pearson"))
+    check_real(threshold, "threshold")
     att = _corr_numpy("attention", attention)
     nw = _corr_numpy("nw_weights", nw_weights)
     if att.ndim not in (2, 3):

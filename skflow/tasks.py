@@ -48,8 +48,8 @@ import warnings
 from typing import NamedTuple
 
 import numpy as np
-from sklearn.utils import check_random_state
 
+from ._validation import InvalidParameterError, as_generator, check_bool, check_int, check_real
 from .paths import OTPath
 
 __all__ = [
@@ -73,92 +73,57 @@ _MAX_KEYS_PER_CHUNK = 1 << 22
 # validation helpers
 # --------------------------------------------------------------------------------------
 def _rng(random_state):
-    """Turn ``random_state`` into a :class:`numpy.random.Generator`.
+    """``random_state`` as a :class:`numpy.random.Generator` (the policy of ``skflow._validation``).
 
-    ``None`` draws a seed from NumPy's global RandomState (as scikit-learn does), an int
-    seeds :func:`numpy.random.default_rng`, a RandomState provides a seed (advancing its
-    state) and a Generator is used as is.
+    ``None`` seeds one from NumPy's global RandomState (as scikit-learn uses it), an int seeds
+    :func:`numpy.random.default_rng`, a RandomState provides a seed (advancing its state) and
+    a Generator is used as is.
     """
-    if isinstance(random_state, np.random.Generator):
-        return random_state
-    if isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool):
-        if random_state < 0:
-            raise ValueError(f"random_state must be a non-negative int, got {random_state}.")
-        return np.random.default_rng(int(random_state))
-    if isinstance(random_state, bool):
-        raise ValueError(
-            f"random_state must be None, an int, a RandomState or a Generator, "
-            f"got {random_state!r}."
-        )
-    rs = check_random_state(random_state)  # None -> global RandomState; raises otherwise
-    return np.random.default_rng(int(rs.randint(2**32, dtype=np.int64)))
-
-
-def _check_int(value, name, min_value):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{name} must be an int >= {min_value}, got {value!r}.")
-    if value < min_value:
-        raise ValueError(f"{name} must be an int >= {min_value}, got {value}.")
-    return int(value)
+    return as_generator(random_state)
 
 
 def _check_int_range(value, name, min_value):
     """An int ``k`` (fixed) or a pair ``(lo, hi)`` of ints with ``min_value <= lo <= hi``."""
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
-        lo = hi = _check_int(value, name, min_value)
+        lo = hi = check_int(value, name, minimum=min_value)
         return lo, hi
+    message = (
+        f"{name} must be an integer >= {min_value} or a pair (low, high) of them, got {value!r}."
+    )
     try:
         lo, hi = value
     except (TypeError, ValueError):
-        raise ValueError(
-            f"{name} must be an int >= {min_value} or a pair (low, high) of ints, got {value!r}."
-        ) from None
+        raise InvalidParameterError(message) from None
     for v in (lo, hi):
         if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < min_value:
-            raise ValueError(
-                f"{name} must be an int >= {min_value} or a pair (low, high) of ints >= "
-                f"{min_value}, got {value!r}."
-            )
+            raise InvalidParameterError(message)
     if lo > hi:
-        raise ValueError(f"{name}=(low, high) needs low <= high, got {value!r}.")
+        raise InvalidParameterError(f"{name}=(low, high) needs low <= high, got {value!r}.")
     return int(lo), int(hi)
-
-
-def _check_float(value, name, *, low=None, strict=False):
-    """A finite real number, ``> low`` if ``strict`` else ``>= low``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{name} must be a real number, got {value!r}.")
-    value = float(value)
-    if not np.isfinite(value):
-        raise ValueError(f"{name} must be finite, got {value}.")
-    if low is not None and (value <= low if strict else value < low):
-        op = ">" if strict else ">="
-        raise ValueError(f"{name} must be {op} {low}, got {value}.")
-    return value
 
 
 def _check_positive_range(value, name):
     """A positive float (fixed) or a pair ``(lo, hi)`` with ``0 < lo <= hi``."""
     if isinstance(value, numbers.Real) and not isinstance(value, bool):
-        v = _check_float(value, name, low=0.0, strict=True)
+        v = check_real(value, name, low=0.0, low_open=True)
         return v, v
     try:
         lo, hi = value
     except (TypeError, ValueError):
-        raise ValueError(
-            f"{name} must be a positive number or a pair (low, high), got {value!r}."
+        raise InvalidParameterError(
+            f"{name} must be a positive number or a pair (low, high) of them, got {value!r}."
         ) from None
-    lo = _check_float(lo, name, low=0.0, strict=True)
-    hi = _check_float(hi, name, low=0.0, strict=True)
+    lo = check_real(lo, name, low=0.0, low_open=True)
+    hi = check_real(hi, name, low=0.0, low_open=True)
     if lo > hi:
-        raise ValueError(f"{name}=(low, high) needs low <= high, got {value!r}.")
+        raise InvalidParameterError(f"{name}=(low, high) needs low <= high, got {value!r}.")
     return lo, hi
 
 
 def _check_sizes(n_tasks, n_support, n_query):
-    n_tasks = _check_int(n_tasks, "n_tasks", 1)
-    n_support = _check_int(n_support, "n_support", 1)
-    n_query = _check_int(n_query, "n_query", 0)
+    n_tasks = check_int(n_tasks, "n_tasks")
+    n_support = check_int(n_support, "n_support")
+    n_query = check_int(n_query, "n_query", minimum=0)
     return n_tasks, n_support, n_query
 
 
@@ -303,13 +268,11 @@ class GaussianMixtureTasks(_TaskDistribution):
         self.anisotropic = anisotropic
 
     def _validate(self):
-        d = _check_int(self.n_features, "n_features", 1)
+        d = check_int(self.n_features, "n_features")
         k_lo, k_hi = _check_int_range(self.n_components, "n_components", 1)
-        box = _check_float(self.box, "box", low=0.0, strict=True)
+        box = check_real(self.box, "box", low=0.0, low_open=True)
         s_lo, s_hi = _check_positive_range(self.scale, "scale")
-        if not isinstance(self.anisotropic, bool | np.bool_):
-            raise ValueError(f"anisotropic must be a bool, got {self.anisotropic!r}.")
-        return d, k_lo, k_hi, box, s_lo, s_hi, bool(self.anisotropic)
+        return d, k_lo, k_hi, box, s_lo, s_hi, check_bool(self.anisotropic, "anisotropic")
 
     def sample_tasks(self, n_tasks, n_support, n_query, random_state=None, *, return_params=False):
         """Draw a batch of independent tasks.
@@ -507,11 +470,11 @@ class SphericalShellTasks(_TaskDistribution):
         self.center_box = center_box
 
     def _validate(self):
-        d = _check_int(self.n_features, "n_features", 1)
+        d = check_int(self.n_features, "n_features")
         k_lo, k_hi = _check_int_range(self.n_shells, "n_shells", 1)
-        r_max = _check_float(self.max_radius, "max_radius", low=0.5, strict=True)
-        noise = _check_float(self.radial_noise, "radial_noise", low=0.0)
-        cbox = _check_float(self.center_box, "center_box", low=0.0)
+        r_max = check_real(self.max_radius, "max_radius", low=0.5, low_open=True)
+        noise = check_real(self.radial_noise, "radial_noise", low=0.0)
+        cbox = check_real(self.center_box, "center_box", low=0.0)
         return d, k_lo, k_hi, r_max, noise, cbox
 
     def sample_tasks(self, n_tasks, n_support, n_query, random_state=None):
@@ -583,8 +546,8 @@ class _PlanarTasks(_TaskDistribution):
     """Shared sampling of the 2-D families: draw shapes, embed them, split support/query."""
 
     def _common(self):
-        d = _check_int(self.n_features, "n_features", 2)
-        box = _check_float(self.box, "box", low=0.0)
+        d = check_int(self.n_features, "n_features", minimum=2)
+        box = check_real(self.box, "box", low=0.0)
         n_lo, n_hi = _check_positive_range(self.noise, "noise")
         return d, box, n_lo, n_hi
 
@@ -669,7 +632,7 @@ class RingTasks(_PlanarTasks):
     def _validate_shape(self):
         k_lo, k_hi = _check_int_range(self.n_rings, "n_rings", 1)
         r_lo, r_hi = _check_positive_range(self.radius, "radius")
-        spread = _check_float(self.spread, "spread", low=0.0)
+        spread = check_real(self.spread, "spread", low=0.0)
         return k_lo, k_hi, r_lo, r_hi, spread
 
     @staticmethod
@@ -937,11 +900,8 @@ def _check_labelled(X, y, validation_fraction, standardize):
             raise ValueError(f"y must be 1-D, got shape {y.shape}.")
     if len(y) != len(X):
         raise ValueError(f"len(y)={len(y)} does not match len(X)={len(X)}.")
-    vf = _check_float(validation_fraction, "validation_fraction", low=0.0)
-    if vf >= 1.0:
-        raise ValueError(f"validation_fraction must be in [0, 1), got {vf}.")
-    if not isinstance(standardize, bool | np.bool_):
-        raise ValueError(f"standardize must be a bool, got {standardize!r}.")
+    vf = check_real(validation_fraction, "validation_fraction", low=0.0, high=1.0, high_open=True)
+    check_bool(standardize, "standardize")
     return X, y, vf
 
 
@@ -1241,7 +1201,7 @@ class ClassTasks(_TaskDistribution):
             Rows distinct from the task's support rows (and from each other).
         """
         if split not in ("train", "validation"):
-            raise ValueError(f"split must be 'train' or 'validation', got {split!r}.")
+            raise InvalidParameterError(f"split must be 'train' or 'validation', got {split!r}.")
         B, m, q = _check_sizes(n_tasks, n_support, n_query)
         prep = self._prepare()
         part = prep[split]

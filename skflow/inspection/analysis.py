@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from .._validation import InvalidParameterError, check_choice
 from ..field import nw_logits
 from ..metrics import nw_weight_correlation
 from .recording import AttentionRecord, AttentionRecorder
@@ -111,8 +112,7 @@ class NWCorrespondence:
         return [{n: cols[n][i] for n in names} for i in range(len(self))]
 
     def _groups(self, by: str) -> tuple[np.ndarray, np.ndarray]:
-        if by not in _GROUPS:
-            raise ValueError(f"by must be one of {_GROUPS}, got {by!r}")
+        check_choice(by, "by", _GROUPS)
         keys = getattr(self, by)
         return np.unique(keys), keys
 
@@ -154,8 +154,7 @@ class NWCorrespondence:
         -------
         keys, median : ndarray of shape (n_groups,)
         """
-        if stat not in ("spearman", "pearson", "key_norm_dispersion", "fraction_above"):
-            raise ValueError(f"unknown stat {stat!r}")
+        check_choice(stat, "stat", ("spearman", "pearson", "key_norm_dispersion", "fraction_above"))
         keys, col = self._groups(by)
         values = getattr(self, stat)
         with warnings.catch_warnings():
@@ -279,7 +278,8 @@ def nw_correspondence(recording: Any, *, threshold: float = 0.9) -> NWCorrespond
     ([1.0, 1.0], [0.0, 0.0])
     """
     if isinstance(threshold, bool) or not isinstance(threshold, Real):
-        raise ValueError(f"threshold must be a real number, got {threshold!r}")
+        # the wording of metrics.nw_weight_correlation, which receives the threshold
+        raise InvalidParameterError(f"threshold must be a real number, got {threshold!r}.")
     cols: dict[str, list] = {n: [] for n in ("module", "step", "call", "position", "head")}
     stats: dict[str, list] = {n: [] for n in ("spearman", "pearson", "frac", "disp", "n", "rows")}
     for record in _as_records(recording):

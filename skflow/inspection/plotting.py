@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from .._validation import check_choice
 from .analysis import NWCorrespondence
 
 __all__ = ["plot_nw_correspondence"]
@@ -65,8 +66,7 @@ def plot_nw_correspondence(
     """
     import matplotlib.pyplot as plt
 
-    if by not in ("step", "call", "position"):
-        raise ValueError(f"by must be 'step', 'call' or 'position', got {by!r}")
+    check_choice(by, "by", ("step", "call", "position"))
     keys, frac = result.fraction_nw_like(by)
     xs = keys if x is None else np.asarray(x, dtype=float)
     if xs.shape != keys.shape:

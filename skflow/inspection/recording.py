@@ -41,11 +41,11 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
-from sklearn.utils import check_random_state
 from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 from torch.overrides import TorchFunctionMode
 
 from .._array import to_numpy
+from .._validation import InvalidParameterError, check_bool, check_random_state
 
 __all__ = ["AttentionRecord", "AttentionRecorder"]
 
@@ -167,7 +167,7 @@ def _patterns(modules: Any) -> list[Any] | None:
         return None
     items = [modules] if isinstance(modules, str | re.Pattern) else list(modules)
     if not items or not all(isinstance(p, str | re.Pattern) for p in items):
-        raise ValueError(
+        raise InvalidParameterError(
             "modules must be None, a pattern string, a compiled regular expression or a "
             f"non-empty sequence of them, got {modules!r}"
         )
@@ -181,13 +181,13 @@ def _indices(value: Any, name: str) -> frozenset[int] | None:
     try:
         items = list(items)
     except TypeError:
-        raise ValueError(
+        raise InvalidParameterError(
             f"{name} must be None, an int or a sequence of ints, got {value!r}"
         ) from None
     if not items or not all(
         isinstance(i, Integral) and not isinstance(i, bool) and i >= 0 for i in items
     ):
-        raise ValueError(
+        raise InvalidParameterError(
             f"{name} must be None, a non-negative int or a non-empty sequence of them, "
             f"got {value!r}"
         )
@@ -321,7 +321,7 @@ class AttentionRecorder:
         drawn with a local :class:`torch.Generator` seeded from ``random_state``.
     record_values : bool, default=False
         Also keep ``v``.
-    random_state : None, int or numpy.random.RandomState, default=None
+    random_state : None, int, numpy.random.RandomState or numpy.random.Generator, default=None
         Seed of the query subsample.
 
     Attributes
@@ -393,9 +393,8 @@ class AttentionRecorder:
         self._heads = None if heads is None else sorted(heads)
         mq = self.max_queries
         if mq is not None and (isinstance(mq, bool) or not isinstance(mq, Integral) or mq < 1):
-            raise ValueError(f"max_queries must be None or a positive int, got {mq!r}")
-        if not isinstance(self.record_values, bool):
-            raise ValueError(f"record_values must be a bool, got {self.record_values!r}")
+            raise InvalidParameterError(f"max_queries must be None or a positive int, got {mq!r}.")
+        check_bool(self.record_values, "record_values")
         names = [name for name, _ in self.model.named_modules()]
         if self._patterns is not None:
             for p in self._patterns:

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._validation import InvalidParameterError, check_choice
 from ..paths import OTPath
 
 __all__ = [
@@ -98,7 +99,7 @@ def sample_times(
         lo, hi = math.log(sigma_min), math.log(H_MAX)
         h = torch.exp(lo + (hi - lo) * u)
         return OTPath(sigma_min).time_of_bandwidth(h).clamp(0.0, 1.0)
-    raise ValueError(f"time_sampling must be one of {TIME_SAMPLINGS}, got {method!r}.")
+    raise InvalidParameterError(f"time_sampling must be one of {TIME_SAMPLINGS}, got {method!r}.")
 
 
 def lr_factor(iteration: int, progress: float, *, warmup: int, schedule: str) -> float:
@@ -587,8 +588,7 @@ time_sampling
         target=target,
         ema_decay=ema_decay,
     )
-    if target not in TARGETS:
-        raise ValueError(f"target must be one of {TARGETS}, got {target!r}.")
+    check_choice(target, "target", TARGETS)
     trainer = _Trainer(model, draw_tasks, cfg, generator, device, forward, state or {})
     if validation is not None:
         trainer.set_validation(validation)

@@ -21,7 +21,8 @@ coordinates are centred on the support mean and divided by ``input_scale``; the 
 fed as ``sigma_t (u_NW - s_bar)``, which is bounded (it is the centred NW local mean minus
 ``(1 - sigma_min)`` times the centred query).
 
-This module depends only on Torch, :mod:`skflow.paths` and :mod:`skflow.nn.heads`.
+This module depends only on Torch, :mod:`skflow._validation`, :mod:`skflow.paths` and
+:mod:`skflow.nn.heads`.
 """
 
 from __future__ import annotations
@@ -33,16 +34,11 @@ import torch
 import torch.nn.functional as tnf
 from torch import nn
 
+from .._validation import InvalidParameterError, check_int, check_sigma_min
 from ..paths import OTPath
 from .heads import NWAttentionHead
 
 __all__ = ["CrossAttentionVelocity", "FourierTimeEmbedding"]
-
-
-def _check_int(value: Any, name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}.")
-    return int(value)
 
 
 class FourierTimeEmbedding(nn.Module):
@@ -198,16 +194,20 @@ class CrossAttentionVelocity(nn.Module):
         n_frequencies: int = 8,
     ):
         super().__init__()
-        d = _check_int(n_features, "n_features", 1)
-        _check_int(d_model, "d_model", 1)
-        _check_int(n_heads, "n_heads", 1)
-        _check_int(n_layers, "n_layers", 1)
-        _check_int(mlp_ratio, "mlp_ratio", 1)
-        _check_int(n_frequencies, "n_frequencies", 1)
+        d = check_int(n_features, "n_features")
+        for name, value in (
+            ("d_model", d_model),
+            ("n_heads", n_heads),
+            ("n_layers", n_layers),
+            ("mlp_ratio", mlp_ratio),
+            ("n_frequencies", n_frequencies),
+        ):
+            check_int(value, name)
         if d_model % n_heads:
-            raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}.")
-        if not 0.0 < float(sigma_min) < 1.0:
-            raise ValueError(f"sigma_min must be in (0, 1), got {sigma_min!r}.")
+            raise InvalidParameterError(
+                f"d_model={d_model} must be divisible by n_heads={n_heads}."
+            )
+        sigma_min = check_sigma_min(sigma_min)
         self.config = {
             "n_features": d,
             "d_model": d_model,

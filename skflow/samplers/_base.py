@@ -8,16 +8,20 @@ lives here so every sampler behaves the same way.
 
 from __future__ import annotations
 
-import numbers
 from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator
-from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from .._array import to_numpy
-from .._validation import check_finite_output
+from .._validation import (
+    check_choice,
+    check_finite_output,
+    check_int,
+    check_random_state,
+    check_real,
+)
 from ..solvers import FIXED_STEP_METHODS, METHODS, integrate
 
 __all__ = ["ADAPTIVE_MAX_STEPS", "SAMPLING_BATCH_SIZE", "BaseFlowSampler"]
@@ -34,14 +38,6 @@ ADAPTIVE_MAX_STEPS = 10_000
 SAMPLING_BATCH_SIZE = 4096
 
 
-def _check_positive_int(value: Any, name: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}.")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}.")
-    return int(value)
-
-
 class BaseFlowSampler(BaseEstimator):
     """Base class of skflow samplers (not for direct use).
 
@@ -52,13 +48,10 @@ class BaseFlowSampler(BaseEstimator):
 
     # -- validation -------------------------------------------------------------------------
     def _validate_solver_params(self) -> None:
-        if self.solver not in METHODS:
-            raise ValueError(f"Unknown solver {self.solver!r}; choose one of {METHODS}.")
-        _check_positive_int(self.n_steps, "n_steps")
+        check_choice(self.solver, "solver", METHODS)
+        check_int(self.n_steps, "n_steps")
         for name in ("rtol", "atol"):
-            value = getattr(self, name)
-            if not isinstance(value, numbers.Real) or not value > 0:
-                raise ValueError(f"{name} must be a positive float, got {value!r}.")
+            check_real(getattr(self, name), name, low=0.0, low_open=True)
 
     def _check_support(self, support: Any) -> np.ndarray:
         """The fitted support, or a validated in-context support with the fitted n_features."""
@@ -96,7 +89,7 @@ class BaseFlowSampler(BaseEstimator):
         return np.linspace(0.0, 1.0, n_points or 2)
 
     def _noise(self, n_samples: Any, n_features: int, dtype: Any, random_state: Any) -> np.ndarray:
-        n_samples = _check_positive_int(n_samples, "n_samples")
+        n_samples = check_int(n_samples, "n_samples")
         seed = self.random_state if random_state is None else random_state
         rng = check_random_state(seed)
         # Noise is drawn on the host with NumPy so every backend and device sees the same
@@ -213,7 +206,7 @@ class BaseFlowSampler(BaseEstimator):
         support = self._check_support(support)
         x0 = self._noise(n_samples, support.shape[1], support.dtype, random_state)
         if n_points is not None:
-            n_points = _check_positive_int(n_points, "n_points", minimum=2)
+            n_points = check_int(n_points, "n_points", minimum=2)
         grid = self._time_grid(n_points or 101)
         return grid, self._integrate(support, x0, grid, trajectory=True)
 
@@ -278,7 +271,7 @@ def sampling_score(sampler: Any, reference: np.ndarray, support: Any) -> float:
 
 def few_shot_support_size(support_size: Any, n_rows: int, label: Any) -> int:
     """Support rows of a task of ``n_rows`` rows in the few-shot score (half when None)."""
-    k = n_rows // 2 if support_size is None else _check_positive_int(support_size, "support_size")
+    k = n_rows // 2 if support_size is None else check_int(support_size, "support_size")
     if k < 1 or n_rows - k < 2:
         raise ValueError(
             f"task {label!r} has {n_rows} rows: the few-shot score needs at least 1 support "

@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
-import numbers
 import warnings
 from typing import Any
 
 import numpy as np
-from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from .._array import resolve_device
-from .._validation import check_int, check_real, check_sigma_min
+from .._validation import (
+    InvalidParameterError,
+    check_bool,
+    check_choice,
+    check_int,
+    check_random_state,
+    check_real,
+    check_sigma_min,
+    check_times,
+)
 from ._base import BaseFlowSampler
 
 __all__ = ["LearnedFlowSampler"]
@@ -22,16 +29,6 @@ _INFERENCE_CHUNK = 16384
 
 def _is_task_source(X: Any) -> bool:
     return hasattr(X, "sample_tasks") and callable(X.sample_tasks)
-
-
-def _check_real(value: Any, name: str, *, low: float, strict: bool, allow_none: bool = False):
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value):
-        raise ValueError(f"{name} must be a finite real number, got {value!r}.")
-    if value < low or (strict and value == low):
-        raise ValueError(f"{name} must be {'>' if strict else '>='} {low}, got {value!r}.")
-    return float(value)
 
 
 class LearnedFlowSampler(BaseFlowSampler):
@@ -319,23 +316,22 @@ class LearnedFlowSampler(BaseFlowSampler):
         check_int(self.validation_interval, "validation_interval")
         check_int(self.warmup, "warmup", minimum=0)
         if self.d_model % self.n_heads:
-            raise ValueError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}.")
-        if self.n_iter_no_change is not None:
-            check_int(self.n_iter_no_change, "n_iter_no_change")
-        _check_real(self.learning_rate, "learning_rate", low=0.0, strict=True)
-        _check_real(self.weight_decay, "weight_decay", low=0.0, strict=False)
-        _check_real(self.tol, "tol", low=0.0, strict=False)
-        _check_real(self.clip_grad, "clip_grad", low=0.0, strict=True, allow_none=True)
-        _check_real(self.max_time, "max_time", low=0.0, strict=True, allow_none=True)
-        vf = _check_real(self.validation_fraction, "validation_fraction", low=0.0, strict=False)
-        if vf >= 1.0:
-            raise ValueError(f"validation_fraction must be in [0, 1), got {vf}.")
+            raise InvalidParameterError(
+                f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}."
+            )
+        check_int(self.n_iter_no_change, "n_iter_no_change", allow_none=True)
+        check_real(self.learning_rate, "learning_rate", low=0.0, low_open=True)
+        check_real(self.weight_decay, "weight_decay", low=0.0)
+        check_real(self.tol, "tol", low=0.0)
+        check_real(self.clip_grad, "clip_grad", low=0.0, low_open=True, allow_none=True)
+        check_real(self.max_time, "max_time", low=0.0, low_open=True, allow_none=True)
+        check_real(
+            self.validation_fraction, "validation_fraction", low=0.0, high=1.0, high_open=True
+        )
         self._validate_training_options()
         for name in ("exact_head", "mixed_precision", "compile", "warm_start"):
-            if not isinstance(getattr(self, name), bool | np.bool_):
-                raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}.")
-        if isinstance(self.verbose, bool) or not isinstance(self.verbose, numbers.Integral):
-            raise ValueError(f"verbose must be an int, got {self.verbose!r}.")
+            check_bool(getattr(self, name), name)
+        check_int(self.verbose, "verbose", minimum=None)
         self._validate_solver_params()
         resolve_device(self.device)
 
@@ -347,8 +343,7 @@ class LearnedFlowSampler(BaseFlowSampler):
             ("lr_schedule", LR_SCHEDULES),
             ("target", TARGETS),
         ):
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}.")
+            check_choice(getattr(self, name), name, allowed)
         check_real(
             self.ema_decay, "ema_decay", low=0.0, high=1.0, low_open=True, high_open=True,
             allow_none=True,
@@ -694,13 +689,11 @@ class LearnedFlowSampler(BaseFlowSampler):
         check_is_fitted(self)
         support = self._check_support(support)
         X = self._check_queries(X)
-        t_arr = np.asarray(t, dtype=np.float64)
-        if t_arr.ndim > 1 or (t_arr.ndim == 1 and t_arr.shape[0] != X.shape[0]):
+        t_arr = check_times(t)
+        if t_arr.ndim == 1 and t_arr.shape[0] != X.shape[0]:
             raise ValueError(
                 f"t must be a scalar or have shape ({X.shape[0]},), got shape {t_arr.shape}."
             )
-        if not np.all(np.isfinite(t_arr)) or np.any((t_arr < 0) | (t_arr > 1)):
-            raise ValueError("t must lie in [0, 1] (finite); got values outside that interval.")
         dtype = np.result_type(X.dtype, support.dtype)
         return X.astype(dtype, copy=False), support.astype(dtype, copy=False), t_arr
 

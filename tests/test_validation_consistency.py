@@ -1,0 +1,135 @@
+"""One validation layer: the same bad parameter fails the same way in every public entry point.
+
+Every case passes one bad value of one parameter to a public estimator, module or function and
+expects :class:`skflow._validation.InvalidParameterError` (a ``ValueError`` and a
+``TypeError``) with a message that starts with the parameter's name. Only the public API is
+used, so the cases cover every module that takes the parameter.
+"""
+
+import numpy as np
+import pytest
+import torch
+
+from skflow import FlowProjection, LearnedFlowSampler, NWFlowSampler
+from skflow._validation import InvalidParameterError
+from skflow.diagnostics import diagnose, neff_along_path
+from skflow.field import NWField, nw_velocity
+from skflow.inspection import AttentionRecorder
+from skflow.metrics import mmd2, mmd2_test
+from skflow.nn import CrossAttentionVelocity, MultiHeadNW, NWAttentionHead
+from skflow.paths import OTPath
+from skflow.tasks import ClassTasks, GaussianMixtureTasks, SphericalShellTasks
+
+S = np.random.default_rng(0).standard_normal((10, 2))
+X = np.random.default_rng(1).standard_normal((6, 2))
+
+
+def _gmm_velocity(sigma_min):
+    tasks = GaussianMixtureTasks(n_features=2)
+    _, Q, params = tasks.sample_tasks(1, 3, 5, random_state=0, return_params=True)
+    return tasks.velocity(Q, 0.5, params, sigma_min=sigma_min)
+
+
+def _recorder(random_state):
+    with AttentionRecorder(torch.nn.Linear(2, 2), random_state=random_state):
+        pass
+
+
+def _lead(reason):
+    """A case of a module owned elsewhere that does not yet use skflow._validation."""
+    return pytest.mark.xfail(strict=True, reason=reason)
+
+
+#: parameter -> [(entry point name, callable taking the bad value), ...]
+ENTRY_POINTS = {
+    "sigma_min": [
+        ("NWFlowSampler", lambda v: NWFlowSampler(sigma_min=v).fit(S)),
+        ("LearnedFlowSampler", lambda v: LearnedFlowSampler(sigma_min=v, max_iter=0).fit(S)),
+        ("FlowProjection", lambda v: FlowProjection(sigma_min=v, n_iter=1).fit(S)),
+        ("NWAttentionHead", lambda v: NWAttentionHead(sigma_min=v)),
+        ("MultiHeadNW", lambda v: MultiHeadNW(2, sigma_min=v)),
+        ("CrossAttentionVelocity", lambda v: CrossAttentionVelocity(2, sigma_min=v)),
+        ("NWField", lambda v: NWField(S, sigma_min=v)),
+        ("nw_velocity", lambda v: nw_velocity(X, S, 0.5, sigma_min=v)),
+        ("OTPath", lambda v: OTPath(v)),
+        ("diagnose", lambda v: diagnose(S, sigma_min=v)),
+        ("neff_along_path", lambda v: neff_along_path(S, sigma_min=v)),
+        ("GaussianMixtureTasks.velocity", _gmm_velocity),
+    ],
+    "n_steps": [
+        ("NWFlowSampler", lambda v: NWFlowSampler(n_steps=v).fit(S)),
+        ("LearnedFlowSampler", lambda v: LearnedFlowSampler(n_steps=v, max_iter=0).fit(S)),
+        ("diagnose", lambda v: diagnose(S, n_steps=v)),
+        ("neff_along_path", lambda v: neff_along_path(S, n_steps=v)),
+    ],
+    "n_samples": [
+        ("NWFlowSampler.sample", lambda v: NWFlowSampler().fit(S).sample(v)),
+        ("LearnedFlowSampler.sample", lambda v: LearnedFlowSampler(max_iter=0).fit(S).sample(v)),
+    ],
+    "n_iter": [
+        pytest.param(
+            "FlowProjection",
+            lambda v: FlowProjection(n_iter=v).fit(S),
+            marks=_lead("skflow/projection.py checks n_iter with its own _check_int"),
+        ),
+    ],
+    "n_tasks": [
+        ("GaussianMixtureTasks", lambda v: GaussianMixtureTasks(2).sample_tasks(v, 3, 4)),
+        ("SphericalShellTasks", lambda v: SphericalShellTasks(2).sample_tasks(v, 3, 4)),
+    ],
+    "n_permutations": [("mmd2_test", lambda v: mmd2_test(S, X, n_permutations=v))],
+    "chunk_size": [("mmd2", lambda v: mmd2(S, X, chunk_size=v))],
+    "random_state": [
+        ("NWFlowSampler", lambda v: NWFlowSampler(random_state=v).fit(S).sample(2)),
+        ("NWFlowSampler.sample", lambda v: NWFlowSampler().fit(S).sample(2, random_state=v)),
+        ("LearnedFlowSampler", lambda v: LearnedFlowSampler(random_state=v, max_iter=0).fit(S)),
+        ("FlowProjection", lambda v: FlowProjection(random_state=v, n_iter=1).fit(S)),
+        ("GaussianMixtureTasks", lambda v: GaussianMixtureTasks(2).sample_tasks(2, 3, 4, v)),
+        ("SphericalShellTasks", lambda v: SphericalShellTasks(2).sample_task(3, 4, v)),
+        (
+            "ClassTasks",
+            lambda v: ClassTasks(np.vstack([S, S]), np.repeat([0, 1], 10), random_state=v).classes_,
+        ),
+        ("diagnose", lambda v: diagnose(S, random_state=v)),
+        ("mmd2_test", lambda v: mmd2_test(S, X, random_state=v)),
+        ("AttentionRecorder", _recorder),
+    ],
+}
+
+#: parameter -> bad values (each a different mistake: wrong type, out of range, a bool)
+BAD_VALUES = {
+    "sigma_min": [0, 0.0, 1.0, -0.5, True, "0.01", float("nan")],
+    "n_steps": [1.5, 0, True, "10"],
+    "n_samples": [1.5, 0, True],
+    "n_iter": [1.5, 0, True],
+    "n_tasks": [1.5, 0, True],
+    "n_permutations": [1.5, 0, True],
+    "chunk_size": [1.5, 0, True],
+    "random_state": ["seed", 1.5, -1, True],
+}
+
+
+def _cases():
+    for param, entries in ENTRY_POINTS.items():
+        for entry in entries:
+            name, func, marks = (
+                (entry.values[0], entry.values[1], entry.marks)
+                if hasattr(entry, "values")
+                else (entry[0], entry[1], ())
+            )
+            for bad in BAD_VALUES[param]:
+                yield pytest.param(param, func, bad, marks=marks, id=f"{param}-{name}-{bad!r}")
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize(("param", "func", "bad"), list(_cases()))
+def test_same_mistake_same_error(param, func, bad):
+    with pytest.raises(InvalidParameterError, match=rf"^{param}\b.* must be"):
+        func(bad)
+
+
+def test_invalid_parameter_error_is_both_value_and_type_error():
+    # code written against either exception keeps catching every parameter mistake
+    for caught in (ValueError, TypeError):
+        with pytest.raises(caught, match="n_steps must be"):
+            NWFlowSampler(n_steps=1.5).fit(S)
