@@ -1,254 +1,219 @@
 #!/usr/bin/env python
-"""Benchmark of the exact field on a support too large for a dense kernel (support streaming).
+"""Sampling on large supports: the certified pruned engine against the dense exact field.
 
-``nw_velocity`` for ``n = 1000`` queries against ``m = 10**6`` support points in ``d = 64``
-(float32 support: 256 MB), NumPy and Torch backends, at ``t = 0.5`` (computed in float32) and
-``t = 0.99`` (float32 inputs whose logits need float64: the support is cast chunk by chunk).
-The field streams the support in chunks with an online log-sum-exp (``skflow.field``,
-chosen automatically for this size), so memory does not grow with ``m`` beyond the support
-itself.
+Heun, 100 steps (200 field evaluations) on the uniform grid of [0, 1], ``n`` queries, Torch
+float64 on the CPU. The pruned field is ``(mean + mu - (1 - sigma_min) x) / sigma_t`` with
+``mean`` from :func:`skflow.field.pruned.pruned_local_mean` (index built once by
+:class:`~skflow.field.pruned.ClusteredSupport`, its build time reported apart); its velocity
+error bound is ``mean_error / sigma_t``, reported relative to ``||u_t(x)||`` (the largest over
+all rows and all 200 evaluations). The dense reference is :func:`skflow.field.nw_velocity`.
 
-Each configuration runs in a fresh subprocess, which builds the inputs, makes one tiny warm-up
-call (imports, thread pools), reads ``ru_maxrss`` (the baseline: the process's peak so far,
-inputs included), times one field call and reads ``ru_maxrss`` again. Reported: time, peak
-minus baseline (memory the call added) and the absolute peak of the process (Python, NumPy,
-Torch if used, the 256 MB support, the queries and the call). Then, outside the measurement,
-the first 8 velocities are checked against a float64 brute force (explicit differences,
-support in chunks). The target is an absolute peak below 2 GiB.
+A full dense run at ``m = 10^6`` takes hours on a small CPU, so the dense field is timed at
+every ``--dense-every``-th evaluation of the pruned run (same states and times) and its total
+is that sum scaled by ``200 / measured``; the table says so. At those evaluations the actual
+error of the pruned velocity against the dense one is also recorded (it must stay below the
+bound).
+
+Supports: ``gmm`` (100 Gaussian components, means N(0, I), standard deviation 0.25) and
+``digits`` (``sklearn.datasets.load_digits``, bundled with scikit-learn: standardised, for
+``d < 64`` projected on its top principal axes, rows replicated with N(0, 0.1^2) jitter).
 
 Usage::
 
-    python benchmarks/bench_large_support.py [--m 1000000] [--d 64] [--n 1000] [--write-docs]
+    python benchmarks/bench_large_support.py --quick [--write-docs]
+    python benchmarks/bench_large_support.py [--write-docs]    # the four m = 1e5 configurations
+    python benchmarks/bench_large_support.py --configs gmm:1000000:16 [--write-docs]
 
-``--write-docs`` writes the table into ``docs/robustness.md`` (between the
-``bench:large-support`` markers; the rest of the file is kept).
+``--write-docs`` writes the table into ``docs/large_support.md`` between the
+``bench:pruned`` markers (``bench:pruned-quick`` for ``--quick``), after every
+configuration (the rest of the file is kept).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import re
-import resource
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-DOCS = ROOT / "docs" / "robustness.md"
+from skflow.field import kernel_coefficients, nw_velocity  # noqa: E402
+from skflow.field.pruned import ClusteredSupport, pruned_local_mean  # noqa: E402
+from skflow.solvers import integrate  # noqa: E402
+
+DOCS = ROOT / "docs" / "large_support.md"
+MARKER = "<!-- bench:{}:start -->", "<!-- bench:{}:end -->"
 SIGMA_MIN = 0.01
-TARGET_BYTES = 2 * 2**30
-# (backend, t, extra environment of the subprocess, note)
-CONFIGS = [
-    ("numpy", 0.5, {}, ""),
-    ("numpy", 0.99, {}, ""),
-    ("torch", 0.5, {}, ""),
-    ("torch", 0.99, {}, ""),
-    ("torch", 0.5, {"MALLOC_MMAP_THRESHOLD_": "1048576"}, "MALLOC_MMAP_THRESHOLD_=1048576"),
-]
+DEFAULT_CONFIGS = ["gmm:100000:16", "digits:100000:16", "gmm:100000:64", "digits:100000:64"]
 
 
-def _maxrss_bytes() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+def make_support(kind: str, m: int, d: int, rng: np.random.Generator) -> np.ndarray:
+    """``gmm`` or ``digits`` support of shape (m, d), float64."""
+    if kind == "gmm":
+        means = rng.normal(size=(100, d))
+        return means[rng.integers(100, size=m)] + 0.25 * rng.normal(size=(m, d))
+    from sklearn.datasets import load_digits
+
+    X = load_digits().data.astype(np.float64)
+    X = (X - X.mean(0)) / X.std()
+    if d < X.shape[1]:
+        _, _, vt = np.linalg.svd(X, full_matrices=False)
+        X = X @ vt[:d].T
+    return X[rng.integers(len(X), size=m)] + 0.1 * rng.normal(size=(m, d))
 
 
-def _rss_bytes() -> int:
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
+class Fields:
+    """The two fields, with the per-evaluation records of the pruned one."""
+
+    def __init__(self, S: torch.Tensor, rtol: float, dense_every: int) -> None:
+        self.S, self.mu = S, S.mean(0)
+        start = time.perf_counter()
+        self.index = ClusteredSupport(S - self.mu, random_state=0)
+        self.build_s = time.perf_counter() - start
+        self.rtol, self.dense_every = rtol, dense_every
+        self.calls, self.pruned_s, self.dense_s, self.dense_n = 0, 0.0, 0.0, 0
+        self.max_bound, self.max_err, self.fractions, self.times = 0.0, 0.0, [], []
+
+    def velocity(self, t: float, x: torch.Tensor) -> torch.Tensor:
+        a, b, sigma = (float(v) for v in kernel_coefficients(t, sigma_min=SIGMA_MIN))
+        start = time.perf_counter()
+        res = pruned_local_mean(self.index, x - t * self.mu, a, b, rtol=self.rtol)
+        v = (res.mean + self.mu - (1.0 - SIGMA_MIN) * x) / sigma
+        self.pruned_s += time.perf_counter() - start
+        norm = torch.linalg.norm(v, dim=1)
+        self.max_bound = max(self.max_bound, float((res.mean_error / sigma / norm).max()))
+        self.fractions.append(res.evaluated_fraction)
+        self.times.append(t)
+        if self.calls % self.dense_every == 0:
+            start = time.perf_counter()
+            ref = nw_velocity(x, self.S, t, sigma_min=SIGMA_MIN)
+            self.dense_s += time.perf_counter() - start
+            self.dense_n += 1
+            err = torch.linalg.norm(v - ref, dim=1) / torch.linalg.norm(ref, dim=1)
+            self.max_err = max(self.max_err, float(err.max()))
+        self.calls += 1
+        return v
 
 
-def _inputs(m, d, n, t):
+def run_config(kind: str, m: int, d: int, n: int, steps: int, args) -> dict:
     rng = np.random.default_rng(0)
-    support = rng.standard_normal((m, d), dtype=np.float32)  # 256 MB for m = 1e6, d = 64
-    idx = rng.integers(0, m, n)
-    noise = rng.standard_normal((n, d), dtype=np.float32)
-    x = (t * support[idx] + (1.0 - (1.0 - SIGMA_MIN) * t) * noise).astype(np.float32)
-    return support, x
+    S = torch.from_numpy(make_support(kind, m, d, rng))
+    fields = Fields(S, args.rtol, args.dense_every)
+    x0 = torch.randn(n, d, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    grid = np.linspace(0.0, 1.0, steps + 1)
+    integrate(fields.velocity, x0, grid, method="heun")
+    dense_total = fields.dense_s * fields.calls / fields.dense_n
+    fractions, times = np.asarray(fields.fractions), np.asarray(fields.times)
+    return {
+        "data": kind, "m": m, "d": d, "n": n, "evals": fields.calls,
+        "build": fields.build_s, "clusters": fields.index.n_clusters_,
+        "pruned": fields.pruned_s, "dense": dense_total, "dense_n": fields.dense_n,
+        "speedup": dense_total / fields.pruned_s,
+        "speedup_build": dense_total / (fields.pruned_s + fields.build_s),
+        "fraction": float(np.mean(fields.fractions)),
+        "fraction_early": float(np.mean(fractions[times < 0.5])),
+        "fraction_late": float(np.mean(fractions[times >= 0.5])),
+        "bound": fields.max_bound, "err": fields.max_err,
+    }  # fmt: skip
 
 
-def _reference(x, support, t, rows=65536):
-    """float64 brute-force velocity of the queries ``x``: explicit differences, online lse."""
-    x = x.astype(np.float64)
-    sigma = 1.0 - (1.0 - SIGMA_MIN) * t
-    top = np.full(x.shape[0], -np.inf)
-    z = np.zeros(x.shape[0])
-    acc = np.zeros_like(x)
-    for j in range(0, support.shape[0], rows):
-        s = support[j : j + rows].astype(np.float64)
-        logits = -np.sum((x[:, None, :] - t * s[None]) ** 2, axis=2) / (2 * sigma**2)
-        new = np.maximum(top, logits.max(axis=1))
-        scale = np.exp(top - new)
-        p = np.exp(logits - new[:, None])
-        z = z * scale + p.sum(axis=1)
-        acc = acc * scale[:, None] + p @ s
-        top = new
-    return (acc / z[:, None] - (1 - SIGMA_MIN) * x) / sigma
+def compare_build(kind: str, m: int, d: int, key: str, write: bool) -> None:
+    """Index build time against scikit-learn's MiniBatchKMeans with the same clusters."""
+    from sklearn.cluster import MiniBatchKMeans
 
-
-def probe(backend, t, m, d, n):
-    """Run in a fresh process: one measured field call; prints a JSON line."""
-    support, x = _inputs(m, d, n, t)
-    from skflow import field
-
-    if backend == "torch":
-        import torch
-
-        S, X = torch.from_numpy(support), torch.from_numpy(x)
-    else:
-        S, X = support, x
-    field.nw_velocity(X[:4], S[:100], t, sigma_min=SIGMA_MIN)  # warm-up: imports, pools
-    base_rss, base_peak = _rss_bytes(), _maxrss_bytes()
-    t0 = time.perf_counter()
-    v = field.nw_velocity(X, S, t, sigma_min=SIGMA_MIN)
-    elapsed = time.perf_counter() - t0
-    peak = _maxrss_bytes()
-    v = v.numpy() if backend == "torch" else v
-    prob = field._Problem(
-        X, S, t, sigma_min=SIGMA_MIN, bandwidth="ot", projection=None, chunk_size=None
+    S = make_support(kind, m, d, np.random.default_rng(0))
+    keys = torch.from_numpy(S - S.mean(0))
+    start = time.perf_counter()
+    index = ClusteredSupport(keys, random_state=0)
+    own = time.perf_counter() - start
+    start = time.perf_counter()
+    MiniBatchKMeans(index.n_clusters_, random_state=0, n_init=1).fit(S - S.mean(0))
+    sk = time.perf_counter() - start
+    text = (
+        f"Index build, {kind} m = {m:.0e}, d = {d}, {index.n_clusters_} clusters: "
+        f"`ClusteredSupport` {own:.1f} s (Lloyd on a subsample of 32 rows per cluster, one "
+        f"assignment pass, exact radii), scikit-learn `MiniBatchKMeans(n_init=1)` fit alone "
+        f"{sk:.1f} s. Command: `python benchmarks/bench_large_support.py --compare-build {key}`."
     )
-    ref = _reference(x[:8], support, t)
-    err = float(np.max(np.abs(v[:8] - ref)) / np.max(np.abs(ref)))
-    out = {
-        "time": elapsed,
-        "baseline": base_peak,
-        "rss_before": base_rss,
-        "peak": peak,
-        "extra": peak - base_peak,
-        "dtype": str(v.dtype),
-        "finite": bool(np.all(np.isfinite(v))),
-        "streaming": prob.streaming,
-        "support_rows": prob.support_rows,
-        "float64_fallback": prob.x.dtype != X.dtype,
-        "error": err,
-    }
-    print(json.dumps(out))
+    print(text)
+    if write:
+        write_docs(text, "pruned-build")
 
 
-def machine():
-    cpu = "unknown"
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    import torch
-
-    return (
-        f"{cpu}, {os.cpu_count()} cores ({torch.get_num_threads()} Torch threads), "
-        f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB RAM; "
-        f"NumPy {np.__version__}, torch {torch.__version__}, Python {platform.python_version()}"
-    )
-
-
-def _mib(b):
-    return f"{b / 2**20:.0f} MiB"
-
-
-def run(m, d, n):
-    rows = []
-    for backend, t, env, note in CONFIGS:
-        cmd = [sys.executable, __file__, "--_probe", backend, str(t)]
-        cmd += ["--m", str(m), "--d", str(d), "--n", str(n)]
-        res = subprocess.run(
-            cmd, capture_output=True, text=True, check=True, env={**os.environ, **env}
-        )
-        row = json.loads(res.stdout.strip().splitlines()[-1])
-        row.update(backend=backend, t=t, note=note)
-        rows.append(row)
-        print(
-            f"{backend:5s} t={t:<5} {note:32s} time {row['time']:7.2f} s  "
-            f"extra {_mib(row['extra']):>9s}  peak {_mib(row['peak']):>9s}  "
-            f"rel. error {row['error']:.1e}  streaming={row['streaming']} "
-            f"rows={row['support_rows']} float64={row['float64_fallback']}",
-            flush=True,
-        )
-    return rows
-
-
-def table(rows, m, d, n, command, total, load0, load1):
+def table(rows: list[dict], command: str, threads: int, loads: list) -> str:
     lines = [
-        f"Command: `{command}` (total {total:.0f} s).",
-        "",
-        f"Machine: {machine()}; load average (1/5/15 min) {load0} at start, {load1} at end.",
-        "",
-        f"`nw_velocity` for n = {n} queries, m = {m:,} support points, d = {d} (float32 "
-        f"support: {m * d * 4 / 2**20:.0f} MiB), sigma_min = {SIGMA_MIN}, queries on the path "
-        "`x = t s_j + sigma_t z`.",
-        "",
-        "| backend | t | compute dtype | time | peak minus baseline | absolute peak "
-        "| < 2 GiB | rel. error vs float64 | support chunk |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| data | m | d | n | clusters | build (s) | pruned, all evals (s) | dense (s) "
+        "| speedup (with build) | evaluated pairs (t < 0.5, t >= 0.5) | max bound / ‖u‖ "
+        "| max error / ‖u‖ |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        dtype = "float64 (fallback)" if r["float64_fallback"] else "float32"
-        name = r["backend"] + (f" ({r['note']})" if r["note"] else "")
+        dense = f"{r['dense']:.0f} (measured at {r['dense_n']} of {r['evals']}, scaled)"
         lines.append(
-            f"| {name} | {r['t']} | {dtype} | {r['time']:.1f} s | {_mib(r['extra'])} | "
-            f"{_mib(r['peak'])} | {'yes' if r['peak'] < TARGET_BYTES else '**no**'} | "
-            f"{r['error']:.1e} | {r['support_rows'] if r['streaming'] else 'dense'} rows |"
+            f"| {r['data']} | {r['m']:.0e} | {r['d']} | {r['n']} | {r['clusters']} "
+            f"| {r['build']:.1f} | {r['pruned']:.0f} | {dense} "
+            f"| {r['speedup']:.1f}x ({r['speedup_build']:.1f}x) | {100 * r['fraction']:.1f} % "
+            f"({100 * r['fraction_early']:.0f} %, {100 * r['fraction_late']:.0f} %) "
+            f"| {r['bound']:.1e} | {r['err']:.1e} |"
         )
+    load = ", ".join(f"{v:.2f}" for v in loads)
     lines += [
         "",
-        "Baseline: `ru_maxrss` after building the inputs and one tiny warm-up call (so it "
-        "includes the interpreter, the libraries, the support and the queries); peak: "
-        "`ru_maxrss` after the call; one fresh subprocess per row. Relative error: "
-        "`max |v - v_ref| / max |v_ref|` over the first 8 queries against a float64 brute "
-        "force (explicit differences). The float32 result's error is float32 rounding.",
+        f"Command: `{command}`. Machine: {os.cpu_count()} cores, Torch float64 with "
+        f"{threads} thread(s), load average (1 min) {load} (before each configuration and "
+        "at the end). *Evaluated pairs*: mean over the evaluations of the fraction of "
+        "(query, support point) pairs computed exactly. *Max error*: pruned against dense "
+        "velocity at the measured evaluations.",
     ]
     return "\n".join(lines)
 
 
-def write_docs(text, path=DOCS):
-    start, end = "<!-- bench:large-support:start -->", "<!-- bench:large-support:end -->"
-    block = f"{start}\n{text}\n{end}"
-    doc = path.read_text() if path.exists() else ""
-    if start in doc and end in doc:
-        doc = re.sub(re.escape(start) + ".*?" + re.escape(end), lambda _: block, doc, flags=re.S)
-    else:
-        doc = doc.rstrip() + "\n\n" + block + "\n"
-    path.write_text(doc)
+def write_docs(text: str, key: str) -> None:
+    start, end = (marker.format(key) for marker in MARKER)
+    page = DOCS.read_text()
+    pattern = re.compile(re.escape(start) + ".*?" + re.escape(end), re.S)
+    DOCS.write_text(pattern.sub(lambda _: f"{start}\n{text}\n{end}", page))
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--m", type=int, default=1_000_000)
-    ap.add_argument("--d", type=int, default=64)
-    ap.add_argument("--n", type=int, default=1000)
-    ap.add_argument("--write-docs", action="store_true", help="update docs/robustness.md")
-    ap.add_argument("--_probe", nargs=2, help=argparse.SUPPRESS)
-    args = ap.parse_args()
-    if args._probe:
-        probe(args._probe[0], float(args._probe[1]), args.m, args.d, args.n)
-        return
-    load0 = "{:.2f}/{:.2f}/{:.2f}".format(*os.getloadavg())
-    t0 = time.perf_counter()
-    rows = run(args.m, args.d, args.n)
-    total = time.perf_counter() - t0
-    load1 = "{:.2f}/{:.2f}/{:.2f}".format(*os.getloadavg())
-    command = "python benchmarks/bench_large_support.py" + (
-        " --write-docs" if args.write_docs else ""
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--configs", nargs="*", default=DEFAULT_CONFIGS)
+    p.add_argument("--quick", action="store_true", help="gmm and digits, m = 2e4, d = 16")
+    p.add_argument("--n", type=int, default=4096)
+    p.add_argument("--steps", type=int, default=100)
+    p.add_argument("--dense-every", type=int, default=10)
+    p.add_argument("--rtol", type=float, default=1e-10, help="as NWField(pruned_rtol)")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--compare-build", metavar="KIND:M:D", help="time the index build only")
+    p.add_argument("--write-docs", action="store_true")
+    p.add_argument(
+        "--docs-key", default="pruned", help="marker name in docs/large_support.md (bench:KEY)"
     )
-    if (args.m, args.d, args.n) != (1_000_000, 64, 1000):
-        command += f" --m {args.m} --d {args.d} --n {args.n}"
-    text = table(rows, args.m, args.d, args.n, command, total, load0, load1)
-    print()
+    args = p.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    if args.compare_build:
+        kind, m, d = args.compare_build.split(":")
+        return compare_build(kind, int(float(m)), int(d), args.compare_build, args.write_docs)
+    configs = ["gmm:20000:16", "digits:20000:16"] if args.quick else args.configs
+    n = 1024 if args.quick else args.n
+    command = "python benchmarks/bench_large_support.py " + " ".join(argv or sys.argv[1:])
+    rows, loads = [], []
+    for spec in configs:
+        kind, m, d = spec.split(":")
+        loads.append(os.getloadavg()[0])
+        rows.append(run_config(kind, int(float(m)), int(d), n, args.steps, args))
+        print(rows[-1], flush=True)
+        text = table(rows, command.strip(), args.threads, loads + [os.getloadavg()[0]])
+        if args.write_docs:
+            write_docs(text, "pruned-quick" if args.quick else args.docs_key)
     print(text)
-    if args.write_docs:
-        write_docs(text)
-        print(f"\nwritten to {DOCS}")
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ the generator that will use it.
 
 from __future__ import annotations
 
-import numbers
 from typing import Any
 
 import numpy as np
@@ -22,7 +21,7 @@ from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from . import field as F
 from ._array import resolve_device
-from ._validation import check_random_state
+from ._validation import check_int, check_random_state, check_real
 from .field import NWField
 from .paths import OTPath
 
@@ -41,22 +40,6 @@ def _check_finite(out: np.ndarray, dtype: Any) -> np.ndarray:
             "magnitudes overflow; pass float64 input or rescale the data."
         )
     return out
-
-
-def _check_int(value: Any, name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}.")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}.")
-    return int(value)
-
-
-def _check_positive_float(value: Any, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a float, got {type(value).__name__} {value!r}.")
-    if not np.isfinite(value) or not value > 0:
-        raise ValueError(f"{name} must be a positive finite float, got {value!r}.")
-    return float(value)
 
 
 def nw_flow_matching_loss(
@@ -113,7 +96,7 @@ def nw_flow_matching_loss(
     if support.shape[1] != query.shape[1]:
         raise ValueError(f"support has {support.shape[1]} features but query has {query.shape[1]}.")
     path = OTPath(sigma_min)
-    n_draws = _check_int(n_draws, "n_draws", 1)
+    n_draws = check_int(n_draws, "n_draws", minimum=1)
     rng = check_random_state(random_state)
     n, d = query.shape
     strata = np.arange(n_draws, dtype=np.float64)
@@ -248,13 +231,13 @@ class FlowProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         self.device = device
 
     def _validate_params(self) -> None:
-        _check_int(self.n_components, "n_components", 1)
+        check_int(self.n_components, "n_components", minimum=1)
         OTPath(self.sigma_min)
-        _check_int(self.n_iter, "n_iter", 1)
-        _check_positive_float(self.learning_rate, "learning_rate")
+        check_int(self.n_iter, "n_iter", minimum=1)
+        check_real(self.learning_rate, "learning_rate", low=0.0, low_open=True)
         if self.support_size is not None:
-            _check_int(self.support_size, "support_size", 1)
-        _check_int(self.n_tasks, "n_tasks", 1)
+            check_int(self.support_size, "support_size", minimum=1)
+        check_int(self.n_tasks, "n_tasks", minimum=1)
         resolve_device(self.device)
 
     def _tasks(self, X: np.ndarray, y: Any) -> list[np.ndarray]:

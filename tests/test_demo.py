@@ -17,5 +17,6 @@ def test_demo_reports_and_plots(tmp_path):
 
 
 def test_cli_entry_point(tmp_path, capsys):
-    assert main(["demo", "--n-samples", "10", "--n-steps", "5", "--output", "", "--no-learned"]) == 0
+    argv = ["demo", "--n-samples", "10", "--n-steps", "5", "--output", "", "--no-learned"]
+    assert main(argv) == 0
     assert "MMD^2" in capsys.readouterr().out

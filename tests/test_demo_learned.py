@@ -1,4 +1,4 @@
-"""The demo's few-shot part: a meta-trained sampler against the plug-in field on a held-out digit."""
+"""The demo's few-shot part: a meta-trained sampler against the plug-in field, held-out digit."""
 
 import numpy as np
 import pytest

@@ -35,11 +35,6 @@ def _recorder(random_state):
         pass
 
 
-def _lead(reason):
-    """A case of a module owned elsewhere that does not yet use skflow._validation."""
-    return pytest.mark.xfail(strict=True, reason=reason)
-
-
 #: parameter -> [(entry point name, callable taking the bad value), ...]
 ENTRY_POINTS = {
     "sigma_min": [
@@ -67,11 +62,7 @@ ENTRY_POINTS = {
         ("LearnedFlowSampler.sample", lambda v: LearnedFlowSampler(max_iter=0).fit(S).sample(v)),
     ],
     "n_iter": [
-        pytest.param(
-            "FlowProjection",
-            lambda v: FlowProjection(n_iter=v).fit(S),
-            marks=_lead("skflow/projection.py checks n_iter with its own _check_int"),
-        ),
+        ("FlowProjection", lambda v: FlowProjection(n_iter=v).fit(S)),
     ],
     "n_tasks": [
         ("GaussianMixtureTasks", lambda v: GaussianMixtureTasks(2).sample_tasks(v, 3, 4)),
