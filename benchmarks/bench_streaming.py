@@ -238,9 +238,7 @@ def main():
     rows = run(args.m, args.d, args.n)
     total = time.perf_counter() - t0
     load1 = "{:.2f}/{:.2f}/{:.2f}".format(*os.getloadavg())
-    command = "python benchmarks/bench_streaming.py" + (
-        " --write-docs" if args.write_docs else ""
-    )
+    command = "python benchmarks/bench_streaming.py" + (" --write-docs" if args.write_docs else "")
     if (args.m, args.d, args.n) != (1_000_000, 64, 1000):
         command += f" --m {args.m} --d {args.d} --n {args.n}"
     text = table(rows, args.m, args.d, args.n, command, total, load0, load1)

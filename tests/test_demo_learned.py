@@ -10,8 +10,15 @@ from skflow.metrics import mmd2
 
 @pytest.fixture(scope="module")
 def few_shot():
-    return run_few_shot(digit=5, n_support=8, n_samples=20, n_steps=10, train_iter=20,
-                        train_time=None, random_state=1)
+    return run_few_shot(
+        digit=5,
+        n_support=8,
+        n_samples=20,
+        n_steps=10,
+        train_iter=20,
+        train_time=None,
+        random_state=1,
+    )
 
 
 def test_few_shot_plugin_number_is_the_plugin_mmd(few_shot):
@@ -40,8 +47,19 @@ def test_few_shot_trains_on_other_classes_only(few_shot):
 
 def test_cli_prints_both_samplers(tmp_path, capsys):
     out = tmp_path / "demo.png"
-    args = ["demo", "--n-samples", "10", "--n-steps", "5", "--output", str(out),
-            "--train-iter", "5", "--few-shot-support", "6"]
+    args = [
+        "demo",
+        "--n-samples",
+        "10",
+        "--n-steps",
+        "5",
+        "--output",
+        str(out),
+        "--train-iter",
+        "5",
+        "--few-shot-support",
+        "6",
+    ]
     assert main(args) == 0
     text = capsys.readouterr().out
     assert "MMD^2 plug-in" in text and "MMD^2 learned" in text

@@ -45,7 +45,7 @@ def test_every_public_field_function_is_covered():
     """The tables below must cover all of skflow.field's public functions and NWField."""
     functions = {name for name in F.__all__ if inspect.isfunction(getattr(F, name))}
     assert functions == {*FIELD_FUNCTIONS, "kernel_coefficients", "default_chunk_size"}
-    assert set(F.__all__) - functions == {"NWField", "ENGINES", "ATTENTION_BIASES"}
+    assert set(F.__all__) - functions == {"NWField", "ENGINES", "ATTENTION_BIASES", "FALLBACKS"}
     assert all(callable(getattr(F.NWField, m)) for m in FIELD_METHODS.values())
 
 

@@ -67,8 +67,13 @@ def test_nw_flow_sampler_round_trip(data, tmp_path, round_trip, backend, geometr
     # loose density tolerances: the round trip must reproduce score_samples bit for bit, its
     # accuracy is tested in test_likelihood.py
     est = NWFlowSampler(
-        n_steps=4, backend=backend, random_state=0, density_rtol=1e-4, density_atol=1e-4,
-        density_max_error=10.0, **geometry
+        n_steps=4,
+        backend=backend,
+        random_state=0,
+        density_rtol=1e-4,
+        density_atol=1e-4,
+        density_max_error=10.0,
+        **geometry,
     ).fit(X)
     loaded = round_trip(est, tmp_path)
     assert loaded.get_params()["backend"] == backend

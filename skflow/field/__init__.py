@@ -83,11 +83,12 @@ from .functions import (
     nw_velocity_and_divergence,
     nw_weights,
 )
-from .prepared import ATTENTION_BIASES, ENGINES, NWField
+from .prepared import ATTENTION_BIASES, ENGINES, FALLBACKS, NWField
 
 __all__ = [
     "ATTENTION_BIASES",
     "ENGINES",
+    "FALLBACKS",
     "NWField",
     "kernel_coefficients",
     "nw_logits",

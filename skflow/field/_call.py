@@ -46,6 +46,9 @@ class FieldCall:
         self.t, self.a, self.b, self.sigma_t = coef.t, coef.a, coef.b, coef.sigma_t
         self.hard = coef.hard
         self.user_chunk = chunk_size
+        # (float32 queries, float32 geometry) of a promoted call whose local mean is
+        # screened (skflow.field._screened); None otherwise
+        self.screen = None
 
     @property
     def n(self) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -296,11 +297,17 @@ def coefficient_columns(
 def _scalar_columns(t: float, sigma_min: float, bandwidth: Bandwidth) -> Coefficients:
     """``_host_coefficients`` for one Python float time and a non-callable bandwidth, in
     Python floats (the same float64 arithmetic, without 0-d array overhead)."""
-    sigma_t = 1.0 - OTPath(sigma_min).decay * t
+    sigma_t = 1.0 - _path(sigma_min).decay * t
     scale = 1.0 if bandwidth == "ot" else float(bandwidth)
     tau2 = (scale * sigma_t) ** 2
     a = t / tau2
     return Coefficients(t, a, 0.5 * t**2 / tau2, sigma_t, None, a)
+
+
+@lru_cache(maxsize=64)
+def _path(sigma_min: float) -> OTPath:
+    """The path of a field's ``sigma_min`` (validated once, not at every solver stage)."""
+    return OTPath(sigma_min)
 
 
 def _device_columns(xp, x, t, shape, sigma_min, bandwidth, need_max) -> Coefficients:

@@ -72,7 +72,8 @@ class DenseGeometry:
         """``max_i ||P (s_i - mu)||^2`` over every support (host float, computed once)."""
         if self._radius2 is None:
             sq = self.sq_norms.detach() if hasattr(self.sq_norms, "detach") else self.sq_norms
-            self._radius2 = float(sq.max()) if self.n_support else 0.0
+            with np.errstate(over="ignore", invalid="ignore"):  # float32 overflow is reported
+                self._radius2 = float(sq.max()) if self.n_support else 0.0
         return self._radius2
 
     def mean_key(self) -> Any:
@@ -117,7 +118,8 @@ class StreamGeometry:
 
     def radius2(self) -> float:
         if self._radius2 is None:
-            self._radius2 = max(float(sq.max()) for _, _, sq in self.blocks())
+            with np.errstate(over="ignore", invalid="ignore"):  # float32 overflow is reported
+                self._radius2 = max(float(sq.max()) for _, _, sq in self.blocks())
         return self._radius2
 
     def mean_key(self) -> Any:

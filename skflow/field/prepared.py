@@ -27,10 +27,11 @@ from ._coefficients import Bandwidth, coefficient_columns, times
 from ._density import path_log_density
 from ._geometry import DenseGeometry, StreamGeometry
 from ._plan import FLOAT32_LOGIT_LIMIT, block_budget, check_chunk, stream_rows
+from ._screened import screened_local_mean, screening_applies
 from ._sdpa import attention_mean
 from .pruned import ClusteredSupport, pruned_local_mean
 
-__all__ = ["ATTENTION_BIASES", "ENGINES", "NWField"]
+__all__ = ["ATTENTION_BIASES", "ENGINES", "FALLBACKS", "NWField"]
 
 #: Engines of :class:`NWField`: ``"auto"`` (SDPA for the Torch local mean and velocity,
 #: explicit GEMM blocks otherwise), ``"attention"`` (SDPA, Torch only), ``"gemm"`` and
@@ -42,6 +43,11 @@ ENGINES = ("auto", "attention", "gemm", "pruned")
 #: ``"auto"``: ``"mask"`` on CPU, the faster of the two in ``benchmarks/bench_field.py``, and
 #: ``"lift"`` on CUDA until measured there. Per-row times always lift.
 ATTENTION_BIASES = ("auto", "mask", "lift")
+#: How a float32 velocity or local mean is computed where float32 logits lose precision
+#: (``a(t) R^2 > float32_logit_limit``): ``"screened"``, the pairs found by float32 logits
+#: recomputed in float64 (:mod:`skflow.field._screened`; one dense single support, else as
+#: ``"float64"``), or ``"float64"``, every pair in float64.
+FALLBACKS = ("screened", "float64")
 
 
 class NWField:
@@ -78,6 +84,13 @@ class NWField:
         float32 evaluations are computed in float64 where ``a(t) max_i ||P(s_i - mu)||^2``
         exceeds this (their logits' rounding error is about ``eps_32`` times it); ``inf``
         stays in float32 throughout. (The pruned engine has its own per-block rule.)
+    float32_fallback : {"screened", "float64"}, default="screened"
+        How those evaluations of the velocity and local mean are made precise (see
+        :data:`FALLBACKS`): ``"screened"`` computes float32 logits, keeps the (query, key)
+        pairs within a proven window of each query's largest logit and recomputes only those
+        in float64 (the result equals the float64 field to float64 rounding; the keys left
+        out weigh below ``4e-18`` together); ``"float64"`` recomputes every pair. Weights,
+        logits, ``n_eff`` and divergences always use ``"float64"``.
     pruned_rtol : float, default=1e-10
         ``engine="pruned"``: a cluster of support points is skipped for a query only when all
         skipped clusters together provably weigh at most about this.
@@ -124,6 +137,7 @@ class NWField:
         engine: str = "auto",
         attention_bias: str = "auto",
         float32_logit_limit: float = FLOAT32_LOGIT_LIMIT,
+        float32_fallback: str = "screened",
         pruned_rtol: float = 1e-10,
         n_clusters: int | None = None,
     ):
@@ -134,6 +148,7 @@ class NWField:
         self.engine = check_choice(engine, "engine", ENGINES)
         self.attention_bias = check_choice(attention_bias, "attention_bias", ATTENTION_BIASES)
         self.float32_logit_limit = float(float32_logit_limit)
+        self.float32_fallback = check_choice(float32_fallback, "float32_fallback", FALLBACKS)
         self.xp = get_namespace(support)
         if self.engine == "attention" and self.xp.name != "torch":
             raise ValueError("engine='attention' needs Torch tensors (SDPA); got NumPy arrays.")
@@ -195,8 +210,11 @@ class NWField:
         return geom
 
     # -- one evaluation --------------------------------------------------------------------
-    def _call(self, x: Any, t: Any) -> tuple[FieldCall, Any]:
-        """The evaluation at queries ``x`` and times ``t`` and the caller's dtype."""
+    def _call(self, x: Any, t: Any, screen: bool = False) -> tuple[FieldCall, Any]:
+        """The evaluation at queries ``x`` and times ``t`` and the caller's dtype.
+
+        ``screen``: a float32 call promoted to float64 keeps its float32 queries and
+        geometry for the screened local mean (``float32_fallback="screened"``)."""
         xp = self.xp
         x = self._check_queries(x)
         both32 = _is_float32(xp, x) and _is_float32(xp, self.support)
@@ -210,15 +228,24 @@ class NWField:
         )
         geom = self._geometry(dtype)
         if check32:
-            with np.errstate(over="ignore", invalid="ignore"):
-                radius2 = geom.radius2()
+            radius2 = geom.radius2()
             # Promote when the logits would lose precision, or when ||P(s - mu)||^2
             # overflows float32 (even at t = 0, where 0 * inf would give NaN weights).
             if not np.isfinite(radius2) or coef.a_max * radius2 > self.float32_logit_limit:
                 f64 = _float(xp, 64)
+                x32, geom32 = x, geom
                 x = _cast(xp, x, f64)
-                coef = coef.astype(lambda c: _cast(xp, c, f64))
+                # recomputed, not cast: float32 coefficients would carry their rounding
+                # (relative 6e-8 of a(t), i.e. a(t) R^2 6e-8 in the logits) into float64
+                coef = coefficient_columns(
+                    xp, x, t, sigma_min=self.sigma_min, bandwidth=self.bandwidth, need_max=False
+                )
                 geom = self._geometry(f64)
+                call = FieldCall(xp, x, coef, geom, 1.0 - self.sigma_min, self.chunk_size)
+                screen = screen and self.float32_fallback == "screened"
+                if screen and np.isfinite(radius2) and screening_applies(call):
+                    call.screen = (x32, geom32)
+                return call, out_dtype
         decay = 1.0 - self.sigma_min
         return FieldCall(xp, x, coef, geom, decay, self.chunk_size), out_dtype
 
@@ -256,6 +283,8 @@ class NWField:
     def _local_mean(self, call: FieldCall) -> Any:
         if self.engine == "pruned" and call.hard is None:
             return self._pruned_mean(call)
+        if call.screen is not None:
+            return screened_local_mean(call, *call.screen)
         if call.geom.streaming:
             st = _stream.stats(call)
             return st["mean"] / st["z"] + call.geom.mean
@@ -313,12 +342,12 @@ class NWField:
 
     def local_mean(self, x: Any, t: Any) -> Any:
         """NW local mean ``sum_i w_i(x, t) s_i``, shape (..., n, d)."""
-        call, out = self._call(x, t)
+        call, out = self._call(x, t, screen=True)
         return self._finish(self._local_mean(call), out)
 
     def velocity(self, x: Any, t: Any) -> Any:
         """Exact velocity ``u_t(x) = (m(x, t) - (1 - sigma_min) x) / sigma_t``, (..., n, d)."""
-        call, out = self._call(x, t)
+        call, out = self._call(x, t, screen=True)
         return self._finish(call.velocity(self._local_mean(call)), out)
 
     def velocity_and_divergence(self, x: Any, t: Any) -> tuple[Any, Any]:
