@@ -16,7 +16,6 @@ from sklearn.neighbors import KernelDensity
 from skflow import NWFlowSampler
 from skflow.field import NWField
 from skflow.metrics import mmd2_test
-from skflow.samplers.nw import AUTO_PRUNED_MIN_SUPPORT
 
 
 def _clustered(m, d, seed=0, n_centres=12, spread=4.0):
@@ -112,13 +111,35 @@ def test_sampler_pruned_terminal_law_is_the_kde():
         assert (test.pvalue > 0.01) == expect_same
 
 
-def test_auto_engine_prunes_large_supports_only():
-    small = NWFlowSampler(engine="auto", n_steps=4, random_state=0).fit(_clustered(500, 2))
-    small.sample(5)
-    assert not hasattr(small, "sampling_error_bound_")
-    S = _clustered(AUTO_PRUNED_MIN_SUPPORT, 2, seed=7)
-    large = NWFlowSampler(engine="auto", n_steps=4, backend="numpy", random_state=0).fit(S)
-    large.sample(5)
-    assert large.sampling_error_bound_ >= 0.0
+def test_auto_engine_is_dense():
+    """``engine="auto"`` is dense at every size (the pruned engine has not measured faster
+    over a whole run); only ``engine="pruned"`` records a bound."""
+    S = _clustered(3000, 2, seed=7)
+    auto = NWFlowSampler(engine="auto", n_steps=4, backend="numpy", random_state=0).fit(S)
+    dense = NWFlowSampler(engine="dense", n_steps=4, backend="numpy", random_state=0).fit(S)
+    np.testing.assert_array_equal(auto.sample(5), dense.sample(5))
+    assert not hasattr(auto, "sampling_error_bound_")
+    pruned = NWFlowSampler(engine="pruned", n_steps=4, backend="numpy", random_state=0).fit(S)
+    pruned.sample(5)
+    assert pruned.sampling_error_bound_ >= 0.0
     with pytest.raises(ValueError, match="engine must be one of"):
         NWFlowSampler(engine="fast").fit(S[:10])
+
+
+def test_sampling_error_bound_covers_every_batch_serial_and_parallel():
+    """Rows are integrated in batches of 4096: the bound is the largest over all of them,
+    with one field for every batch (serial) or one per worker (n_jobs=2)."""
+    S = _clustered(600, 2, seed=3)
+    kw = {"engine": "pruned", "n_steps": 4, "backend": "numpy", "random_state": 0}
+    first = NWFlowSampler(**kw).fit(S)
+    first.sample(4096)  # the first batch alone (the same starting points)
+    both = NWFlowSampler(**kw).fit(S)
+    both.sample(4096 + 3)
+    assert both.sampling_error_bound_ >= first.sampling_error_bound_ > 0.0
+    parallel = NWFlowSampler(**kw, n_jobs=2).fit(S)
+    parallel.sample(4096 + 3)
+    assert parallel.sampling_error_bound_ == both.sampling_error_bound_
+    dense = NWFlowSampler(**{**kw, "engine": "dense"}).fit(S)
+    dense.sampling_error_bound_ = 1.0  # a stale value must not survive a dense run
+    dense.sample(3)
+    assert not hasattr(dense, "sampling_error_bound_")

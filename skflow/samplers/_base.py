@@ -96,11 +96,13 @@ class BaseFlowSampler(BaseEstimator):
         # starting points for a given seed.
         return rng.standard_normal((n_samples, n_features)).astype(dtype, copy=False)
 
-    def _integrate_batch(self, support, x0, grid, trajectory):
-        """Integrate one batch of rows on this sampler's backend; returns NumPy."""
-        field = self._field(self._to_backend(support))
+    def _integrate_batch(self, support, x0, grid, trajectory, field=None):
+        """Integrate one batch of rows on this sampler's backend with ``field`` (built from
+        ``support`` when None); returns NumPy and the field's error bound (or None)."""
+        if field is None:
+            field = self._field(self._to_backend(support))
         sol = self._solve(field, self._to_backend(x0), grid, return_trajectory=trajectory)
-        return self._to_numpy(sol.y)
+        return self._to_numpy(sol.y), getattr(self, "sampling_error_bound_", None)
 
     def _solve(self, field, y0, grid, **kwargs):
         """``integrate`` with this sampler's solver; a non-finite velocity, or an adaptive
@@ -141,17 +143,23 @@ class BaseFlowSampler(BaseEstimator):
         starts = range(0, x0.shape[0], SAMPLING_BATCH_SIZE)
         batches = [x0[i : i + SAMPLING_BATCH_SIZE] for i in starts]
         n_jobs = getattr(self, "n_jobs", None)
+        # a bound of an earlier call (another engine) must not survive this one
+        self.__dict__.pop("sampling_error_bound_", None)
         if len(batches) == 1 or n_jobs in (None, 1):
-            parts = [self._integrate_batch(support, b, grid, trajectory) for b in batches]
+            field = self._field(self._to_backend(support))  # prepared once for all batches
+            results = [self._integrate_batch(None, b, grid, trajectory, field) for b in batches]
         else:
             from joblib import Parallel, delayed
 
             # The estimator itself is shipped to the workers (it pickles), so this also runs
             # under joblib's dask backend on a cluster.
-            parts = Parallel(n_jobs=n_jobs)(
+            results = Parallel(n_jobs=n_jobs)(
                 delayed(_integrate_batch)(self, support, b, grid, trajectory) for b in batches
             )
-        out = np.concatenate(parts, axis=1 if trajectory else 0)
+        bounds = [bound for _, bound in results if bound is not None]
+        if bounds:  # the workers' fields (copies of the sampler) each kept their own
+            self.sampling_error_bound_ = max(bounds)
+        out = np.concatenate([y for y, _ in results], axis=1 if trajectory else 0)
         return check_finite_output(out, "the sampled trajectory" if trajectory else "the sample")
 
     def sample(

@@ -31,9 +31,6 @@ __all__ = ["NWFlowSampler"]
 KERNELS = ("isotropic", "diagonal", "mahalanobis")
 #: Velocity engines of :class:`NWFlowSampler` (its ``engine`` parameter).
 SAMPLER_ENGINES = ("auto", "dense", "pruned")
-#: ``engine="auto"`` prunes supports of at least this many points
-#: (``benchmarks/bench_large_support.py``, docs/large_support.md).
-AUTO_PRUNED_MIN_SUPPORT = 100_000
 
 
 def _kernel_shape(cov: np.ndarray, kernel: str, reg: float) -> np.ndarray | None:
@@ -201,8 +198,10 @@ class NWFlowSampler(BaseFlowSampler):
         certified pruned engine (:mod:`skflow.field.pruned`): the support is clustered once
         and, per block of queries, clusters whose total weight is provably below
         ``pruned_rtol`` are skipped; the proven bound on the velocity error of every
-        evaluation is kept (``sampling_error_bound_``). ``"auto"``: pruned for supports of
-        at least :data:`AUTO_PRUNED_MIN_SUPPORT` points, dense below. Weights, ``n_eff``,
+        evaluation is kept (``sampling_error_bound_``). ``"auto"``: dense, for now: over a
+        whole sampling run the pruned engine has not measured faster than dense on any
+        support tried (m = 1e5, d = 16 and 64; ``benchmarks/bench_large_support.py``,
+        docs/large_support.md), because early in the flow nothing is prunable. Weights, ``n_eff``,
         divergences and densities are always dense.
     pruned_rtol : float, default=1e-10
         Target of the neglected weight per query for ``engine="pruned"``.
@@ -430,8 +429,6 @@ class NWFlowSampler(BaseFlowSampler):
         }
 
     def _pruned(self, support: Any) -> bool:
-        if self.engine == "auto":
-            return support.shape[0] >= AUTO_PRUNED_MIN_SUPPORT and self.support_chunk_size is None
         return self.engine == "pruned"
 
     def _prepared(self, support: Any) -> F.NWField:
