@@ -48,7 +48,12 @@ from ._io import (
     write_docs_section,
     write_json,
 )
-from .protocol import CONVENTIONS, compare_to_baseline, scores_both_conventions
+from .protocol import (
+    CONVENTIONS,
+    compare_to_baseline,
+    scores_both_conventions,
+    training_budget,
+)
 
 __all__ = ["PRESETS", "docs_section", "run", "write_docs"]
 
@@ -506,10 +511,6 @@ def _convention_table(results: dict, conv: str) -> str:
     return "\n".join(rows)
 
 
-def _guard(max_time: float | None) -> str:
-    return "no wall-clock guard" if max_time is None else f"wall-clock guard {max_time:g} s"
-
-
 def _budget(results: dict) -> str:
     runs = [
         t
@@ -517,18 +518,7 @@ def _budget(results: dict) -> str:
         for m in MODELS
         for t in results["per_dimension"][str(d)]["training"][m]
     ]
-    its = sorted({t["n_iter"] for t in runs})
-    secs = [t["train_seconds"] for t in runs]
-    reached = all(t["reached_max_iter"] for t in runs)
-    return (
-        f"Training: {len(runs)} models, {', '.join(map(str, its))} iterations, "
-        f"{min(secs):.0f}–{max(secs):.0f} s each ({_guard(results['config']['max_time'])}); "
-        + (
-            "every training reached `max_iter` first: reproducible bit for bit."
-            if reached
-            else "**a training stopped at the guard: not reproducible bit for bit.**"
-        )
-    )
+    return training_budget(runs, results["config"]["max_time"])
 
 
 def docs_section(results: dict, command: str) -> str:

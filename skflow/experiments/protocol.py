@@ -49,6 +49,7 @@ __all__ = [
     "noise_floor",
     "paired_comparison",
     "scores_both_conventions",
+    "training_budget",
 ]
 
 #: Median-heuristic conventions: bandwidth from generated + true points, or true points only.
@@ -451,3 +452,37 @@ def claims(
         label = "pooled" if conv == "pooled" else "true points"
         out.append(f"{label}: " + "; ".join(parts) + ".")
     return out
+
+
+def training_budget(runs: list[dict], max_time: float | None) -> str:
+    """One sentence on the trainings of a run: models, iterations, seconds, reproducibility.
+
+    Parameters
+    ----------
+    runs : list of dict
+        One per training, with ``n_iter``, ``train_seconds`` and ``reached_max_iter``.
+    max_time : float or None
+        The wall-clock guard of each training (seconds).
+
+    Returns
+    -------
+    sentence : str
+
+    Examples
+    --------
+    >>> training_budget([{"n_iter": 10, "train_seconds": 2.0, "reached_max_iter": True}], 60)
+    'Training: 1 models, 10 iterations, 2–2 s each (wall-clock guard 60 s); every training reached `max_iter` first: reproducible bit for bit.'
+    """  # noqa: E501
+    its = sorted({t["n_iter"] for t in runs})
+    secs = [t["train_seconds"] for t in runs]
+    guard = "no wall-clock guard" if max_time is None else f"wall-clock guard {max_time:g} s"
+    reached = all(t["reached_max_iter"] for t in runs)
+    tail = (
+        "every training reached `max_iter` first: reproducible bit for bit."
+        if reached
+        else "**a training stopped at the guard: not reproducible bit for bit.**"
+    )
+    return (
+        f"Training: {len(runs)} models, {', '.join(map(str, its))} iterations, "
+        f"{min(secs):.0f}–{max(secs):.0f} s each ({guard}); " + tail
+    )

@@ -78,7 +78,12 @@ from ._io import (
     write_docs_section,
     write_json,
 )
-from .protocol import CONVENTIONS, compare_to_baseline, scores_both_conventions
+from .protocol import (
+    CONVENTIONS,
+    compare_to_baseline,
+    scores_both_conventions,
+    training_budget,
+)
 
 __all__ = ["PRESETS", "RotatedClassTasks", "docs_section", "run", "write_docs"]
 
@@ -582,19 +587,7 @@ def _table(results: dict, conv: str) -> str:
 
 def _budget(results: dict) -> str:
     runs = [t for s in results["per_seed"] for t in s["training"].values()]
-    its = sorted({t["n_iter"] for t in runs})
-    secs = [t["train_seconds"] for t in runs]
-    reached = all(t["reached_max_iter"] for t in runs)
-    guard = results["config"]["max_time"]
-    return (
-        f"Training: {len(runs)} models, {', '.join(map(str, its))} iterations, "
-        f"{min(secs):.0f}–{max(secs):.0f} s each (wall-clock guard {guard} s); "
-        + (
-            "every training reached `max_iter` first: reproducible bit for bit."
-            if reached
-            else "**a training stopped at the guard: not reproducible bit for bit.**"
-        )
-    )
+    return training_budget(runs, results["config"]["max_time"])
 
 
 def docs_section(results: dict, command: str) -> str:
