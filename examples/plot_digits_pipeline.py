@@ -37,7 +37,9 @@ from skflow.pipeline import make_sampling_pipeline
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description="Generating new digits with a PCA + NW-flow pipeline")
+    parser = argparse.ArgumentParser(
+        description="Generating new digits with a PCA + NW-flow pipeline"
+    )
     parser.add_argument("--quick", action="store_true", help="small grid, fewer ODE steps")
     parser.add_argument("--output-dir", default="output", help="where the PNG is written")
     args = parser.parse_args(argv)

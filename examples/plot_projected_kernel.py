@@ -62,7 +62,9 @@ def _samplers(k: int, n_steps: int, flow_iter: int, seed: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description="Projected and anisotropic kernels on high-d mixtures")
+    parser = argparse.ArgumentParser(
+        description="Projected and anisotropic kernels on high-d mixtures"
+    )
     parser.add_argument("--quick", action="store_true", help="fewer and smaller tasks")
     parser.add_argument("--output-dir", default="output", help="where the PNG is written")
     args = parser.parse_args(argv)

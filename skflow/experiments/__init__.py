@@ -1,4 +1,4 @@
-"""Reproductions of the paper's four experiments, on skflow's public API.
+"""The paper's four experiments and its leave-one-family-out test, on skflow's public API.
 
 Each experiment is a module with ``PRESETS`` (``"quick"``: a CPU run of a few minutes;
 ``"full"``: the paper's scale, meant for a GPU; ``"tiny"``: the end-to-end test) and
@@ -13,15 +13,16 @@ collapse   dimension collapse on Gaussian-mixture tasks (d = 2 ... 16)
 geometry   geometric mismatch on spherical shells
 scarcity   support scarcity on real data with classes as tasks
 attention  attention-vs-NW weight correlation of the learned model across t
+families   leave-one-family-out generalization (mixtures, rings, moons, spirals)
 ========== ==================================================================
 
 Examples
 --------
 >>> from skflow.experiments import EXPERIMENTS
 >>> EXPERIMENTS
-('collapse', 'geometry', 'scarcity', 'attention')
+('collapse', 'geometry', 'scarcity', 'attention', 'families')
 """
 
-EXPERIMENTS = ("collapse", "geometry", "scarcity", "attention")
+EXPERIMENTS = ("collapse", "geometry", "scarcity", "attention", "families")
 
 __all__ = ["EXPERIMENTS"]
