@@ -143,3 +143,53 @@ def test_sampling_error_bound_covers_every_batch_serial_and_parallel():
     dense.sampling_error_bound_ = 1.0  # a stale value must not survive a dense run
     dense.sample(3)
     assert not hasattr(dense, "sampling_error_bound_")
+
+
+@pytest.mark.parametrize("lib", ["numpy", "torch"])
+def test_probe_runs_unprunable_evaluations_dense_and_prunes_late(lib):
+    """Early in the flow nothing can be skipped: the evaluation runs on the dense engine
+    (identical to it, bound 0); late, the probe lets the pruned engine run (same result as
+    with the probe switched off)."""
+    S = _clustered(4000, 8, n_centres=30)
+    conv = (lambda a: torch.from_numpy(a)) if lib == "torch" else (lambda a: a)
+    dense = NWField(conv(S))
+    probed = NWField(conv(S), engine="pruned")
+    always = NWField(conv(S), engine="pruned", pruned_max_share=None)
+    early = conv(_on_path(S, 0.05, 400))
+    np.testing.assert_array_equal(
+        np.asarray(probed.velocity(early, 0.05)), np.asarray(dense.velocity(early, 0.05))
+    )
+    assert np.all(probed.last_velocity_error_ == 0.0) and probed.max_velocity_error_ == 0.0
+    assert probed.last_evaluated_fraction_ == 1.0
+    always.velocity(early, 0.05)
+    assert always.last_velocity_error_.max() > 0.0  # the pruned engine ran there
+    late = conv(_on_path(S, 0.97, 400))
+    np.testing.assert_array_equal(
+        np.asarray(probed.velocity(late, 0.97)), np.asarray(always.velocity(late, 0.97))
+    )
+    np.testing.assert_array_equal(probed.last_velocity_error_, always.last_velocity_error_)
+    assert probed.last_velocity_error_.max() > 0.0
+    assert probed.last_evaluated_fraction_ == always.last_evaluated_fraction_ < 0.5
+
+
+def test_probe_share_bounds_and_small_or_float32_calls():
+    S = _clustered(3000, 8, n_centres=30)
+    x = _on_path(S, 0.05, 400)
+    # share 1: every evaluation prunes; share 0: every probed one runs dense
+    keep = NWField(S, engine="pruned", pruned_max_share=1.0)
+    keep.velocity(x, 0.05)
+    assert keep.last_velocity_error_.max() > 0.0
+    late = _on_path(S, 0.97, 400)
+    dense = NWField(S, engine="pruned", pruned_max_share=0.0)
+    dense.velocity(late, 0.97)
+    assert np.all(dense.last_velocity_error_ == 0.0)
+    # under 2 * PRUNE_PROBE_ROWS queries, or float32, no probe: the pruned engine runs
+    few = NWField(S, engine="pruned", pruned_max_share=0.0)
+    few.velocity(x[:100], 0.05)
+    assert few.last_velocity_error_.max() > 0.0
+    f32 = NWField(S.astype(np.float32), engine="pruned", pruned_max_share=0.0)
+    f32.velocity(late.astype(np.float32), 0.97)
+    assert f32.last_velocity_error_.max() > 0.0
+    for bad in (-0.1, 1.5, float("nan")):
+        with pytest.raises(ValueError, match="pruned_max_share"):
+            NWField(S, engine="pruned", pruned_max_share=bad)

@@ -48,6 +48,11 @@ ATTENTION_BIASES = ("auto", "mask", "lift")
 #: recomputed in float64 (:mod:`skflow.field._screened`; one dense single support, else as
 #: ``"float64"``), or ``"float64"``, every pair in float64.
 FALLBACKS = ("screened", "float64")
+#: ``engine="pruned"``: queries of the probe that decides whether an evaluation prunes.
+PRUNE_PROBE_ROWS = 64
+#: ``engine="pruned"``: default ``pruned_max_share``, the evaluated share of pairs above which
+#: an evaluation runs dense (see ``benchmarks/bench_large_support.py --per-t``).
+PRUNED_MAX_SHARE = 0.5
 
 
 class NWField:
@@ -94,6 +99,11 @@ class NWField:
     pruned_rtol : float, default=1e-10
         ``engine="pruned"``: a cluster of support points is skipped for a query only when all
         skipped clusters together provably weigh at most about this.
+    pruned_max_share : float in [0, 1] or None, default=PRUNED_MAX_SHARE
+        ``engine="pruned"``: a float64 evaluation of at least ``2 * PRUNE_PROBE_ROWS``
+        queries first runs the pruned engine on ``PRUNE_PROBE_ROWS`` evenly spaced queries;
+        if they need more than this share of the (query, support point) pairs, the whole
+        evaluation runs on the dense engine (nothing skipped, bound 0). None: always prune.
     n_clusters : int, optional
         ``engine="pruned"``: clusters of the support index (default ``ceil(2 sqrt(m))``).
 
@@ -105,6 +115,9 @@ class NWField:
         included; None before the first one.
     max_velocity_error_ : float
         ``engine="pruned"``: the largest of those bounds over every evaluation so far.
+    last_evaluated_fraction_ : float or None
+        ``engine="pruned"``: the share of (query, support point) pairs computed in the last
+        velocity or local-mean evaluation (1.0 when it ran dense); None before the first one.
 
     Notes
     -----
@@ -140,6 +153,7 @@ class NWField:
         float32_fallback: str = "screened",
         pruned_rtol: float = 1e-10,
         n_clusters: int | None = None,
+        pruned_max_share: float | None = PRUNED_MAX_SHARE,
     ):
         self.sigma_min = check_sigma_min(sigma_min)
         check_bandwidth(bandwidth)
@@ -156,7 +170,13 @@ class NWField:
         self.projection = projection
         self.pruned_rtol = check_real(pruned_rtol, "pruned_rtol", low=0.0, high=1.0, low_open=True)
         self.n_clusters = check_int(n_clusters, "n_clusters", allow_none=True)
+        self.pruned_max_share = (
+            None
+            if pruned_max_share is None
+            else check_real(pruned_max_share, "pruned_max_share", low=0.0, high=1.0)
+        )
         self.last_velocity_error_, self.max_velocity_error_ = None, 0.0
+        self.last_evaluated_fraction_: float | None = None
         rows = check_chunk(support_chunk_size, "support_chunk_size")
         if self.engine == "pruned" and (self.batched or rows is not None):
             raise ValueError(
@@ -282,7 +302,9 @@ class NWField:
 
     def _local_mean(self, call: FieldCall) -> Any:
         if self.engine == "pruned" and call.hard is None:
-            return self._pruned_mean(call)
+            mean = self._pruned_mean(call)
+            if mean is not None:
+                return mean
         if call.screen is not None:
             return screened_local_mean(call, *call.screen)
         if call.geom.streaming:
@@ -294,21 +316,52 @@ class NWField:
         return _dense.reduce(call, want_second=False)[0] + call.geom.mean
 
     def _pruned_mean(self, call: FieldCall) -> Any:
-        """Local mean by the certified pruned engine; records the velocity error bounds."""
+        """Local mean by the certified pruned engine; records the velocity error bounds.
+
+        Returns None when the probe finds that this evaluation prunes too little to pay (the
+        caller then runs the dense engine, which skips nothing: the recorded bound is 0).
+        """
         g = call.geom
         if getattr(g, "pruned_index", None) is None:  # clustered once per geometry
             values = None if g.proj is None else g.values
             g.pruned_index = ClusteredSupport(g.keys, values, n_clusters=self.n_clusters)
-        res = pruned_local_mean(
-            g.pruned_index, call.queries(0, call.n), call.a, call.b, rtol=self.pruned_rtol
-        )
+        queries = call.queries(0, call.n)
+        if not self._pruning_pays(g.pruned_index, queries, call):
+            self.last_velocity_error_, self.last_evaluated_fraction_ = np.zeros(call.n), 1.0
+            return None
+        res = pruned_local_mean(g.pruned_index, queries, call.a, call.b, rtol=self.pruned_rtol)
         sigma = call.sigma_t
         sigma = np.asarray(sigma if isinstance(sigma, float) else to_numpy(sigma)[..., 0])
         bound = to_numpy(res.mean_error).astype(np.float64) / sigma.astype(np.float64)
         self.last_velocity_error_ = np.broadcast_to(bound, (call.n,)).copy()
+        self.last_evaluated_fraction_ = float(res.evaluated_fraction)
         if call.n:
             self.max_velocity_error_ = max(self.max_velocity_error_, float(bound.max()))
         return res.mean + g.mean
+
+    def _pruning_pays(self, index: ClusteredSupport, queries: Any, call: FieldCall) -> bool:
+        """Whether the pruned engine should run: its evaluated share on a probe of the rows.
+
+        Early in the flow every cluster carries weight and the pruned engine evaluates every
+        pair at a higher cost per pair than the dense engine's fused kernel. A probe of
+        ``PRUNE_PROBE_ROWS`` evenly spaced queries (about 1/64 of a 4096-query call) measures
+        the share of pairs that must be evaluated; above ``pruned_max_share`` the whole call
+        runs dense. float32 calls always prune: the dense float32 path lacks the pruned
+        engine's per-block precision rule.
+        """
+        share, n = self.pruned_max_share, call.n
+        if share is None or n < 2 * PRUNE_PROBE_ROWS or call.x.dtype != _float(self.xp, 64):
+            return True
+        rows = np.linspace(0, n - 1, PRUNE_PROBE_ROWS).round().astype(np.int64)
+        idx = queries.new_tensor(rows).long() if is_torch(queries) else rows
+
+        def pick(c: Any) -> Any:
+            return c if isinstance(c, float) else c[idx]
+
+        probe = pruned_local_mean(
+            index, queries[idx], pick(call.a), pick(call.b), rtol=self.pruned_rtol
+        )
+        return probe.evaluated_fraction <= share
 
     def _bias(self, call: FieldCall) -> str:
         if self.attention_bias != "auto":
