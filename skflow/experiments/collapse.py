@@ -51,8 +51,10 @@ from ._io import (
 from .protocol import (
     CONVENTIONS,
     compare_to_baseline,
-    scores_both_conventions,
+    per_task_scores,
+    preset_config,
     training_budget,
+    training_record,
 )
 
 __all__ = ["PRESETS", "docs_section", "run", "write_docs"]
@@ -165,12 +167,6 @@ def _eval_tasks(d: int, cfg: dict, seed: int):
     return S, Q[:, :n], Q[:, n:]
 
 
-def _table(generated, truths) -> dict[str, np.ndarray]:
-    """Per-task MMD² (both conventions) of generated vs true points: convention -> (tasks,)."""
-    rows = [scores_both_conventions(g, q) for g, q in zip(generated, truths, strict=True)]
-    return {c: np.array([r[c] for r in rows]) for c in CONVENTIONS}
-
-
 def _neff_job(d: int, cfg: dict, random_state: int) -> dict:
     """(a): median n_eff(t) of the plug-in field along its trajectories, median over tasks."""
     tasks = GaussianMixtureTasks(n_features=d)
@@ -219,8 +215,8 @@ def _plugin_job(d: int, seed: int, cfg: dict) -> dict:
         "kind": "plugin",
         "d": d,
         "seed": seed,
-        "plugin": _table(generated, truths),
-        "floor": _table(floors, truths),
+        "plugin": per_task_scores(generated, truths),
+        "floor": per_task_scores(floors, truths),
     }
 
 
@@ -243,21 +239,13 @@ def _learned_job(d: int, method: str, seed: int, cfg: dict) -> dict:
         generated = model.sample_batch(
             truths.shape[1], supports, random_state=derive_seed(seed, 6, d)
         )
-    tail = max(1, min(100, len(model.loss_curve_) // 5))
     return {
         "kind": "learned",
         "d": d,
         "seed": seed,
         "method": method,
-        method: _table(generated, truths),
-        "training": {
-            "seed": seed,
-            "n_iter": int(model.n_iter_),
-            "max_iter": int(model.max_iter),
-            "reached_max_iter": bool(model.n_iter_ == model.max_iter),
-            "train_seconds": round(train_seconds, 1),
-            "final_loss": float(np.mean(model.loss_curve_[-tail:])),
-        },
+        method: per_task_scores(generated, truths),
+        "training": training_record(model, train_seconds, seed),
     }
 
 
@@ -383,21 +371,6 @@ def _jobs(dims: list[int], seeds: list[int]) -> list[tuple]:
     return jobs + [("neff", d) for d in dims]
 
 
-def _config(preset: str, seeds: int | None, n_tasks: int | None) -> dict:
-    if preset not in PRESETS:
-        raise ValueError(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)}.")
-    cfg = dict(PRESETS[preset])
-    if seeds is not None:
-        cfg["n_seeds"] = int(seeds)
-    if n_tasks is not None:
-        cfg["n_eval_tasks"] = int(n_tasks)
-    if cfg["n_seeds"] < 1 or cfg["n_eval_tasks"] < 2:
-        raise ValueError(
-            f"need at least 1 seed and 2 tasks, got {cfg['n_seeds']} and {cfg['n_eval_tasks']}."
-        )
-    return cfg
-
-
 def run(
     preset: str = "quick",
     *,
@@ -450,7 +423,7 @@ def run(
     """
     from joblib import Parallel, delayed
 
-    cfg = _config(preset, seeds, n_tasks)
+    cfg = preset_config(PRESETS, preset, seeds=seeds, n_tasks=n_tasks)
     out = prepare_output(output_dir)
     dims = [int(d) for d in cfg["dims"]]
     seed_list = [int(random_state) + k for k in range(cfg["n_seeds"])]

@@ -42,12 +42,15 @@ from ._io import (
     write_docs_section,
     write_json,
 )
+from .collapse import PRESETS as COLLAPSE_PRESETS
 from .protocol import (
     CONVENTIONS,
     compare_to_baseline,
     paired_comparison,
-    scores_both_conventions,
+    per_task_scores,
+    preset_config,
     training_budget,
+    training_record,
 )
 
 __all__ = ["FAMILIES", "MODELS", "PRESETS", "docs_section", "run", "write_docs"]
@@ -64,18 +67,10 @@ _FAMILY_CLASSES = {
     "spirals": SpiralTasks,
 }
 
-#: The quick preset's model: the library's default architecture (d_model 64, 4 heads,
-#: 2 layers) with the collapse experiment's half-size batches and 1500 iterations (under a
-#: CPU minute per training at d = 2; 24 trainings).
-_QUICK_MODEL = {
-    "batch_tasks": 16,
-    "n_targets": 64,
-    "max_iter": 1500,
-    "warmup": 100,
-    "device": "cpu",
-    "solver": "heun",
-    "n_steps": 100,
-}
+#: The models of the collapse experiment's presets (same architecture, batches and
+#: iterations: the library's default architecture, 16 tasks x 64 targets, 1500 iterations
+#: in the quick preset, under a CPU minute per training at d = 2; 24 trainings here).
+_MODELS_OF = {name: COLLAPSE_PRESETS[name]["learned"] for name in ("tiny", "quick")}
 
 #: Presets of :func:`run` (``learned``: :class:`~skflow.LearnedFlowSampler` parameters;
 #: ``max_time``: wall-clock guard per training; ``torch_threads``: Torch threads per job).
@@ -87,18 +82,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "n_seeds": 2,
         "n_eval_tasks": 3,
         "n_points": 64,
-        "learned": {
-            "d_model": 16,
-            "n_heads": 2,
-            "n_layers": 1,
-            "max_iter": 5,
-            "warmup": 1,
-            "batch_tasks": 4,
-            "n_targets": 16,
-            "solver": "heun",
-            "n_steps": 10,
-            "device": "cpu",
-        },
+        "learned": _MODELS_OF["tiny"],
         "max_time": None,
         "torch_threads": 1,
     },
@@ -109,7 +93,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "n_seeds": 3,
         "n_eval_tasks": 100,
         "n_points": 256,
-        "learned": _QUICK_MODEL,
+        "learned": _MODELS_OF["quick"],
         "max_time": 75.0,
         "torch_threads": 1,
     },
@@ -147,12 +131,6 @@ def _eval_tasks(family: str, cfg: dict, seed: int):
     return S, Q[:, :n], Q[:, n:]
 
 
-def _table(generated, truths) -> dict[str, np.ndarray]:
-    """Convention -> (tasks,) per-task MMD² of generated vs true points."""
-    rows = [scores_both_conventions(g, q) for g, q in zip(generated, truths, strict=True)]
-    return {c: np.array([r[c] for r in rows]) for c in CONVENTIONS}
-
-
 def _plugin_job(family: str, seed: int, cfg: dict) -> dict:
     """The plug-in's per-task MMD² on the held-out tasks of ``family``, and the noise floor."""
     supports, truths, floors = _eval_tasks(family, cfg, seed)
@@ -167,8 +145,8 @@ def _plugin_job(family: str, seed: int, cfg: dict) -> dict:
     return {
         "family": family,
         "seed": seed,
-        "plugin": _table(generated, truths),
-        "floor": _table(floors, truths),
+        "plugin": per_task_scores(generated, truths),
+        "floor": per_task_scores(floors, truths),
         "_figure": {"support": supports[0], "true": truths[0], "plugin": generated[0]},
     }
 
@@ -192,21 +170,13 @@ def _learned_job(family: str, model_name: str, seed: int, cfg: dict) -> dict:
         generated = model.sample_batch(
             truths.shape[1], supports, random_state=derive_seed(seed, 6, k)
         )
-    tail = max(1, min(100, len(model.loss_curve_) // 5))
     return {
         "family": family,
         "seed": seed,
         "model": model_name,
-        model_name: _table(generated, truths),
+        model_name: per_task_scores(generated, truths),
         "_figure": {model_name: generated[0]},
-        "training": {
-            "seed": seed,
-            "n_iter": int(model.n_iter_),
-            "max_iter": int(model.max_iter),
-            "reached_max_iter": bool(model.n_iter_ == model.max_iter),
-            "train_seconds": round(seconds, 1),
-            "final_loss": float(np.mean(model.loss_curve_[-tail:])),
-        },
+        "training": training_record(model, seconds, seed),
     }
 
 
@@ -308,21 +278,6 @@ def _plot(per_family: dict, fig_data: dict, output_dir: Path) -> Path:
     return save_figure(fig, output_dir, "families.png")
 
 
-def _config(preset: str, seeds: int | None, n_tasks: int | None) -> dict:
-    if preset not in PRESETS:
-        raise ValueError(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)}.")
-    cfg = dict(PRESETS[preset])
-    if seeds is not None:
-        cfg["n_seeds"] = int(seeds)
-    if n_tasks is not None:
-        cfg["n_eval_tasks"] = int(n_tasks)
-    if cfg["n_seeds"] < 1 or cfg["n_eval_tasks"] < 2:
-        raise ValueError(
-            f"need at least 1 seed and 2 tasks, got {cfg['n_seeds']} and {cfg['n_eval_tasks']}."
-        )
-    return cfg
-
-
 def run(
     preset: str = "quick",
     *,
@@ -370,7 +325,7 @@ def run(
     """
     from joblib import Parallel, delayed
 
-    cfg = _config(preset, seeds, n_tasks)
+    cfg = preset_config(PRESETS, preset, seeds=seeds, n_tasks=n_tasks)
     out = prepare_output(output_dir)
     seed_list = [int(random_state) + k for k in range(cfg["n_seeds"])]
     machine_start, t_start = machine_info(), time.perf_counter()

@@ -48,8 +48,11 @@ __all__ = [
     "markdown_table",
     "noise_floor",
     "paired_comparison",
+    "per_task_scores",
+    "preset_config",
     "scores_both_conventions",
     "training_budget",
+    "training_record",
 ]
 
 #: Median-heuristic conventions: bandwidth from generated + true points, or true points only.
@@ -86,6 +89,103 @@ def scores_both_conventions(generated: Any, true: Any) -> dict[str, float]:
     return {
         "pooled": float(mmd2(generated, true)),
         "true": float(mmd2(generated, true, reference=true)),
+    }
+
+
+def per_task_scores(generated: Any, truths: Any) -> dict[str, np.ndarray]:
+    """Per-task MMD² under both conventions: convention -> array of shape (n_tasks,).
+
+    Parameters
+    ----------
+    generated, truths : sequences of arrays of shape (n, d) and (r, d)
+        Generated and true points of each task, in the same order.
+
+    Returns
+    -------
+    scores : dict
+        ``{"pooled": (n_tasks,), "true": (n_tasks,)}`` of :func:`scores_both_conventions`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> g, q = rng.normal(size=(3, 40, 2)), rng.normal(size=(3, 40, 2))
+    >>> per_task_scores(g, q)["true"].shape
+    (3,)
+    """
+    rows = [scores_both_conventions(g, q) for g, q in zip(generated, truths, strict=True)]
+    return {c: np.array([r[c] for r in rows]) for c in CONVENTIONS}
+
+
+def preset_config(
+    presets: dict[str, dict], preset: str, *, seeds: int | None = None, n_tasks: int | None = None
+) -> dict[str, Any]:
+    """A copy of ``presets[preset]`` with the command line's seed and task counts, checked.
+
+    Parameters
+    ----------
+    presets : dict
+        An experiment's ``PRESETS``; each has ``n_seeds`` and ``n_eval_tasks``.
+    preset : str
+        Its name.
+    seeds, n_tasks : int, optional
+        Overrides of ``n_seeds`` and ``n_eval_tasks``.
+
+    Returns
+    -------
+    cfg : dict
+
+    Raises
+    ------
+    ValueError
+        For an unknown preset, fewer than 1 seed or fewer than 2 tasks.
+
+    Examples
+    --------
+    >>> preset_config({"quick": {"n_seeds": 3, "n_eval_tasks": 100}}, "quick", seeds=1)
+    {'n_seeds': 1, 'n_eval_tasks': 100}
+    """
+    if preset not in presets:
+        raise ValueError(f"unknown preset {preset!r}; expected one of {sorted(presets)}.")
+    cfg = dict(presets[preset])
+    if seeds is not None:
+        cfg["n_seeds"] = int(seeds)
+    if n_tasks is not None:
+        cfg["n_eval_tasks"] = int(n_tasks)
+    if cfg["n_seeds"] < 1 or cfg["n_eval_tasks"] < 2:
+        raise ValueError(
+            f"need at least 1 seed and 2 tasks, got {cfg['n_seeds']} and {cfg['n_eval_tasks']}."
+        )
+    return cfg
+
+
+def training_record(model: Any, seconds: float, seed: int) -> dict[str, Any]:
+    """What the docs say of one training: iterations, seconds, reproducibility, final loss.
+
+    Parameters
+    ----------
+    model : LearnedFlowSampler
+        A fitted model (``n_iter_``, ``max_iter``, ``loss_curve_``).
+    seconds : float
+        Its training wall time.
+    seed : int
+        The experiment seed it belongs to.
+
+    Returns
+    -------
+    record : dict
+        ``seed``, ``n_iter``, ``max_iter``, ``reached_max_iter`` (reproducible bit for bit),
+        ``train_seconds`` and ``final_loss`` (mean of the last fifth of the loss curve, at
+        most 100 iterations).
+    """
+    tail = max(1, min(100, len(model.loss_curve_) // 5))
+    return {
+        "seed": seed,
+        "n_iter": int(model.n_iter_),
+        "max_iter": int(model.max_iter),
+        "reached_max_iter": bool(model.n_iter_ == model.max_iter),
+        "train_seconds": round(seconds, 1),
+        "final_loss": float(np.mean(model.loss_curve_[-tail:])),
     }
 
 

@@ -81,6 +81,7 @@ from ._io import (
 from .protocol import (
     CONVENTIONS,
     compare_to_baseline,
+    preset_config,
     scores_both_conventions,
     training_budget,
 )
@@ -468,17 +469,7 @@ def _plot(results: dict, output_dir: Path) -> Path:
 
 
 def _config(preset: str, seeds: int | None, n_tasks: int | None) -> dict:
-    if preset not in PRESETS:
-        raise ValueError(f"unknown preset {preset!r}; expected one of {sorted(PRESETS)}.")
-    cfg = dict(PRESETS[preset])
-    if seeds is not None:
-        cfg["n_seeds"] = int(seeds)
-    if n_tasks is not None:
-        cfg["n_eval_tasks"] = int(n_tasks)
-    if cfg["n_seeds"] < 1 or cfg["n_eval_tasks"] < 2:
-        raise ValueError(
-            f"need at least 1 seed and 2 tasks, got {cfg['n_seeds']} and {cfg['n_eval_tasks']}."
-        )
+    cfg = preset_config(PRESETS, preset, seeds=seeds, n_tasks=n_tasks)
     if not all(0.0 < s < 1.0 for s in cfg["sigma_min_grid"]):
         raise ValueError(f"sigma_min_grid values must lie in (0, 1), got {cfg['sigma_min_grid']}.")
     cfg["support_sizes"] = tuple(int(m) for m in cfg["support_sizes"])
