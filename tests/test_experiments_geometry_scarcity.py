@@ -96,14 +96,18 @@ def test_geometry_tiny_end_to_end(tmp_path):
 
     page = tmp_path / "docs" / "results.md"
     page.parent.mkdir()
-    page.write_text(RESULTS_PAGE.read_text(encoding="utf-8"), encoding="utf-8")
+    before = RESULTS_PAGE.read_text(encoding="utf-8")
+    page.write_text(before, encoding="utf-8")
     geometry.write_docs(res, "python -m skflow.experiments geometry --preset tiny", path=page)
     text = page.read_text(encoding="utf-8")
-    section = text.split("<!-- geometry:begin -->")[1].split("<!-- geometry:end -->")[0]
+    head, rest = text.split("<!-- geometry:begin -->")
+    section, tail = rest.split("<!-- geometry:end -->")
     assert "`python -m skflow.experiments geometry --preset tiny`" in section
     assert "seeds [3, 4], 4 held-out tasks per seed" in section and "cores" in section
     assert f"{res['summary'][f'd={d}']['true']['ratio_isotropic_over_learned']:.3g} [" in section
-    assert "Not yet run" not in section and "Not yet run" in text  # other sections untouched
+    assert "Not yet run" not in section
+    # the rest of the page is untouched
+    assert before.startswith(head) and before.endswith(tail)
     assert (page.parent / "_static" / "results" / "geometry.png").is_file()
 
 
