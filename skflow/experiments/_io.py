@@ -148,3 +148,11 @@ def write_docs_section(
     doc = re.sub(re.escape(begin) + ".*?" + re.escape(end), lambda _: block, doc, flags=re.S)
     path.write_text(doc, encoding="utf-8")
     return path
+
+
+def write_run_section(name: str, text: str, results: dict, path: str | Path | None = None) -> Path:
+    """Write an experiment's section and the figure of its run (``results["output_dir"]``,
+    ``results["figure"]``) to the results page (``path``, default :data:`RESULTS_PAGE`)."""
+    figure = Path(results["output_dir"]) / results["figure"]
+    page = RESULTS_PAGE if path is None else path
+    return write_docs_section(name, text, path=page, figure=figure)

@@ -39,8 +39,8 @@ from ._io import (
     prepare_output,
     save_figure,
     to_plain,
-    write_docs_section,
     write_json,
+    write_run_section,
 )
 from .collapse import PRESETS as COLLAPSE_PRESETS
 from .protocol import (
@@ -419,6 +419,4 @@ def docs_section(results: dict, command: str) -> str:
 
 def write_docs(results: dict, command: str, path: str | Path | None = None) -> Path:
     """Write :func:`docs_section` between the ``families`` markers of the results page."""
-    kwargs = {} if path is None else {"path": path}
-    figure = Path(results["output_dir"]) / results["figure"]
-    return write_docs_section("families", docs_section(results, command), figure=figure, **kwargs)
+    return write_run_section("families", docs_section(results, command), results, path)
