@@ -473,3 +473,39 @@ def test_fraction_above_is_strict_at_ties():
 def test_correlation_errors(att, nw, kwargs, match):
     with pytest.raises(ValueError, match=match):
         nw_weight_correlation(att, nw, **kwargs)
+
+
+# --- memorisation --------------------------------------------------------------------------
+
+
+def test_distance_to_closest_record_matches_bruteforce():
+    from skflow.metrics import distance_to_closest_record
+
+    rng = np.random.default_rng(3)
+    X, S = rng.normal(size=(40, 5)), rng.normal(size=(17, 5))
+    brute = np.sqrt(((X[:, None, :] - S[None, :, :]) ** 2).sum(-1)).min(axis=1)
+    np.testing.assert_allclose(distance_to_closest_record(X, S), brute, rtol=1e-12)
+
+
+def test_memorization_ratio_flags_copies_and_not_fresh_draws():
+    from skflow.metrics import memorization_ratio
+
+    rng = np.random.default_rng(4)
+    support, held_out = rng.normal(size=(30, 3)), rng.normal(size=(300, 3))
+    fresh = rng.normal(size=(300, 3))
+    copies = support[rng.integers(0, 30, 300)] + 1e-3 * rng.normal(size=(300, 3))
+    assert 0.7 < memorization_ratio(fresh, support, held_out) < 1.4
+    assert memorization_ratio(copies, support, held_out) < 0.01
+    # the ratio is a ratio: invariant to a common rescaling of all three sets
+    r = memorization_ratio(fresh, support, held_out)
+    assert memorization_ratio(5 * fresh, 5 * support, 5 * held_out) == pytest.approx(r)
+
+
+def test_memorization_ratio_rejects_support_as_reference():
+    from skflow.metrics import memorization_ratio
+
+    S = np.random.default_rng(5).normal(size=(10, 2))
+    with pytest.raises(ValueError, match="held-out"):
+        memorization_ratio(S, S, S)
+    with pytest.raises(ValueError, match="features"):
+        memorization_ratio(S, S[:, :1], S)
