@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from nw_reference import brute_force_field
 
 from skflow import LearnedFlowSampler, NWFlowSampler
 from skflow.field import (
@@ -47,15 +48,6 @@ def _problem(seed=0, m=300, n=40, d=5):
     return x, s, rng.uniform(0.0, 1.0, size=n)
 
 
-def _brute_velocity(x, s, t):
-    t = np.broadcast_to(np.asarray(t, dtype=np.float64), (x.shape[0],))[:, None]
-    sigma_t = 1.0 - (1.0 - SIGMA_MIN) * t
-    logits = -(((x[:, None, :] - t[:, :, None] * s[None]) ** 2).sum(-1)) / (2 * sigma_t**2)
-    w = np.exp(logits - logits.max(1, keepdims=True))
-    w /= w.sum(1, keepdims=True)
-    return (w @ s - (1.0 - SIGMA_MIN) * x) / sigma_t
-
-
 def field_results(device: str, dtype: torch.dtype) -> dict:
     """Every field function on ``device``: name -> (tensor, float64 reference or None)."""
     x, s, t_rows = _problem()
@@ -63,12 +55,12 @@ def field_results(device: str, dtype: torch.dtype) -> dict:
     tt = torch.as_tensor(t_rows, dtype=torch.float64, device=device)
     v_div = nw_velocity_and_divergence(xt, st, 0.7)
     return {
-        "velocity": (nw_velocity(xt, st, 0.7), _brute_velocity(x, s, 0.7)),
-        "velocity_rows": (nw_velocity(xt, st, tt), _brute_velocity(x, s, t_rows)),
-        "velocity_t1": (nw_velocity(xt, st, 1.0), _brute_velocity(x, s, 1.0)),
+        "velocity": (nw_velocity(xt, st, 0.7), brute_force_field(x, s, 0.7, SIGMA_MIN)[1]),
+        "velocity_rows": (nw_velocity(xt, st, tt), brute_force_field(x, s, t_rows, SIGMA_MIN)[1]),
+        "velocity_t1": (nw_velocity(xt, st, 1.0), brute_force_field(x, s, 1.0, SIGMA_MIN)[1]),
         "weights": (nw_weights(xt, st, 0.7), None),
         "n_eff": (nw_effective_sample_size(xt, st, 0.7), None),
-        "velocity_of_pair": (v_div[0], _brute_velocity(x, s, 0.7)),
+        "velocity_of_pair": (v_div[0], brute_force_field(x, s, 0.7, SIGMA_MIN)[1]),
         "divergence": (v_div[1], None),
     }
 

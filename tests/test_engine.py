@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from nw_reference import brute_force_field
 from torch.overrides import TorchFunctionMode
 
 from skflow import field
@@ -23,21 +24,6 @@ from skflow.solvers import integrate
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA is not available")
 DEVICES = ["cpu", pytest.param("cuda", marks=[CUDA, pytest.mark.cuda])]
 TIMES = [0.0, 1e-8, 1e-6, 0.3, 0.5, 0.9, 0.99, 0.999999, 1.0]
-
-
-def brute_force(x, support, t, sigma_min=0.01, projection=None):
-    """Float64 softmax of -||P(x - t s)||^2 / (2 sigma_t^2) by explicit differences."""
-    x = np.asarray(x, dtype=np.float64)
-    support = np.asarray(support, dtype=np.float64)
-    t = np.broadcast_to(np.asarray(t, dtype=np.float64), (x.shape[0],))[:, None]
-    sigma_t = 1.0 - (1.0 - sigma_min) * t
-    diff = x[:, None, :] - t[:, :, None] * support[None, :, :]
-    if projection is not None:
-        diff = diff @ np.asarray(projection, dtype=np.float64).T
-    logits = -np.sum(diff**2, axis=2) / (2.0 * sigma_t**2)
-    w = np.exp(logits - logits.max(axis=1, keepdims=True))
-    w /= w.sum(axis=1, keepdims=True)
-    return w, (w @ support - (1.0 - sigma_min) * x) / sigma_t
 
 
 def _close(actual, expected, tol):
@@ -71,7 +57,7 @@ def test_attention_engine_equals_brute_force_float64(device, m, d, t):
     rng = np.random.default_rng(m + d)
     support = rng.normal(size=(m, d)) + 3.0  # off-centre: exercises the centring
     x = _path_points(support, t, 37, seed=d) + 0.3 * rng.normal(size=(37, d))
-    w_ref, v_ref = brute_force(x, support, t)
+    w_ref, v_ref = brute_force_field(x, support, t)
     xt, st = torch.from_numpy(x).to(device), torch.from_numpy(support).to(device)
     v = nw_velocity(xt, st, t)
     assert v.dtype == torch.float64 and v.device.type == device
@@ -88,11 +74,11 @@ def test_attention_engine_with_projection_and_per_row_tensor_times(device):
     proj = rng.normal(size=(3, 6))
     t = np.linspace(0.0, 1.0, 50)
     t[1] = 1e-7
-    _, v_ref = brute_force(x, support, t, 0.05, projection=proj)
+    _, v_ref = brute_force_field(x, support, t, 0.05, projection=proj)
     args = [torch.from_numpy(a).to(device) for a in (x, support, t, proj)]
     v = nw_velocity(args[0], args[1], args[2], sigma_min=0.05, projection=args[3])
     _close(v, v_ref, 1e-10)
-    _, v_iso = brute_force(x, support, t, 0.05)
+    _, v_iso = brute_force_field(x, support, t, 0.05)
     _close(nw_velocity(*args[:3], sigma_min=0.05, bandwidth=1.0), v_iso, 1e-10)
 
 
@@ -124,15 +110,15 @@ def test_both_scalar_time_bias_engines_are_exact(device, engine):
     projected = field.NWField(st, projection=pt, attention_bias=engine)
     single = field.NWField(st.float(), attention_bias=engine)
     for t in (0.0, 1e-7, 0.4, 0.99, 1.0):
-        _close(plain.velocity(xt, t), brute_force(x, support, t)[1], 1e-10)
+        _close(plain.velocity(xt, t), brute_force_field(x, support, t)[1], 1e-10)
         _close(
             projected.velocity(xt, t),
-            brute_force(x, support, t, projection=proj)[1],
+            brute_force_field(x, support, t, projection=proj)[1],
             1e-10,
         )
         v32 = single.velocity(xt.float(), t)
         assert v32.dtype == torch.float32
-        assert _normwise(v32, brute_force(x, support, t)[1]) < 1e-4
+        assert _normwise(v32, brute_force_field(x, support, t)[1]) < 1e-4
 
 
 def test_attention_engine_is_differentiable():
@@ -168,7 +154,7 @@ def test_float32_velocity_within_1e4_of_float64(device, d, t):
     every t in [0, 1] (float64 fallback near t = 1, see FLOAT32_LOGIT_LIMIT)."""
     support = _standardized(1000, d, seed=d)
     x = _path_points(support, t, 400, seed=int(t * 1000) + d)
-    _, v_ref = brute_force(x, support, t)
+    _, v_ref = brute_force_field(x, support, t)
     xt, st = (torch.from_numpy(a).float().to(device) for a in (x, support))
     v = nw_velocity(xt, st, t)
     assert v.dtype == torch.float32 and v.device.type == device
@@ -185,7 +171,7 @@ def test_float32_without_fallback_below_0_95(t):
     for d in (2, 64):
         support = _standardized(1000, d, seed=d)
         x = _path_points(support, t, 400, seed=d)
-        _, v_ref = brute_force(x, support, t)
+        _, v_ref = brute_force_field(x, support, t)
         pure = field.NWField(torch.from_numpy(support).float(), float32_logit_limit=float("inf"))
         v = pure.velocity(torch.from_numpy(x).float(), t)
         assert _normwise(v, v_ref) <= 1e-4
@@ -195,7 +181,7 @@ def test_float32_fallback_is_what_keeps_t_near_one_accurate():
     """d = 2, dense support, t = 1: pure float32 logits lose ~1e-4..1e-3; the fallback not."""
     support = _standardized(1000, 2, seed=0)
     x = _path_points(support, 1.0, 500, seed=1)
-    _, v_ref = brute_force(x, support, 1.0)
+    _, v_ref = brute_force_field(x, support, 1.0)
     xt, st = torch.from_numpy(x).float(), torch.from_numpy(support).float()
     with_fallback = _normwise(nw_velocity(xt, st, 1.0), v_ref)
     no_fallback = field.NWField(st, float32_logit_limit=float("inf"))
@@ -210,7 +196,7 @@ def test_float32_outputs_of_all_functions_keep_dtype_after_fallback():
         assert fn(x, support, 1.0).dtype == torch.float32
     v, div = nw_velocity_and_divergence(x, support, 1.0)
     assert v.dtype == div.dtype == torch.float32
-    w_ref, _ = brute_force(x.double().numpy(), support.double().numpy(), 1.0)
+    w_ref, _ = brute_force_field(x.double().numpy(), support.double().numpy(), 1.0)
     assert np.abs(nw_weights(x, support, 1.0).double().numpy() - w_ref).max() < 1e-5
 
 
@@ -227,7 +213,7 @@ class _NoHostCopies(TorchFunctionMode):
 def test_per_row_tensor_times_do_not_go_through_numpy():
     rng = np.random.default_rng(15)
     support, x, t = rng.normal(size=(40, 3)), rng.normal(size=(25, 3)), rng.uniform(size=25)
-    _, v_ref = brute_force(x, support, t)
+    _, v_ref = brute_force_field(x, support, t)
     tensors = [torch.from_numpy(a) for a in (x, support, t)]
     with _NoHostCopies():
         v = nw_velocity(*tensors)
@@ -273,10 +259,11 @@ def test_functions_see_in_place_changes_and_prepared_fields_are_snapshots():
     support = torch.from_numpy(rng.normal(size=(30, 3)))
     x = torch.from_numpy(rng.normal(size=(10, 3)))
     v1 = nw_velocity(x, support, 0.6)
-    _close(v1, brute_force(x.numpy(), support.numpy(), 0.6)[1], 1e-10)
+    _close(v1, brute_force_field(x.numpy(), support.numpy(), 0.6)[1], 1e-10)
     prepared = field.NWField(support)
     support.mul_(2.0).add_(1.0)  # in place: the functions prepare the support at each call
-    _close(nw_velocity(x, support, 0.6), brute_force(x.numpy(), support.numpy(), 0.6)[1], 1e-10)
+    ref = brute_force_field(x.numpy(), support.numpy(), 0.6)[1]
+    _close(nw_velocity(x, support, 0.6), ref, 1e-10)
     torch.testing.assert_close(prepared.velocity(x, 0.6), v1, rtol=0, atol=0)  # a snapshot
     # the float32 fallback decision follows the support's scale: a support of radius ~3e-3
     # stays in float32 at t = 0.99 (bit-identical to the field without fallback); scaled
@@ -291,7 +278,7 @@ def test_functions_see_in_place_changes_and_prepared_fields_are_snapshots():
     small.mul_(1000.0)
     promoted = nw_velocity(x.float(), small, 0.99)
     assert not torch.equal(promoted, field.NWField(small, **pure).velocity(x.float(), 0.99))
-    ref = brute_force(x.numpy(), small.double().numpy(), 0.99)[1]
+    ref = brute_force_field(x.numpy(), small.double().numpy(), 0.99)[1]
     assert _normwise(promoted, ref) < 1e-6
     # a support that requires grad gets gradients
     s = support.clone().requires_grad_(True)

@@ -6,6 +6,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
+from nw_reference import brute_force_field, brute_force_log_density
 
 from skflow.field import (
     kernel_coefficients,
@@ -22,21 +23,6 @@ from skflow.field import (
 TIMES = [0.0, 1e-8, 0.3, 0.999999, 1.0]
 
 
-def brute_force(x, support, t, sigma_min):
-    """Direct float64 softmax over -||x - t s||^2 / (2 sigma_t^2): no expansion, no centring."""
-    x = np.asarray(x, dtype=np.float64)
-    support = np.asarray(support, dtype=np.float64)
-    t = np.broadcast_to(np.asarray(t, dtype=np.float64), (x.shape[0],))[:, None]
-    sigma_t = 1.0 - (1.0 - sigma_min) * t
-    diff = x[:, None, :] - t[:, :, None] * support[None, :, :]
-    logits = -np.sum(diff**2, axis=2) / (2.0 * sigma_t**2)
-    logits -= logits.max(axis=1, keepdims=True)
-    w = np.exp(logits)
-    w /= w.sum(axis=1, keepdims=True)
-    velocity = (w @ support - (1.0 - sigma_min) * x) / sigma_t
-    return w, velocity
-
-
 def _assert_close(actual, expected, tol=1e-10):
     scale = max(1.0, float(np.max(np.abs(expected))))
     np.testing.assert_allclose(actual, expected, rtol=tol, atol=tol * scale)
@@ -48,7 +34,7 @@ def test_velocity_equals_brute_force(m, d, t):
     rng = np.random.default_rng(m * 100 + d)
     support = rng.normal(size=(m, d))
     x = rng.normal(size=(40, d)) * (0.5 + t)
-    w_ref, v_ref = brute_force(x, support, t, 0.01)
+    w_ref, v_ref = brute_force_field(x, support, t, 0.01)
     _assert_close(nw_weights(x, support, t), w_ref)
     _assert_close(nw_velocity(x, support, t, chunk_size=17), v_ref)
     _assert_close(nw_local_mean(x, support, t), w_ref @ support)
@@ -58,7 +44,7 @@ def test_per_row_times_equal_brute_force():
     rng = np.random.default_rng(1)
     support, x = rng.normal(size=(30, 5)), rng.normal(size=(25, 5))
     t = np.linspace(0.0, 1.0, 25)
-    _, v_ref = brute_force(x, support, t, 0.05)
+    _, v_ref = brute_force_field(x, support, t, 0.05)
     _assert_close(nw_velocity(x, support, t, sigma_min=0.05), v_ref)
 
 
@@ -252,16 +238,6 @@ def test_bad_shapes():
 
 
 # -- log-density and logits against brute force ------------------------------------------------
-def brute_force_log_density(x, support, t, sigma_min):
-    """log (1/m) sum_i N(x; t s_i, sigma_t^2 I), summed term by term in float64."""
-    x = np.asarray(x, dtype=np.float64)
-    support = np.asarray(support, dtype=np.float64)
-    d = x.shape[1]
-    sigma_t = 1.0 - (1.0 - sigma_min) * t
-    dist2 = np.sum((x[:, None, :] - t * support[None, :, :]) ** 2, axis=2)
-    log_terms = -dist2 / (2.0 * sigma_t**2) - 0.5 * d * np.log(2.0 * np.pi * sigma_t**2)
-    top = log_terms.max(axis=1)
-    return top + np.log(np.mean(np.exp(log_terms - top[:, None]), axis=1))
 
 
 @pytest.mark.parametrize("t", [0.0, 0.3, 0.7, 0.95, 1.0])

@@ -4,6 +4,7 @@ import pickle
 
 import numpy as np
 import pytest
+from nw_reference import brute_force_field
 from sklearn.base import clone
 from sklearn.decomposition import PCA, TruncatedSVD
 from sklearn.model_selection import GridSearchCV
@@ -15,23 +16,6 @@ from skflow import NWFlowSampler
 from skflow import field as F
 
 TIMES = [0.0, 0.1, 0.5, 0.9, 0.99, 1.0]
-
-
-def _oracle_weights(x, support, t, P, sigma_min):
-    """Brute-force float64 softmax over -||P x - t P s_i||^2 / (2 sigma_t^2)."""
-    sigma_t = 1.0 - (1.0 - sigma_min) * t
-    px, ps = x @ P.T, support @ P.T
-    d2 = ((px[:, None, :] - t * ps[None, :, :]) ** 2).sum(axis=2)
-    logits = -d2 / (2.0 * sigma_t**2)
-    logits -= logits.max(axis=1, keepdims=True)
-    w = np.exp(logits)
-    return w / w.sum(axis=1, keepdims=True)
-
-
-def _oracle_velocity(x, support, t, P, sigma_min):
-    sigma_t = 1.0 - (1.0 - sigma_min) * t
-    w = _oracle_weights(x, support, t, P, sigma_min)
-    return (w @ support - (1.0 - sigma_min) * x) / sigma_t
 
 
 @pytest.fixture
@@ -69,10 +53,16 @@ def test_anisotropic_fields_match_brute_force(data, kernel, oracle):
         # Query near the support so that the weights are not one-hot at t = 1.
         xq = t * support[:9] + 0.3 * x
         np.testing.assert_allclose(
-            s.weights(xq, t), _oracle_weights(xq, support, t, P, 0.05), rtol=0, atol=1e-10
+            s.weights(xq, t),
+            brute_force_field(xq, support, t, 0.05, projection=P)[0],
+            rtol=0,
+            atol=1e-10,
         )
         np.testing.assert_allclose(
-            s.velocity(xq, t), _oracle_velocity(xq, support, t, P, 0.05), rtol=1e-10, atol=1e-10
+            s.velocity(xq, t),
+            brute_force_field(xq, support, t, 0.05, projection=P)[1],
+            rtol=1e-10,
+            atol=1e-10,
         )
 
 
@@ -107,7 +97,10 @@ def test_projected_field_is_isotropic_field_of_projected_points(data):
         xq = t * support[:9] + 0.5 * x
         # Oracle: isotropic weights of the P-transformed points, values in input space.
         np.testing.assert_allclose(
-            s.velocity(xq, t), _oracle_velocity(xq, support, t, P, 0.05), rtol=1e-10, atol=1e-10
+            s.velocity(xq, t),
+            brute_force_field(xq, support, t, 0.05, projection=P)[1],
+            rtol=1e-10,
+            atol=1e-10,
         )
         # The same through the functional core's isotropic weights on projected coordinates.
         w_iso = F.nw_weights(xq @ P.T, support @ P.T, t, sigma_min=0.05)
@@ -140,7 +133,9 @@ def test_affine_transformers_give_their_linear_part(data, transformer):
     # Samples stay in input space.
     assert s.sample(5).shape == (5, 4)
     np.testing.assert_allclose(
-        s.velocity(x, 0.5), _oracle_velocity(x, support, 0.5, s.projection_, 0.01), rtol=1e-9
+        s.velocity(x, 0.5),
+        brute_force_field(x, support, 0.5, 0.01, projection=s.projection_)[1],
+        rtol=1e-9,
     )
 
 
@@ -179,7 +174,9 @@ def test_in_context_support_reuses_fitted_projection(data):
     P = s.projection_.copy()
     other = support[::-1] * 2.0 + 1.0
     np.testing.assert_allclose(
-        s.velocity(x, 0.7, support=other), _oracle_velocity(x, other, 0.7, P, 0.01), rtol=1e-9
+        s.velocity(x, 0.7, support=other),
+        brute_force_field(x, other, 0.7, 0.01, projection=P)[1],
+        rtol=1e-9,
     )
     assert s.sample(3, support=other, random_state=0).shape == (3, 4)
     np.testing.assert_array_equal(s.projection_, P)
@@ -204,7 +201,7 @@ def test_effective_sample_size_and_divergence_use_the_projection(data):
     support, x = data
     P = np.array([[1.0, 0.0, 0.0, 0.0]])
     s = NWFlowSampler(projection=P).fit(support)
-    w = _oracle_weights(x, support, 0.8, P, 0.01)
+    w = brute_force_field(x, support, 0.8, 0.01, projection=P)[0]
     np.testing.assert_allclose(s.effective_sample_size(x, 0.8), 1.0 / (w**2).sum(axis=1))
     np.testing.assert_allclose(
         s.divergence(x, 0.8), F.nw_divergence(x, support, 0.8, projection=P), rtol=1e-12

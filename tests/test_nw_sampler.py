@@ -5,6 +5,7 @@ import pickle
 import numpy as np
 import pytest
 import torch
+from nw_reference import brute_force_field
 from scipy.spatial.distance import cdist, pdist
 from sklearn.base import clone
 from sklearn.neighbors import KernelDensity
@@ -104,17 +105,6 @@ def test_in_context_support_needs_no_refit(support):
     np.testing.assert_array_equal(X, ref)
 
 
-def _brute_force_field(x, support, t, sigma_min, width):
-    """float64 softmax over -||x - t s_i||^2 / (2 width^2) and the velocity it gives."""
-    t = np.broadcast_to(np.asarray(t, dtype=np.float64), (x.shape[0],))[:, None]
-    sigma_t = 1.0 - (1.0 - sigma_min) * t
-    logits = -np.sum((x[:, None, :] - t[:, :, None] * support[None]) ** 2, axis=2)
-    logits /= 2.0 * width(t, sigma_t) ** 2
-    w = np.exp(logits - logits.max(axis=1, keepdims=True))
-    w /= w.sum(axis=1, keepdims=True)
-    return w, (w @ support - (1.0 - sigma_min) * x) / sigma_t
-
-
 # kernel width in x-space, t * h(t), for each kind of bandwidth
 WIDTHS = {
     "ot": ("ot", lambda t, sigma_t: sigma_t),
@@ -129,7 +119,7 @@ def test_field_methods_equal_brute_force(support, kind):
     s = NWFlowSampler(bandwidth=bandwidth, sigma_min=0.05).fit(support)
     X = np.random.default_rng(0).normal(size=(4, 2))
     t = np.array([0.1, 0.3, 0.6, 1.0])
-    w_ref, v_ref = _brute_force_field(X, support, t, 0.05, width)
+    w_ref, v_ref = brute_force_field(X, support, t, 0.05, width=width)
     np.testing.assert_allclose(s.weights(X, t), w_ref, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(s.velocity(X, t), v_ref, rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(s.effective_sample_size(X, t), 1.0 / np.sum(w_ref**2, axis=1))

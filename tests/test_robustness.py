@@ -16,6 +16,7 @@ import pickle
 import numpy as np
 import pytest
 import torch
+from nw_reference import brute_force_field
 
 from skflow import NWFlowSampler
 from skflow import field as F
@@ -29,21 +30,6 @@ from skflow.field import (
     nw_velocity_and_divergence,
     nw_weights,
 )
-
-
-def brute_force(x, support, t, sigma_min):
-    """float64 weights (n, m) and velocity (n, d): explicit differences, direct softmax."""
-    x = np.asarray(x, dtype=np.float64)
-    s = np.asarray(support, dtype=np.float64)
-    t = np.broadcast_to(np.asarray(t, dtype=np.float64), (x.shape[0],))
-    sigma = 1.0 - (1.0 - sigma_min) * t
-    diff = x[:, None, :] - t[:, None, None] * s[None, :, :]
-    logits = -np.sum(diff * diff, axis=2) / (2.0 * sigma[:, None] ** 2)
-    logits -= logits.max(axis=1, keepdims=True)
-    w = np.exp(logits)
-    w /= w.sum(axis=1, keepdims=True)
-    v = (w @ s - (1.0 - sigma_min) * x) / sigma[:, None]
-    return w, v
 
 
 def _np(a):
@@ -116,7 +102,7 @@ def test_field_matches_float64_brute_force(case, dtype, engine):
     xs, ss = (torch.from_numpy(X), torch.from_numpy(S)) if engine.startswith("torch") else (X, S)
     tol = TOL[dtype]
     for t in TIMES:
-        w_ref, v_ref = brute_force(X, S, t, sigma_min)
+        w_ref, v_ref = brute_force_field(X, S, t, sigma_min)
         v = nw_velocity(xs, ss, t, **kw)
         w = nw_weights(xs, ss, t, **kw)
         assert _np(v).dtype == dtype and _np(w).dtype == dtype
@@ -143,7 +129,7 @@ def test_per_row_times_including_both_ends(dtype):
     rng = np.random.default_rng(1)
     S, X = rng.normal(size=(30, 2)).astype(dtype), rng.normal(size=(6, 2)).astype(dtype)
     t = np.array([0.0, 1e-12, 0.3, 0.97, 1.0 - 1e-12, 1.0])
-    _, v_ref = brute_force(X, S, t, 0.01)
+    _, v_ref = brute_force_field(X, S, t, 0.01)
     for kw in ({}, {"support_chunk_size": 4}):
         assert _normwise(nw_velocity(X, S, t, **kw), v_ref) < TOL[dtype]
         got = nw_velocity(torch.from_numpy(X), torch.from_numpy(S), torch.from_numpy(t), **kw)
@@ -164,7 +150,7 @@ def test_float32_with_norms_that_overflow_float32_is_computed_in_float64():
     S = (rng.normal(size=(20, 2)) * 1e31).astype(np.float32)
     X = rng.normal(size=(5, 2)).astype(np.float32)
     for t in (0.0, 0.5, 1.0):
-        w_ref, v_ref = brute_force(X, S, t, 0.01)
+        w_ref, v_ref = brute_force_field(X, S, t, 0.01)
         for engine in (lambda a: a, torch.from_numpy):
             with np.errstate(over="raise", invalid="raise"):
                 v = _np(nw_velocity(engine(X), engine(S), t))
@@ -257,7 +243,7 @@ def test_sampler_on_robustness_cases_is_finite(case, backend):
         samples = est.sample(16)
         assert samples.dtype == dtype and samples.shape == (16, S.shape[1])
         assert np.all(np.isfinite(samples))
-        _, v_ref = brute_force(X.astype(dtype), S.astype(dtype), 0.7, sigma_min)
+        _, v_ref = brute_force_field(X.astype(dtype), S.astype(dtype), 0.7, sigma_min)
         assert _normwise(est.velocity(X.astype(dtype), 0.7), v_ref) < TOL[dtype]
         assert np.all(np.isfinite(est.score_samples(X.astype(dtype))))
     if case == "m = 1":  # straight lines onto the single point (up to sigma_min noise)
@@ -343,7 +329,7 @@ def test_streaming_float32_fallback_and_gradients():
     rng = np.random.default_rng(7)
     S = rng.normal(size=(120, 3))
     X = _states(S, 0.995, 30, rng)
-    _, v_ref = brute_force(X, S, 0.995, 0.01)
+    _, v_ref = brute_force_field(X, S, 0.995, 0.01)
     v32 = nw_velocity(X.astype(np.float32), S.astype(np.float32), 0.995, support_chunk_size=16)
     assert v32.dtype == np.float32 and _normwise(v32, v_ref) < 1e-4
     s = torch.tensor(S, requires_grad=True)
