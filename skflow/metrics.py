@@ -747,29 +747,59 @@ class WeightCorrelation:
     pooled_pearson: float
 
 
-def _corr_numpy(name: str, a: Any) -> np.ndarray:
+def _corr_numpy(name: str, a: Any, keep: np.ndarray | None = None) -> np.ndarray:
+    """``a`` as float64, checked real, and finite at the entries ``keep`` (all if None)."""
     if is_torch(a):
         a = a.detach().cpu().numpy()
     arr = np.asarray(a)
     if arr.dtype.kind not in "biuf":
         raise ValueError(f"{name} must be a real numeric array, got dtype {arr.dtype}")
     arr = arr.astype(np.float64, copy=False)
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} contains NaN or infinity")
+    bad = ~np.isfinite(arr)
+    if keep is not None:
+        bad = bad & keep
+    if bad.any():
+        where = "" if keep is None else " at an entry that mask keeps"
+        raise ValueError(f"{name} contains NaN or infinity{where}")
     return arr
 
 
-def _rowwise_pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Pearson correlation along the last axis; NaN where a row of ``a`` or ``b`` is constant."""
-    const = (np.ptp(a, axis=-1) == 0) | (np.ptp(b, axis=-1) == 0)
-    ac = a - a.mean(axis=-1, keepdims=True)
-    bc = b - b.mean(axis=-1, keepdims=True)
+def _corr_mask(mask: Any, shape: tuple) -> np.ndarray | None:
+    """The boolean ``mask`` of :func:`nw_weight_correlation`, broadcast to ``shape``."""
+    if mask is None:
+        return None
+    if is_torch(mask):
+        mask = mask.detach().cpu().numpy()
+    keep = np.asarray(mask)
+    if keep.dtype != bool:
+        raise ValueError(f"mask must be a boolean array (True: the key takes part), got dtype "
+                         f"{keep.dtype}")
+    if keep.shape != shape and keep.shape != shape[-2:]:
+        raise ValueError(f"mask has shape {keep.shape}; expected {shape[-2:]} or {shape}")
+    return np.broadcast_to(keep, shape)
+
+
+def _rowwise_pearson(a: np.ndarray, b: np.ndarray, keep: np.ndarray | None = None) -> np.ndarray:
+    """Pearson correlation along the last axis over the entries ``keep`` (all if None); NaN
+    where a row of ``a`` or ``b`` is constant there (or keeps fewer than 2 entries)."""
+    if keep is None:
+        keep = np.ones(a.shape, dtype=bool)
+    w = keep.astype(np.float64)
+    count = w.sum(axis=-1, keepdims=True)
+    a, b = np.where(keep, a, 0.0), np.where(keep, b, 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ac = (a - a.sum(axis=-1, keepdims=True) / count) * w
+        bc = (b - b.sum(axis=-1, keepdims=True) / count) * w
+    const = np.zeros(a.shape[:-1], dtype=bool)
+    for x in (a, b):
+        top = np.where(keep, x, -np.inf).max(axis=-1)
+        const |= top == np.where(keep, x, np.inf).min(axis=-1)
     num = np.sum(ac * bc, axis=-1)
     den = np.sqrt(np.sum(ac * ac, axis=-1) * np.sum(bc * bc, axis=-1))
     with np.errstate(invalid="ignore", divide="ignore"):
         r = num / den
     r = np.clip(r, -1.0, 1.0)
-    r[const | ~(den > 0)] = np.nan
+    r[const | ~(den > 0) | (count[..., 0] < 2)] = np.nan
     return r
 
 
@@ -779,6 +809,7 @@ def nw_weight_correlation(
     *,
     method: str = "spearman",
     threshold: float = 0.5,
+    mask: Any = None,
 ) -> WeightCorrelation:
     """Row-wise correlation of attention weights with Nadaraya–Watson weights.
 
@@ -797,6 +828,12 @@ def nw_weight_correlation(
         average rank), computed vectorized along the last axis. Pearson: of the raw values.
     threshold : float, default=0.5
         Threshold of ``fraction_above``.
+    mask : array-like of bool of shape (n, m) or (heads, n, m), optional
+        True where a key takes part (e.g. the unpadded keys of a padded batch). Each row is
+        correlated over its True entries only, so masked keys do not count as agreeing ties;
+        the False entries may hold anything (``-inf`` logits, zero weights). Rows with fewer
+        than 2 True entries are NaN. ``pooled_pearson`` pools the True entries. None keeps
+        every entry.
 
     Returns
     -------
@@ -826,8 +863,10 @@ def nw_weight_correlation(
     """
     check_choice(method, "method", ("spearman", "pearson"))
     check_real(threshold, "threshold")
-    att = _corr_numpy("attention", attention)
-    nw = _corr_numpy("nw_weights", nw_weights)
+    # with a mask, finiteness is checked at the kept entries once the shapes are known
+    unchecked = None if mask is None else np.zeros((), dtype=bool)
+    att = _corr_numpy("attention", attention, unchecked)
+    nw = _corr_numpy("nw_weights", nw_weights, unchecked)
     if att.ndim not in (2, 3):
         raise ValueError(
             f"attention must have shape (n, m) or (heads, n, m), got shape {att.shape}"
@@ -848,13 +887,20 @@ def nw_weight_correlation(
     if att.shape[-2] == 0 or (att.ndim == 3 and att.shape[0] == 0):
         raise ValueError(f"attention is empty (shape {att.shape})")
 
+    keep = _corr_mask(mask, att.shape)
+    if keep is not None:
+        _corr_numpy("attention", att, keep)
+        _corr_numpy("nw_weights", nw_b, keep)
     if method == "spearman":
-        a_in = rankdata(att, method="average", axis=-1)
-        b_in = rankdata(nw_b, method="average", axis=-1)
+        # masked entries are NaN, which rankdata leaves out of the ranking of their row
+        a_in = att if keep is None else np.where(keep, att, np.nan)
+        b_in = nw_b if keep is None else np.where(keep, nw_b, np.nan)
+        a_in = rankdata(a_in, method="average", axis=-1, nan_policy="omit")
+        b_in = rankdata(b_in, method="average", axis=-1, nan_policy="omit")
         # constant rows have constant ranks, so _rowwise_pearson marks them NaN as well
     else:
         a_in, b_in = att, nw_b
-    per_row = _rowwise_pearson(a_in, b_in)
+    per_row = _rowwise_pearson(a_in, b_in, keep)
 
     finite = per_row[~np.isnan(per_row)]
     with warnings.catch_warnings():
@@ -863,8 +909,11 @@ def nw_weight_correlation(
         median = float(np.nanmedian(per_row)) if finite.size else float("nan")
         per_head = np.nanmedian(per_row, axis=-1) if att.ndim == 3 else None
     frac = float(np.mean(finite > threshold)) if finite.size else float("nan")
+    pooled_keep = None if keep is None else keep.ravel()[None, :]
     pooled = float(
-        _rowwise_pearson(att.ravel()[None, :], np.ascontiguousarray(nw_b).ravel()[None, :])[0]
+        _rowwise_pearson(
+            att.ravel()[None, :], np.ascontiguousarray(nw_b).ravel()[None, :], pooled_keep
+        )[0]
     )
     return WeightCorrelation(
         per_row=per_row,

@@ -21,6 +21,7 @@ from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from . import field as F
 from ._array import resolve_device
+from ._threads import limit_threads
 from ._validation import check_int, check_random_state, check_real
 from .field import NWField
 from .paths import OTPath
@@ -197,6 +198,16 @@ class FlowProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
     a sampler with a smaller one. The learned scale of ``P`` is tuned to the training
     ``sigma_min``.
 
+    The optimisation is chaotic: a change in the last bits of ``X`` or of one gradient can make
+    Adam settle on a different ``P`` (on the task family of the tests, perturbing ``X`` at the
+    level of rounding error moves some seeds between a projection onto the informative
+    directions and one onto noise). Parallel reductions (matrix products, sums) split their
+    work by the thread count and round differently, so ``fit`` runs the PCA and the
+    optimisation with one Torch and one BLAS thread (restored afterwards): the same
+    ``random_state`` gives the same ``components_``, bit for bit, whatever the thread
+    settings. The last bits of single-threaded arithmetic can still differ between CPUs
+    (vector widths) and library versions, and so can the projection found.
+
     Examples
     --------
     >>> import numpy as np
@@ -277,8 +288,6 @@ class FlowProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         -------
         self : FlowProjection
         """
-        import torch
-
         self._validate_params()
         X = validate_data(self, X, dtype=[np.float64, np.float32])
         n, d = X.shape
@@ -290,6 +299,25 @@ class FlowProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
                 f"(n_samples = {n}, n_features = {d})."
             )
         rng = check_random_state(self.random_state)
+        # One thread: the result of this chaotic optimisation must not depend on the machine's
+        # thread count (see Notes).
+        with limit_threads(1):
+            P = self._optimize(X, groups, rng)
+        self.components_ = P
+        if not np.all(np.isfinite(self.components_)):
+            raise ValueError(
+                "FlowProjection diverged (non-finite projection): X is too large in "
+                "magnitude for the flow-matching loss; rescale it, e.g. with StandardScaler."
+            )
+        self.n_iter_ = self.n_iter
+        return self
+
+    def _optimize(self, X: np.ndarray, groups: list[np.ndarray], rng) -> np.ndarray:
+        """Adam on the flow-matching loss from the PCA components; sets ``mean_`` and
+        ``loss_curve_`` and returns ``P`` (k, d) as a NumPy array."""
+        import torch
+
+        d, k = X.shape[1], self.n_components
         device = resolve_device(self.device)
         generator = torch.Generator(device="cpu").manual_seed(int(rng.randint(2**31 - 1)))
 
@@ -323,14 +351,7 @@ class FlowProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
             optimizer.step()
             schedule.step()
             self.loss_curve_.append(float(loss.detach()))
-        self.components_ = P.detach().cpu().numpy()
-        if not np.all(np.isfinite(self.components_)):
-            raise ValueError(
-                "FlowProjection diverged (non-finite projection): X is too large in "
-                "magnitude for the flow-matching loss; rescale it, e.g. with StandardScaler."
-            )
-        self.n_iter_ = self.n_iter
-        return self
+        return P.detach().cpu().numpy()
 
     def _draw_splits(self, groups, rng, data):
         """``n_tasks`` random support/query splits, stacked: (B, m, d) and (B, q, d).

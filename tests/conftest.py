@@ -15,6 +15,17 @@ Two things made the examples of a derandomized test depend on the run order:
 
 ``HYPOTHESIS_PROFILE=random python -m pytest ...`` draws fresh random examples instead (for
 deeper local runs; CI uses the default profile).
+
+**Threads.** Torch, NumPy's BLAS and OpenMP start one thread per core by default; beside
+other work (another test run, a build) those threads oversubscribe the cores and a test that
+takes seconds alone takes minutes. The suite therefore runs with a deliberate thread count,
+``SKFLOW_TEST_THREADS`` (default 1): Torch's intra-op threads, every BLAS/OpenMP pool of this
+process (threadpoolctl) and, through ``OMP_NUM_THREADS``, ``MKL_NUM_THREADS`` and
+``OPENBLAS_NUM_THREADS``, the subprocesses the tests start (joblib's loky workers set their
+own share of the cores). The tests pass with 1 and with 2 threads; to check both::
+
+    SKFLOW_TEST_THREADS=1 python -m pytest tests
+    SKFLOW_TEST_THREADS=2 python -m pytest tests
 """
 
 from __future__ import annotations
@@ -23,13 +34,33 @@ import importlib
 import os
 import pkgutil
 
+import pytest
+import torch
 from hypothesis import settings
+from threadpoolctl import threadpool_limits
 
 import skflow
 
 settings.register_profile("skflow", derandomize=True, database=None, deadline=None)
 settings.register_profile("random", derandomize=False, database=None, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "skflow"))
+
+
+def _test_threads() -> int:
+    value = os.environ.get("SKFLOW_TEST_THREADS", "1")
+    if not value.isdigit() or int(value) < 1:
+        raise pytest.UsageError(f"SKFLOW_TEST_THREADS must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def _set_threads(n_threads: int) -> None:
+    torch.set_num_threads(n_threads)
+    threadpool_limits(limits=n_threads)  # holds for the whole session (never restored)
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[name] = str(n_threads)
+
+
+_set_threads(_test_threads())
 
 
 def _import_all_skflow_modules() -> None:

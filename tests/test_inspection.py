@@ -104,14 +104,17 @@ def hand_correspondence(q, k, scale, mask=None):
             for j in range(q.shape[2]):
                 model = scale * (k[b, h] @ q[b, h, j])
                 nw = -np.sum((q[b, h, j] - k[b, h]) ** 2, axis=1) / (2.0 * (1 / scale**0.5) ** 2)
-                if mask is not None:
+                if mask is not None:  # only the keys the row sees are compared
                     keep = mask[j] if mask.ndim == 2 else mask[b, h, j]
-                    model, nw = np.where(keep, model, -np.inf), np.where(keep, nw, -np.inf)
+                    model, nw = model[keep], nw[keep]
                 rho.append(spearmanr(model, nw).statistic)
                 a, w = np.exp(model - model.max()), np.exp(nw - nw.max())
                 r.append(pearsonr(a / a.sum(), w / w.sum()).statistic)
         norms = 0.5 * scale * np.sum(k[:, h] ** 2, axis=-1)  # (B, S)
-        out.append((np.median(rho), np.median(r), norms.std(axis=-1).mean()))
+        if mask is not None:  # keys that no row sees are left out
+            used = mask.any(axis=-2) if mask.ndim == 2 else mask[:, h].any(axis=-2)
+            norms = np.where(used, norms, np.nan)
+        out.append((np.median(rho), np.median(r), np.nanstd(norms, axis=-1).mean()))
     return np.array(out)
 
 
@@ -134,6 +137,93 @@ def test_spread_key_norms_match_the_hand_computation(masked):
     np.testing.assert_allclose(res.key_norm_dispersion, expected[:, 2], rtol=1e-10)
     assert np.all(res.spearman < 0.999)  # the spread norms do separate the two
     assert (res.n_rows == 18).all()
+
+
+LENGTHS = (5, 3, 7)  # a padded batch: the shorter sequences carry garbage after their end
+
+
+def _padding_mask(kind, valid, causal):
+    """(B, 1, L, L) mask of a padded batch, encoded as ``kind`` (keys allowed: ``valid``)."""
+    allowed = valid[:, None, None, :]
+    if causal:
+        allowed = allowed & torch.ones(valid.shape[1], valid.shape[1], dtype=bool).tril()
+    if kind == "bool":
+        return allowed
+    masked = {"-inf": -math.inf, "-1e4": -1e4}[kind]
+    return torch.where(allowed, 0.0, masked).to(torch.float64)
+
+
+def _batch_and_singles(model, x, mask, forward_single):
+    with AttentionRecorder(model) as batched:
+        model(*x, attn_mask=mask)
+    with AttentionRecorder(model) as singles:
+        for b, n in enumerate(LENGTHS):
+            forward_single(b, n)
+    return nw_correspondence(batched), nw_correspondence(singles)
+
+
+def _assert_same_as_one_at_a_time(batch, singles, n_rows_per_item, padded_queries):
+    """Per head: the batch's rows are the single runs' rows (padding rows NaN), and so are its
+    median, row count and key-norm dispersion (mean over the batch items)."""
+    H = len(batch)  # one batch record, so one entry per head
+    for h in range(H):
+        rows = batch.row_spearman[h].reshape(len(LENGTHS), n_rows_per_item)
+        pooled = []
+        for b in range(len(LENGTHS)):
+            single = singles.row_spearman[b * H + h]
+            np.testing.assert_allclose(rows[b, : len(single)], single, rtol=1e-9, atol=1e-12)
+            assert np.isnan(rows[b, len(single) :]).all()  # the padding's query rows
+            pooled.append(single)
+        pooled = np.concatenate(pooled)
+        assert batch.spearman[h] == pytest.approx(np.nanmedian(pooled), abs=1e-12)
+        assert batch.n_rows[h] == np.isfinite(pooled).sum()
+        dispersion = np.mean(singles.key_norm_dispersion[h::H])
+        assert batch.key_norm_dispersion[h] == pytest.approx(dispersion, rel=1e-12)
+    if padded_queries:
+        assert (batch.n_rows < len(LENGTHS) * n_rows_per_item).all()
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("kind", ["bool", "-inf", "-1e4"])
+def test_padded_self_attention_batch_equals_one_sentence_at_a_time(kind, causal):
+    g = torch.Generator().manual_seed(11)
+    model = SDPAModule(d_model=12, n_heads=3, seed=4).double()
+    L = max(LENGTHS)
+    x = torch.randn(len(LENGTHS), L, 12, generator=g, dtype=torch.float64)
+    valid = torch.arange(L)[None, :] < torch.tensor(LENGTHS)[:, None]
+    mask = _padding_mask(kind, valid, causal)
+
+    def forward_single(b, n):
+        tril = torch.ones(n, n, dtype=bool).tril() if causal else None
+        model(x[b : b + 1, :n], x[b : b + 1, :n], attn_mask=tril)
+
+    batch, singles = _batch_and_singles(model, (x, x), mask, forward_single)
+    _assert_same_as_one_at_a_time(batch, singles, L, padded_queries=True)
+    # Pearson (of the weights) too: one padded sequence against the same sequence unpadded
+    with AttentionRecorder(model) as padded:
+        model(x[1:2], x[1:2], attn_mask=mask[1:2])
+    with AttentionRecorder(model) as unpadded:
+        forward_single(1, LENGTHS[1])
+    padded, unpadded = nw_correspondence(padded), nw_correspondence(unpadded)
+    np.testing.assert_allclose(padded.pearson, unpadded.pearson, rtol=1e-9)
+    np.testing.assert_allclose(padded.spearman, unpadded.spearman, rtol=1e-9)
+
+
+@pytest.mark.parametrize("kind", ["bool", "-inf", "-1e4"])
+def test_padded_cross_attention_keys_equal_unpadded_keys(kind):
+    # diffusers-style: every query (image token) is real, the keys (text tokens) are padded
+    g = torch.Generator().manual_seed(12)
+    model = SDPAModule(d_model=12, n_heads=3, seed=5).double()
+    L = max(LENGTHS)
+    x = torch.randn(len(LENGTHS), 6, 12, generator=g, dtype=torch.float64)
+    y = torch.randn(len(LENGTHS), L, 12, generator=g, dtype=torch.float64)
+    valid = torch.arange(L)[None, :] < torch.tensor(LENGTHS)[:, None]
+    mask = _padding_mask(kind, valid, causal=False).expand(-1, 1, 6, -1)
+    batch, singles = _batch_and_singles(
+        model, (x, y), mask, lambda b, n: model(x[b : b + 1], y[b : b + 1, :n])
+    )
+    _assert_same_as_one_at_a_time(batch, singles, 6, padded_queries=False)
+    np.testing.assert_array_equal(batch.n_rows, 6 * len(LENGTHS))
 
 
 def test_tidy_structure_and_grouping():

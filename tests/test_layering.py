@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[1] / "skflow"
 LAYERS = (
     ("_validation", "helpers"),
     ("_array", "helpers"),
+    ("_threads", "helpers"),
     ("exceptions", "helpers"),
     ("paths", "paths"),
     ("tasks", "tasks"),

@@ -457,6 +457,33 @@ def test_fraction_above_is_strict_at_ties():
     assert nw_weight_correlation(att, nw, threshold=0.4999).fraction_above == 0.75
 
 
+@pytest.mark.parametrize("method", ["spearman", "pearson"])
+def test_correlation_mask_compares_the_kept_entries_only(method):
+    rng = np.random.default_rng(7)
+    att, nw = rng.random((2, 5, 8)), rng.random((2, 5, 8))
+    keep = rng.random((2, 5, 8)) < 0.6
+    keep[..., :2] = True  # every row keeps at least 2 keys ...
+    keep[1, 4] = [True] + [False] * 7  # ... but this one
+    # masked entries hold anything: garbage that would rank and correlate if it were compared
+    garbage = np.where(rng.random((2, 5, 8)) < 0.3, -np.inf, rng.random((2, 5, 8)))
+    res = nw_weight_correlation(
+        np.where(keep, att, garbage), np.where(keep, nw, garbage), method=method, mask=keep
+    )
+    scipy_corr = spearmanr if method == "spearman" else pearsonr
+    for h in range(2):
+        for j in range(5):
+            if keep[h, j].sum() < 2:
+                assert np.isnan(res.per_row[h, j])
+                continue
+            expected = scipy_corr(att[h, j, keep[h, j]], nw[h, j, keep[h, j]]).statistic
+            assert res.per_row[h, j] == pytest.approx(expected, abs=1e-12)
+    assert res.pooled_pearson == pytest.approx(pearsonr(att[keep], nw[keep]).statistic)
+    # a mask of the heads' shared (n, m) shape is broadcast, and all-True is no mask
+    shared = nw_weight_correlation(att, nw, method=method, mask=np.ones((5, 8), bool))
+    plain = nw_weight_correlation(att, nw, method=method)
+    np.testing.assert_array_equal(shared.per_row, plain.per_row)
+
+
 @pytest.mark.parametrize(
     "att, nw, kwargs, match",
     [
@@ -468,6 +495,10 @@ def test_fraction_above_is_strict_at_ties():
         (np.full((2, 3), np.nan), np.ones((2, 3)), {}, "attention contains NaN"),
         (np.ones((2, 3)), np.full((2, 3), np.inf), {}, "nw_weights contains NaN"),
         (np.ones((2, 3)), np.ones((2, 3)), {"method": "kendall"}, "method must be"),
+        (np.ones((2, 3)), np.ones((2, 3)), {"mask": np.ones((2, 3))}, "mask must be a boolean"),
+        (np.ones((2, 3)), np.ones((2, 3)), {"mask": np.ones((3, 3), bool)}, "mask has shape"),
+        (np.full((2, 3), np.nan), np.ones((2, 3)), {"mask": np.eye(2, 3, dtype=bool)},
+         "attention contains NaN or infinity at an entry that mask keeps"),
     ],
 )
 def test_correlation_errors(att, nw, kwargs, match):

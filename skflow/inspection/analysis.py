@@ -24,8 +24,17 @@ and the last term is constant along a row, so
 
 Keys of equal norm make the attention exactly Gaussian-kernel smoothing (correlation 1); the
 spread of ``c ||k_i||^2 / 2`` over the keys (``key_norm_dispersion``, its standard deviation)
-is what separates the two. The mask is applied to both, so only the keys the model sees are
-compared; masked keys tie at the bottom of both rankings.
+is what separates the two.
+
+**Masks and padding.** Only what the model attends to is compared. A key is *masked* in a row
+where the additive mask is at most ``-1e4`` (:data:`MASKED_BELOW`): ``-inf`` (boolean masks,
+``is_causal``, key padding masks), ``-1e4`` (diffusers' ``encoder_attention_mask``) and the
+dtype's minimum (transformers) all mask alike; larger values (position biases) stay part of
+both logits. Each row is correlated over its unmasked keys only, so masked keys never count
+as agreeing ties. A row is left out (NaN) when all its keys are masked and, in
+self-attention (as many keys as query positions), when its own position is masked as a key:
+the query rows of padding. A padded batch therefore gives the numbers of its sequences run
+one at a time.
 
 The NW logits are computed by :func:`skflow.field.nw_logits` at ``t = 1`` with the constant
 bandwidth ``h`` (``a = 1/h^2``, ``b = 1/(2 h^2)``: exactly the kernel above). Spearman
@@ -50,7 +59,12 @@ from ..field import nw_logits
 from ..metrics import nw_weight_correlation
 from .recording import AttentionRecord, AttentionRecorder
 
-__all__ = ["NWCorrespondence", "attention_weights", "nw_correspondence"]
+__all__ = ["MASKED_BELOW", "NWCorrespondence", "attention_weights", "nw_correspondence"]
+
+#: Additive mask values at or below this mask their key: ``-inf`` and the large finite
+#: negatives that libraries write instead (``-1e4``, a dtype's minimum). No attention bias
+#: that leaves a key in play comes near it: ``exp(-1e4)`` is 0 in every floating-point type.
+MASKED_BELOW = -1e4
 
 _GROUPS = ("step", "call", "position", "module", "head")
 
@@ -178,16 +192,6 @@ def _as_records(recording: Any) -> list[AttentionRecord]:
     return records
 
 
-def _finite_floor(logits: np.ndarray) -> np.ndarray:
-    """Masked (-inf) logits replaced by the row's finite minimum minus 1: the same ranks."""
-    finite = np.isfinite(logits)
-    if finite.all():
-        return logits
-    lo = np.where(finite, logits, np.inf).min(axis=-1, keepdims=True)
-    lo = np.where(np.isfinite(lo), lo, 0.0)
-    return np.where(finite, logits, lo - 1.0)
-
-
 def _softmax(logits: np.ndarray) -> np.ndarray:
     """Row softmax; masked (-inf) entries get weight 0, rows with no finite entry are uniform
     (constant, so their correlation is NaN)."""
@@ -200,7 +204,7 @@ def _softmax(logits: np.ndarray) -> np.ndarray:
 
 
 def _nw_logits(record: AttentionRecord) -> np.ndarray:
-    """Gaussian-kernel NW logits (B, h, l, S) at ``h = 1/sqrt(scale)``, plus the mask."""
+    """Gaussian-kernel NW logits (B, h, l, S) at ``h = 1/sqrt(scale)``, without the mask."""
     h = 1.0 / np.sqrt(record.scale)
 
     def bandwidth(t):
@@ -212,7 +216,24 @@ def _nw_logits(record: AttentionRecord) -> np.ndarray:
     for b in range(q.shape[0]):
         for j in range(q.shape[1]):
             out[b, j] = nw_logits(q[b, j], k[b, j], 1.0, bandwidth=bandwidth)
-    return out if record.mask is None else out + record.mask
+    return out
+
+
+def _kept_keys(record: AttentionRecord) -> np.ndarray:
+    """(B, h, l, S): True where the key takes part in the row (mask above MASKED_BELOW)."""
+    shape = record.q.shape[:-1] + (record.k.shape[-2],)
+    if record.mask is None:
+        return np.ones(shape, dtype=bool)
+    return np.broadcast_to(record.mask > MASKED_BELOW, shape)
+
+
+def _valid_rows(record: AttentionRecord, keep: np.ndarray) -> np.ndarray:
+    """(B, h, l): rows that see a key and, in self-attention, whose own position is a key."""
+    valid = keep.any(axis=-1)
+    if record.n_queries == keep.shape[-1]:  # self-attention: query row j is key position j
+        rows = np.arange(keep.shape[-2])
+        valid = valid & keep[..., rows, record.query_index]
+    return valid
 
 
 def _rows(a: np.ndarray) -> np.ndarray:
@@ -221,23 +242,26 @@ def _rows(a: np.ndarray) -> np.ndarray:
 
 
 def _record_stats(record: AttentionRecord) -> dict:
-    model = record.logits()
-    nw = _nw_logits(record)
-    dead = ~np.isfinite(model).any(axis=-1)  # rows whose keys are all masked
-    model_f, nw_f = _rows(_finite_floor(model)), _rows(_finite_floor(nw))
-    spear = nw_weight_correlation(model_f, nw_f, method="spearman").per_row
-    pear = nw_weight_correlation(
-        _rows(_softmax(model)), _rows(_softmax(nw)), method="pearson"
-    ).per_row
-    dead = _rows(dead[..., None])[..., 0]
-    spear[dead], pear[dead] = np.nan, np.nan
+    keep = _kept_keys(record)
+    valid = _valid_rows(record, keep)
+    bias = 0.0 if record.mask is None else np.where(keep, record.mask, 0.0)
+    q = record.q.astype(np.float64, copy=False)
     k = record.k.astype(np.float64, copy=False)
-    half_norms = 0.5 * record.scale * np.sum(k * k, axis=-1)  # (B, h, S)
-    return {
-        "spear": spear,
-        "pear": pear,
-        "disp": half_norms.std(axis=-1).mean(axis=0),
-    }
+    model = np.where(keep, record.scale * (q @ np.swapaxes(k, -1, -2)) + bias, -np.inf)
+    nw = np.where(keep, _nw_logits(record) + bias, -np.inf)
+    spear = nw_weight_correlation(_rows(model), _rows(nw), mask=_rows(keep)).per_row
+    pear = nw_weight_correlation(
+        _rows(_softmax(model)), _rows(_softmax(nw)), method="pearson", mask=_rows(keep)
+    ).per_row
+    invalid = ~_rows(valid[..., None])[..., 0]
+    spear[invalid], pear[invalid] = np.nan, np.nan
+    # key norms of the keys some valid row attends to (padding keys left out)
+    used = (keep & valid[..., None]).any(axis=-2)  # (B, h, S)
+    half_norms = np.where(used, 0.5 * record.scale * np.sum(k * k, axis=-1), np.nan)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        disp = np.nanmean(np.nanstd(half_norms, axis=-1), axis=0)
+    return {"spear": spear, "pear": pear, "disp": disp}
 
 
 def nw_correspondence(recording: Any, *, threshold: float = 0.9) -> NWCorrespondence:
