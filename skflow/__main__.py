@@ -372,7 +372,12 @@ def _print_report(report: dict) -> None:
 
 def _parser() -> argparse.ArgumentParser:
     first = __doc__.splitlines()[0]
-    parser = argparse.ArgumentParser(prog="skflow", description=first)
+    parser = argparse.ArgumentParser(
+        prog="skflow",
+        description=first,
+        epilog="python -m skflow demo --help: the demo's options. "
+        "python -m skflow.experiments --help: the paper's experiments.",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     demo = sub.add_parser(
         "demo",

@@ -125,12 +125,12 @@ PRESETS: dict[str, dict[str, Any]] = {
         "n_support": 50,
         "sigma_min": 0.01,
         "n_seeds": 2,
-        "n_eval_tasks": 10,
+        "n_eval_tasks": 8,
         "n_points": 128,
         "n_neff_tasks": 4,
         "n_trajectories": 64,
         "neff_steps": 20,
-        "learned": {**_QUICK_MODEL, "max_iter": 150, "warmup": 20, "n_steps": 50},
+        "learned": {**_QUICK_MODEL, "max_iter": 80, "warmup": 10, "n_steps": 30},
         "max_time": None,
         "torch_threads": 1,
     },
@@ -404,7 +404,7 @@ def run(
     ----------
     preset : {"tiny", "smoke", "quick", "long", "full"}, default="quick"
         ``"tiny"``: seconds (the end-to-end test; tiny models, few tasks). ``"smoke"``: tries
-        the pipeline (2 dimensions, 2 seeds x 10 tasks, 150 iterations per model): not a
+        the pipeline (2 dimensions, 2 seeds x 8 tasks, 80 iterations per model): not a
         result. ``"quick"``: :class:`~skflow.LearnedFlowSampler` with the default
         architecture and 16 tasks x 64 targets per batch, 1500 iterations per model (75 s
         wall-clock guard each), 3 seeds x 100 held-out tasks x 256 points, one Torch thread
