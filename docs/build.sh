@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build the HTML documentation with warnings as errors:  bash docs/build.sh [extra sphinx args]
-# Needs the packages of docs/requirements.txt and an importable skflow. Works offline.
+# Needs the docs extra and an importable skflow (pip install -e ".[docs]"). Works offline.
 # Output: docs/_build/html/index.html. Environment:
 #   SKFLOW_DOCS_PLOT_GALLERY=False  render the gallery without executing any example
 #   SKFLOW_DOCS_ONLINE=1            use the live intersphinx inventories (needs the network)
@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 python=${PYTHON:-python}
 tools="sphinx, numpydoc, pydata_sphinx_theme, sphinx_gallery, myst_parser"
 if ! "$python" -c "import $tools" 2>/dev/null; then
-    echo "docs/build.sh: missing documentation tools; run: pip install -r docs/requirements.txt" >&2
+    echo "docs/build.sh: missing documentation tools; run: pip install -e \".[docs]\"" >&2
     exit 1
 fi
 

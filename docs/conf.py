@@ -450,8 +450,30 @@ def _gallery_argv(gallery_conf, script_vars):
     text = src.read_text(encoding="utf-8")
     argv = ["--quick"] if '"--quick"' in text else []
     if "--output-dir" in text:
-        argv += ["--output-dir", str(GALLERY_OUTPUT / src.stem)]
+        # relative to the example's working directory (examples/): what an example prints
+        # about its output then shows no absolute path of the machine that built the docs
+        argv += ["--output-dir", os.path.relpath(GALLERY_OUTPUT / src.stem, src.parent)]
     return argv
+
+
+#: Matplotlib settings of every executed example: no text below 10 pt in the figures.
+GALLERY_RCPARAMS = {
+    "font.size": 11,
+    "axes.titlesize": 12,
+    "axes.labelsize": 11,
+    "xtick.labelsize": 10,
+    "ytick.labelsize": 10,
+    "legend.fontsize": 10,
+    "figure.titlesize": 13,
+}
+
+
+def _reset_matplotlib(gallery_conf, fname):
+    """Before each example: Matplotlib's defaults, then :data:`GALLERY_RCPARAMS`."""
+    import matplotlib
+
+    matplotlib.rcdefaults()
+    matplotlib.rcParams.update(GALLERY_RCPARAMS)
 
 
 sphinx_gallery_conf = {
@@ -463,6 +485,7 @@ sphinx_gallery_conf = {
     "ignore_pattern": r"__init__\.py|" + re.escape(os.sep) + r"_",
     "plot_gallery": os.environ.get("SKFLOW_DOCS_PLOT_GALLERY", "True"),
     "reset_argv": _gallery_argv,
+    "reset_modules": (_reset_matplotlib, "seaborn"),
     "within_subsection_order": "FileNameSortKey",
     "download_all_examples": False,
     "remove_config_comments": True,

@@ -1,30 +1,40 @@
-"""Command line: ``python -m skflow demo`` (also installed as the ``skflow`` script).
+"""Command line: python -m skflow demo (also installed as the skflow script).
 
 The demo has two parts, both on scikit-learn's bundled handwritten digits (no download):
 
-1. *the exact flow*: the NW flow conditioned on a few digits of one class samples new digits;
-   it prints MMD^2 against held-out digits of the same class and the effective sample size of
-   the kernel along the flow's own trajectories;
-2. *few-shot, plug-in vs learned*: a small :class:`~skflow.LearnedFlowSampler` is meta-trained
-   (about two minutes on two cores, progress bar) on the *other* nine digit classes, every task a
-   class under a fresh random rotation of the feature space (PCA to 16 dimensions and
-   standardized, both fitted on the training classes). Both samplers are then conditioned, with
-   no parameter update, on ``few_shot_support`` examples of the held-out digit, and their
-   MMD^2 to the rest of that class is printed (features space, median-heuristic bandwidth from
-   the held-out rows).
+1. the exact flow: the NW flow conditioned on a few digits of one class samples new digits;
+   it prints MMD² against held-out digits of the same class, the memorisation ratio of the
+   samples (distance to the closest support digit, relative to that of real held-out digits:
+   near 1 for new digits, near 0 for copies) and the effective sample size of the kernel along
+   the flow's own trajectories;
+2. few-shot, plug-in vs learned: a small LearnedFlowSampler is meta-trained for a fixed number
+   of iterations (one progress bar) on the other nine digit classes, every task a class under
+   a fresh random rotation of the feature space (PCA to 16 dimensions and standardized, both
+   fitted on the training classes). Both samplers are then conditioned, with no parameter
+   update, on ten examples of the held-out digit; their MMD² and memorisation ratio against
+   the rest of that class are printed (feature space, median-heuristic bandwidth from the
+   held-out rows).
 
-A PNG shows the support next to the generated digits of every sampler.
+The work is fixed (iterations, not seconds), so the numbers are the same on a busy and on a
+quiet machine; only the wall time changes. A PNG shows both supports and the generated digits
+of every sampler, each row titled with its numbers.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import sys
 from pathlib import Path
 
 import numpy as np
 
 __all__ = ["main", "run_demo", "run_few_shot"]
+
+#: Training iterations of the demo's learned sampler: a fixed budget, so that a run does the
+#: same work (and gives the same numbers) whatever the machine's load.
+DEMO_TRAIN_ITER = 600
 
 
 def run_demo(
@@ -37,8 +47,7 @@ def run_demo(
     random_state: int = 0,
     learned: bool = True,
     few_shot_support: int = 10,
-    train_iter: int = 1500,
-    train_time: float | None = 150.0,
+    train_iter: int = DEMO_TRAIN_ITER,
     verbose: int = 1,
 ) -> dict:
     """Fit the exact flow on ``n_support`` digits of one class, sample and report.
@@ -47,14 +56,39 @@ def run_demo(
     compares it with the plug-in field on ``few_shot_support`` examples of ``digit``
     (:func:`run_few_shot`).
 
+    Parameters
+    ----------
+    digit : int, default=3
+        The digit class to generate.
+    n_support : int, default=20
+        Support rows of the exact-flow part.
+    n_samples : int, default=64
+        Generated digits of the exact-flow part (at least 200 in the few-shot part).
+    sigma_min, n_steps : float, int
+        Terminal bandwidth (exact-flow part) and Heun steps of every sampler.
+    output : str or None, default="skflow_demo.png"
+        Path of the figure; None skips it.
+    random_state : int, default=0
+        Seed of the splits, the training and the sampling.
+    learned : bool, default=True
+        Run the few-shot part.
+    few_shot_support : int, default=10
+        Support rows of the few-shot part.
+    train_iter : int, default=600
+        Training iterations of the learned sampler (a fixed budget, no time cap).
+    verbose : int, default=1
+        Show the training progress bar.
+
     Returns
     -------
     report : dict
         ``mmd2_generated`` (generated vs held-out digits of the class), ``mmd2_support``
         (the support itself vs held-out, a reference), ``mmd2_other_class`` (held-out digits of
-        another class vs held-out, the scale of a real mismatch), ``n_eff`` (median effective
-        sample size at a few times along the flow's own trajectories), ``few_shot`` (the report
-        of :func:`run_few_shot`, or None) and ``figure`` (path or None).
+        another class vs held-out, the scale of a real mismatch), ``memorization_generated``
+        (:func:`skflow.metrics.memorization_ratio` of the generated digits), ``n_eff`` (median
+        effective sample size at a few times along the flow's own trajectories), ``few_shot``
+        (the report of :func:`run_few_shot` without its images, or None) and ``figure`` (path
+        or None).
 
     Examples
     --------
@@ -62,9 +96,30 @@ def run_demo(
     >>> report["n_eff"][0.0]
     10.0
     """
+    exact = _exact_flow(digit, n_support, n_samples, sigma_min, n_steps, random_state)
+    report = {k: v for k, v in exact.items() if k not in ("support", "generated")}
+    report["few_shot"], report["figure"], few = None, None, None
+    if learned:
+        few = run_few_shot(
+            digit=digit,
+            n_support=few_shot_support,
+            n_samples=n_samples,
+            n_steps=n_steps,
+            train_iter=train_iter,
+            random_state=random_state,
+            verbose=verbose,
+        )
+        report["few_shot"] = {k: v for k, v in few.items() if k != "images"}
+    if output:
+        report["figure"] = _plot(_panels(exact, few), output, digit)
+    return report
+
+
+def _exact_flow(digit, n_support, n_samples, sigma_min, n_steps, random_state) -> dict:
+    """Part 1: the exact NW flow on ``n_support`` pixel images of ``digit``."""
     from sklearn.datasets import load_digits
 
-    from .metrics import mmd2
+    from .metrics import memorization_ratio, mmd2
     from .samplers import NWFlowSampler
 
     X, y = load_digits(return_X_y=True)
@@ -78,39 +133,22 @@ def run_demo(
     sampler.fit(support)
     times, paths = sampler.sample_trajectories(n_samples)
     generated = paths[-1]
-
-    report: dict = {
+    n_eff = {}
+    for t in (0.0, 0.25, 0.5, 0.75, 0.9, 1.0):
+        k = int(np.argmin(np.abs(times - t)))
+        values = sampler.effective_sample_size(paths[k], float(times[k]))
+        n_eff[round(float(times[k]), 2)] = float(np.median(values))
+    return {
         "digit": digit,
         "n_support": n_support,
         "mmd2_generated": mmd2(generated, held_out, reference=held_out),
         "mmd2_support": mmd2(support, held_out, reference=held_out),
         "mmd2_other_class": mmd2(other, held_out, reference=held_out),
-        "n_eff": {},
-        "figure": None,
+        "memorization_generated": memorization_ratio(generated, support, held_out),
+        "n_eff": n_eff,
+        "support": support,
+        "generated": generated,
     }
-    for t in (0.0, 0.25, 0.5, 0.75, 0.9, 1.0):
-        k = int(np.argmin(np.abs(times - t)))
-        n_eff = sampler.effective_sample_size(paths[k], float(times[k]))
-        report["n_eff"][round(float(times[k]), 2)] = float(np.median(n_eff))
-
-    report["few_shot"] = None
-    panels = [("support", support), ("exact flow", generated)]
-    if learned:
-        few = run_few_shot(
-            digit=digit,
-            n_support=few_shot_support,
-            n_samples=n_samples,
-            n_steps=n_steps,
-            train_iter=train_iter,
-            train_time=train_time,
-            random_state=random_state,
-            verbose=verbose,
-        )
-        report["few_shot"] = {k: v for k, v in few.items() if k != "images"}
-        panels += [(f"{name}, m={few_shot_support}", img) for name, img in few["images"].items()]
-    if output:
-        report["figure"] = _plot(panels, output)
-    return report
 
 
 def _digit_features(digit: int) -> tuple:
@@ -128,47 +166,14 @@ def _digit_features(digit: int) -> tuple:
     return X, y, features
 
 
-def run_few_shot(
-    digit: int = 3,
-    n_support: int = 10,
-    n_samples: int = 64,
-    n_steps: int = 50,
-    train_iter: int = 1500,
-    train_time: float | None = 150.0,
-    random_state: int = 0,
-    verbose: int = 0,
-) -> dict:
-    """Few-shot generation of a held-out digit: plug-in NW field vs a meta-trained model.
+def _meta_trained_sampler(Z, y, digit, n_support, n_steps, train_iter, random_state, verbose):
+    """The few-shot part's learned sampler, meta-trained on every class but ``digit``.
 
-    A :class:`~skflow.LearnedFlowSampler` (``d_model=64``, 2 layers) is meta-trained for
-    ``train_iter`` iterations (or ``train_time`` seconds, whichever comes first) on the nine
-    other classes, each training task a class under a fresh Haar-random rotation of the
-    standardized PCA-16 feature space
-    (:class:`skflow.experiments.scarcity.RotatedClassTasks`: the rotations remove the class
-    identity, which cannot transfer, and keep the within-class structure, which can). Both it
-    and the plug-in :class:`~skflow.NWFlowSampler` (``sigma_min=0.01``, the paper's setting)
-    are conditioned in context on the same ``n_support`` rows of ``digit`` and generate
-    ``max(n_samples, 200)`` points, compared with the class's remaining rows by MMD² in feature
-    space (bandwidth from the held-out rows). ``mmd2_holdout_split`` is the MMD² between two
-    halves of the held-out rows: the scale of the estimator's noise at this size.
-
-    Returns
-    -------
-    report : dict
-        ``mmd2`` ({"plug-in": float, "learned": float}), ``mmd2_holdout_split``,
-        ``train_iterations``, ``train_seconds`` and ``images`` (pixel images of the first
-        generated points of each sampler).
+    The one place that produces the learned model: switching the demo to a pretrained prior
+    replaces this function only.
     """
     from .experiments.scarcity import RotatedClassTasks
-    from .metrics import mmd2
-    from .samplers import LearnedFlowSampler, NWFlowSampler
-
-    X, y, features = _digit_features(digit)
-    Z = features.transform(X)
-    rng = np.random.default_rng(random_state)
-    rows = rng.permutation(np.flatnonzero(y == digit))
-    support, held_out = Z[rows[:n_support]], Z[rows[n_support:]]
-    n_gen = max(n_samples, 200)
+    from .samplers import LearnedFlowSampler
 
     learned = LearnedFlowSampler(
         d_model=64,
@@ -177,12 +182,78 @@ def run_few_shot(
         support_size=n_support,
         n_targets=100,
         max_iter=train_iter,
-        max_time=train_time,
         n_steps=n_steps,
         random_state=random_state,
         verbose=verbose,
     )
-    learned.fit(RotatedClassTasks(Z[y != digit], y[y != digit]))
+    # The training loop writes a loss line to stdout every validation_interval iterations
+    # beside its progress bar (stderr); the demo shows the bar only, and prints its numbers
+    # once training has finished.
+    with contextlib.redirect_stdout(io.StringIO()):
+        learned.fit(RotatedClassTasks(Z[y != digit], y[y != digit]))
+    return learned
+
+
+def run_few_shot(
+    digit: int = 3,
+    n_support: int = 10,
+    n_samples: int = 64,
+    n_steps: int = 50,
+    train_iter: int = DEMO_TRAIN_ITER,
+    random_state: int = 0,
+    verbose: int = 0,
+) -> dict:
+    """Few-shot generation of a held-out digit: plug-in NW field vs a meta-trained model.
+
+    A :class:`~skflow.LearnedFlowSampler` (``d_model=64``, 2 layers) is meta-trained for
+    exactly ``train_iter`` iterations on the nine other classes, each training task a class
+    under a fresh Haar-random rotation of the standardized PCA-16 feature space
+    (:class:`skflow.experiments.scarcity.RotatedClassTasks`: the rotations remove the class
+    identity, which cannot transfer, and keep the within-class structure, which can). Both it
+    and the plug-in :class:`~skflow.NWFlowSampler` (``sigma_min=0.01``, the paper's setting)
+    are conditioned in context on the same ``n_support`` rows of ``digit`` and generate
+    ``max(n_samples, 200)`` points, compared with the class's remaining rows by MMD² in feature
+    space (bandwidth from the held-out rows) and by the memorisation ratio
+    (:func:`skflow.metrics.memorization_ratio`). ``mmd2_holdout_split`` is the MMD² between
+    two halves of the held-out rows: the scale of the estimator's noise at this size.
+
+    Parameters
+    ----------
+    digit : int, default=3
+        The held-out class.
+    n_support : int, default=10
+        Support rows of ``digit`` both samplers are conditioned on.
+    n_samples : int, default=64
+        Generated points (at least 200).
+    n_steps : int, default=50
+        Heun steps of both samplers.
+    train_iter : int, default=600
+        Training iterations (fixed: no time cap).
+    random_state : int, default=0
+        Seed of the split, the training and the sampling.
+    verbose : int, default=0
+        Show the training progress bar.
+
+    Returns
+    -------
+    report : dict
+        ``mmd2`` ({"plug-in": float, "learned": float}), ``memorization`` (the same keys),
+        ``mmd2_holdout_split``, ``train_iterations``, ``train_seconds``, ``support_images``
+        (the ``n_support`` pixel images of the support, shape (n_support, 64)) and ``images``
+        (pixel images of the first ten generated points of each sampler, (10, 64) each).
+    """
+    from .metrics import memorization_ratio, mmd2
+    from .samplers import NWFlowSampler
+
+    X, y, features = _digit_features(digit)
+    Z = features.transform(X)
+    rng = np.random.default_rng(random_state)
+    rows = rng.permutation(np.flatnonzero(y == digit))
+    support, held_out = Z[rows[:n_support]], Z[rows[n_support:]]
+    n_gen = max(n_samples, 200)
+    learned = _meta_trained_sampler(
+        Z, y, digit, n_support, n_steps, train_iter, random_state, verbose
+    )
     plugin = NWFlowSampler(sigma_min=0.01, n_steps=n_steps).fit(support)
     generated = {
         "plug-in": plugin.sample(n_gen, random_state=random_state),
@@ -193,15 +264,47 @@ def run_few_shot(
         "digit": digit,
         "n_support": n_support,
         "mmd2": {k: mmd2(g, held_out, reference=held_out) for k, g in generated.items()},
+        "memorization": {k: memorization_ratio(g, support, held_out) for k, g in generated.items()},
         "mmd2_holdout_split": mmd2(held_out[:half], held_out[half:], reference=held_out),
         "train_iterations": int(learned.n_iter_),
         "train_seconds": float(learned.training_time_),
+        "support_images": X[rows[:n_support]],
         "images": {k: features.inverse_transform(g[:10]) for k, g in generated.items()},
     }
 
 
-def _plot(panels: list, output: str) -> str | None:
-    """One row of digit images per ``(label, images)`` panel; returns the path or None."""
+def _panels(exact: dict, few: dict | None) -> list[tuple[str, np.ndarray]]:
+    """``(title, images)`` rows of the figure: each support, then each sampler's digits."""
+    m = exact["n_support"]
+    shown = min(10, m)
+    panels = [
+        (
+            f"Exact flow: support, {shown} of the {m} real digits it is conditioned on",
+            exact["support"],
+        ),
+        (
+            f"Exact flow: new samples  (MMD² {exact['mmd2_generated']:.3f}, memorisation ratio "
+            f"{exact['memorization_generated']:.2f})",
+            exact["generated"],
+        ),
+    ]
+    if few is not None:
+        k = few["n_support"]
+        support_title = f"Few-shot: the {k} real examples of the held-out digit (the support)"
+        panels.append((support_title, few["support_images"]))
+        for name, images in few["images"].items():
+            label = "Plug-in NW field" if name == "plug-in" else "Learned (meta-trained)"
+            title = (
+                f"{label}, conditioned on those {k}  (MMD² {few['mmd2'][name]:.3f} in PCA "
+                f"features, "
+                f"memorisation ratio {few['memorization'][name]:.2f})"
+            )
+            panels.append((title, images))
+    return panels
+
+
+def _plot(panels: list, output: str, digit: int) -> str | None:
+    """One titled row of up to ten digit images per ``(title, images)``; the path or None."""
     try:
         import matplotlib
 
@@ -210,19 +313,27 @@ def _plot(panels: list, output: str) -> str | None:
     except ImportError:
         print("matplotlib is not installed: skipping the figure (pip install 'skflow[plot]').")
         return None
-    n = min(10, *(len(images) for _, images in panels))
-    fig, axes = plt.subplots(len(panels), n, figsize=(1.2 * n, 1.35 * len(panels) + 0.2))
+    n = 10
+    fig, axes = plt.subplots(len(panels), n, figsize=(10.0, 1.45 * len(panels) + 0.9))
     axes = np.asarray(axes).reshape(len(panels), n)
-    for i, (label, images) in enumerate(panels):
-        for j in range(n):
-            ax = axes[i, j]
-            ax.imshow(np.asarray(images[j]).reshape(8, 8), cmap="gray_r", vmin=0, vmax=1)
+    for row, (title, images) in zip(axes, panels, strict=True):
+        # the row's title starts above its first digit and runs across the row
+        row[0].set_title(title, fontsize=11, loc="left", pad=6)
+        for j, ax in enumerate(row):
             ax.set_xticks([])
             ax.set_yticks([])
-            if j == 0:
-                ax.set_ylabel(label, fontsize=7)
-    fig.suptitle("skflow: flows conditioned on a few digits")
-    fig.tight_layout()
+            if j < len(images):
+                img = np.clip(np.asarray(images[j]).reshape(8, 8), 0.0, 1.0)
+                ax.imshow(img, cmap="gray_r", vmin=0, vmax=1)
+            else:
+                ax.axis("off")
+    fig.suptitle(
+        f"skflow demo: new handwritten {digit}s generated from a few examples\n"
+        "MMD²: lower is closer to real digits.  Memorisation ratio: ~1 new digits, ~0 copies.",
+        fontsize=12,
+    )
+    top = 1.0 - 0.95 / fig.get_figheight()
+    fig.subplots_adjust(left=0.02, right=0.98, bottom=0.02, top=top, hspace=0.55, wspace=0.1)
     Path(output).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(output, dpi=100)
     plt.close(fig)
@@ -235,6 +346,10 @@ def _print_report(report: dict) -> None:
     print(f"  MMD^2 support    vs held-out : {report['mmd2_support']:.4f}  (reference)")
     print(f"  MMD^2 other digit vs held-out: {report['mmd2_other_class']:.4f}  (a real mismatch)")
     print(
+        f"  memorisation ratio           : {report['memorization_generated']:.2f}  "
+        "(~1: new digits, ~0: copies of the support)"
+    )
+    print(
         "  median n_eff along the flow  : "
         + ", ".join(f"t={t:g}: {v:.2f}" for t, v in report["n_eff"].items())
     )
@@ -246,29 +361,51 @@ def _print_report(report: dict) -> None:
             f"iterations, {few['train_seconds']:.0f} s):"
         )
         for name, value in few["mmd2"].items():
-            print(f"  MMD^2 {name:<8} vs held-out : {value:.4f}")
+            print(
+                f"  MMD^2 {name:<8} vs held-out : {value:.4f}   "
+                f"memorisation ratio {few['memorization'][name]:.2f}"
+            )
         print(f"  MMD^2 held-out half vs half: {few['mmd2_holdout_split']:.4f}  (noise scale)")
     if report["figure"]:
         print(f"  figure written to {report['figure']}")
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``python -m skflow``."""
-    parser = argparse.ArgumentParser(prog="skflow", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="condition on a few digits, sample, report, plot")
-    demo.add_argument("--digit", type=int, default=3)
-    demo.add_argument("--n-support", type=int, default=20)
-    demo.add_argument("--n-samples", type=int, default=64)
-    demo.add_argument("--sigma-min", type=float, default=0.05)
-    demo.add_argument("--n-steps", type=int, default=50)
+def _parser() -> argparse.ArgumentParser:
+    first = __doc__.splitlines()[0]
+    parser = argparse.ArgumentParser(
+        prog="skflow",
+        description=first,
+        epilog="python -m skflow demo --help: the demo's options. "
+        "python -m skflow.experiments --help: the paper's experiments.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    demo = sub.add_parser(
+        "demo",
+        help="condition on a few digits, sample, report, plot",
+        description=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    demo.add_argument("--digit", type=int, default=3, help="digit class (default 3)")
+    demo.add_argument("--n-support", type=int, default=20, help="exact-flow support size")
+    demo.add_argument("--n-samples", type=int, default=64, help="generated digits")
+    demo.add_argument("--sigma-min", type=float, default=0.05, help="exact-flow sigma_min")
+    demo.add_argument("--n-steps", type=int, default=50, help="ODE steps of every sampler")
     demo.add_argument("--output", default="skflow_demo.png", help="PNG path ('' to skip)")
     demo.add_argument("--seed", type=int, default=0)
-    demo.add_argument("--no-learned", action="store_true", help="skip the learned sampler")
-    demo.add_argument("--few-shot-support", type=int, default=10)
-    demo.add_argument("--train-iter", type=int, default=1500)
-    demo.add_argument("--train-time", type=float, default=150.0, help="seconds (cap)")
-    args = parser.parse_args(argv)
+    demo.add_argument("--no-learned", action="store_true", help="skip the few-shot part")
+    demo.add_argument("--few-shot-support", type=int, default=10, help="few-shot support size")
+    demo.add_argument(
+        "--train-iter",
+        type=int,
+        default=DEMO_TRAIN_ITER,
+        help=f"training iterations of the learned sampler (default {DEMO_TRAIN_ITER})",
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m skflow``."""
+    args = _parser().parse_args(argv)
     report = run_demo(
         digit=args.digit,
         n_support=args.n_support,
@@ -280,7 +417,6 @@ def main(argv: list[str] | None = None) -> int:
         learned=not args.no_learned,
         few_shot_support=args.few_shot_support,
         train_iter=args.train_iter,
-        train_time=args.train_time,
     )
     _print_report(report)
     return 0

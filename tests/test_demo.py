@@ -1,5 +1,8 @@
 """The one-command demo runs end to end and reports sensible numbers."""
 
+import subprocess
+import sys
+
 import numpy as np
 
 from skflow.__main__ import main, run_demo
@@ -11,6 +14,8 @@ def test_demo_reports_and_plots(tmp_path):
     assert out.exists() and out.stat().st_size > 1000
     # generated digits are far closer to held-out digits of their class than another class is
     assert report["mmd2_generated"] < 0.25 * report["mmd2_other_class"]
+    # the kernel flow with sigma_min = 0.05 lands near its support: below real held-out digits
+    assert 0.0 < report["memorization_generated"] < 1.0
     n_eff = list(report["n_eff"].values())
     assert n_eff[0] == 15.0 and n_eff[-1] < 1.5
     assert np.all(np.diff(n_eff) <= 1e-9)
@@ -19,4 +24,14 @@ def test_demo_reports_and_plots(tmp_path):
 def test_cli_entry_point(tmp_path, capsys):
     argv = ["demo", "--n-samples", "10", "--n-steps", "5", "--output", "", "--no-learned"]
     assert main(argv) == 0
-    assert "MMD^2" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "MMD^2" in out and "memorisation ratio" in out
+
+
+def test_help_has_no_rest_markup():
+    for argv in (["--help"], ["demo", "--help"]):
+        text = subprocess.run(
+            [sys.executable, "-m", "skflow", *argv], capture_output=True, text=True, check=True
+        ).stdout
+        assert "``" not in text and ":class:" not in text and ":func:" not in text
+        assert "demo" in text

@@ -38,16 +38,17 @@ def test_presets_and_cli_parse(module, monkeypatch, tmp_path, capsys):
         return {"summary": {"ok": 1.0}}
 
     monkeypatch.setattr(module, "run", fake_run)
-    assert cli.main([name, "--quick"]) == 0
+    assert cli.main([name, "--quick", "--json"]) == 0
     out = tmp_path / "x"
-    assert cli.main([name, "--preset", "tiny", "--output-dir", str(out), "--n-jobs", "2"]) == 0
-    assert cli.main([name, "--full", "--seed", "3"]) == 0
+    argv = [name, "--preset", "tiny", "--output-dir", str(out), "--n-jobs", "2", "--json"]
+    assert cli.main(argv) == 0
+    assert cli.main([name, "--full", "--seed", "3", "--json"]) == 0
     assert calls == [
         ("quick", f"output/experiments/{name}", None, 0),
         ("tiny", str(out), 2, 0),
         ("full", f"output/experiments/{name}", None, 3),
     ]
-    assert capsys.readouterr().out.count('"ok": 1.0') == 3  # the summary is printed as JSON
+    assert capsys.readouterr().out.count('"ok": 1.0') == 3  # --json: the summary as JSON
     with pytest.raises(SystemExit):
         cli.main([name, "--quick", "--full"])
 

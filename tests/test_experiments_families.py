@@ -29,7 +29,7 @@ def test_registered_and_cli(monkeypatch, capsys):
         return {"summary": {"ok": 1.0}}
 
     monkeypatch.setattr(families, "run", fake_run)
-    assert cli.main(["families", "--quick", "--n-jobs", "2"]) == 0
+    assert cli.main(["families", "--quick", "--n-jobs", "2", "--json"]) == 0
     assert calls == [("quick", "output/experiments/families", 2, 0)]
     assert '"ok": 1.0' in capsys.readouterr().out
 

@@ -1,10 +1,16 @@
 """The paper's four experiments and its leave-one-family-out test, on skflow's public API.
 
-Each experiment is a module with ``PRESETS`` (``"quick"``: a CPU run of a few minutes;
-``"full"``: the paper's scale, meant for a GPU; ``"tiny"``: the end-to-end test) and
+Each experiment is a module with ``PRESETS`` and
 ``run(preset="quick", *, output_dir=..., n_jobs=None, random_state=0) -> dict``, which writes
-``results.json`` and a PNG figure into ``output_dir`` and returns the numbers. Run them with
-``python -m skflow.experiments NAME --quick`` (or ``--full``).
+``results.json`` and a PNG figure into ``output_dir`` and returns the numbers. The presets:
+``"smoke"`` tries the pipeline (meant for at most 2 minutes on 2 cores; not a result, never
+written to the docs); ``"quick"`` is the CPU preset of ``docs/results.md``, whose recorded runs
+took many minutes each on 2 cores, up to half an hour (each experiment's section there gives
+its wall time, and ``python -m skflow.experiments --help`` lists them); ``"full"`` is the paper's
+scale, meant for a GPU; ``"tiny"`` is the end-to-end test. Run one with
+``python -m skflow.experiments NAME --smoke`` (or ``--quick``, ``--full``): a progress bar,
+then a table of the headline numbers and the files written (``--json`` for the summary as
+JSON).
 
 ========== ==================================================================
 name       experiment

@@ -1,61 +1,304 @@
-"""``python -m skflow.experiments NAME [--quick | --full | --preset P] [options]``.
+"""Command line of the experiments: python -m skflow.experiments NAME [preset] [options].
 
-Options: ``--output-dir DIR``, ``--n-jobs N``, ``--seed S`` (first seed), ``--seeds N``
-(number of training seeds), ``--n-tasks N`` (held-out tasks per seed), ``--write-docs``
-(write the experiment's section of ``docs/results.md``, with this exact command line) and
-``--docs-path FILE`` (another page with the same markers, e.g. a copy in tests).
+Runs one experiment with a progress bar (stderr, with an ETA), then prints a short table of
+its headline numbers with their 95 % intervals and the path of every file it wrote. --json
+prints the run's summary as JSON instead of the table; --write-docs writes the experiment's
+section of docs/results.md with this exact command line (never for a smoke run).
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib
+import importlib.util
+import inspect
 import json
 import sys
+import time
+from pathlib import Path
 
 from . import EXPERIMENTS
+from ._io import SMOKE, recorded_wall_times
+
+_SMOKE_LABEL = "smoke: not a result (a short run that only checks the pipeline works)"
+
+
+def _one_line(name: str) -> str:
+    """The first line of experiment ``name``'s module docstring, read without importing it."""
+    spec = importlib.util.find_spec(f"skflow.experiments.{name}")
+    if spec is None or spec.origin is None:
+        return "(module not found)"
+    doc = ast.get_docstring(ast.parse(Path(spec.origin).read_text(encoding="utf-8"))) or ""
+    return doc.strip().split("\n")[0]
+
+
+def _times(name: str, recorded: dict[str, dict[str, float]]) -> str:
+    """Preset times of ``name`` as recorded on the results page; the rest said unrecorded."""
+    runs = recorded.get(name, {})
+    parts = [f"{preset}: {seconds:.0f} s (recorded run)" for preset, seconds in runs.items()]
+    missing = [p for p in ("smoke", "quick", "full") if p not in runs]
+    return "; ".join([*parts, ", ".join(missing) + ": not recorded"])
+
+
+def _epilog() -> str:
+    recorded = recorded_wall_times()
+    lines = [
+        "experiments (times: the wall time of the run recorded in docs/results.md, on the",
+        "machine described there; other presets are not recorded):",
+        "",
+    ]
+    for name in EXPERIMENTS:
+        lines += [f"  {name:<10} {_one_line(name)}", f"  {'':<10} {_times(name, recorded)}"]
+    lines += [
+        "",
+        "presets: smoke (tries the pipeline, meant to take at most 2 minutes on 2 cores; not a",
+        "result, never written to the docs), quick (the CPU preset whose results are in",
+        "docs/results.md), full (the paper's scale, a GPU job).",
+        "example: python -m skflow.experiments attention --smoke",
+    ]
+    return "\n".join(lines)
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m skflow.experiments")
-    parser.add_argument("name", choices=EXPERIMENTS)
+    parser = argparse.ArgumentParser(
+        prog="python -m skflow.experiments",
+        description=__doc__.split("\n\n", 1)[1].strip(),
+        epilog=_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("name", choices=EXPERIMENTS, metavar="NAME", help="the experiment")
     group = parser.add_mutually_exclusive_group()
-    group.add_argument("--quick", dest="preset", action="store_const", const="quick")
-    group.add_argument("--full", dest="preset", action="store_const", const="full")
-    group.add_argument("--preset", dest="preset")
-    parser.add_argument("--output-dir", default=None)
-    parser.add_argument("--n-jobs", type=int, default=None)
+    for preset, text in (
+        ("smoke", "a short run that checks the pipeline (not a result)"),
+        ("quick", "the CPU preset (the default)"),
+        ("full", "the paper's scale, meant for a GPU"),
+    ):
+        group.add_argument(
+            f"--{preset}", dest="preset", action="store_const", const=preset, help=text
+        )
+    group.add_argument("--preset", dest="preset", help="a preset by name (e.g. tiny, long)")
+    parser.add_argument("--output-dir", default=None, help="default: output/experiments/NAME")
+    parser.add_argument("--n-jobs", type=int, default=None, help="joblib workers")
     parser.add_argument("--seed", type=int, default=0, help="first seed")
     parser.add_argument("--seeds", type=int, default=None, help="number of training seeds")
     parser.add_argument("--n-tasks", type=int, default=None, help="held-out tasks per seed")
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--write-docs", action="store_true", help="update docs/results.md")
     parser.add_argument("--docs-path", default=None, help="page --write-docs updates")
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run one experiment, print its summary as JSON, optionally write its docs section."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    args = _parser().parse_args(argv)
-    module = importlib.import_module(f"skflow.experiments.{args.name}")
-    output_dir = args.output_dir or f"output/experiments/{args.name}"
-    overrides = {
+def _run(module, args, output_dir: str):
+    """Call ``module.run`` with the command line's options (``progress`` where accepted)."""
+    kwargs = {
         key: value
         for key, value in (("seeds", args.seeds), ("n_tasks", args.n_tasks))
         if value is not None
     }
-    results = module.run(
+    if "progress" in inspect.signature(module.run).parameters:
+        kwargs["progress"] = not args.no_progress
+    return module.run(
         args.preset or "quick",
         output_dir=output_dir,
         n_jobs=args.n_jobs,
         random_state=args.seed,
-        **overrides,
+        **kwargs,
     )
-    print(json.dumps(results.get("summary", results), indent=2, default=float))
+
+
+def _ci(value: float, ci, fmt: str = "{:.3g}") -> str:
+    return f"{fmt.format(value)} [{fmt.format(ci[0])}, {fmt.format(ci[1])}]"
+
+
+def _pct(entry: dict, key: str = "pct") -> str:
+    return _ci(entry[key], entry["ci"], "{:+.1f} %")
+
+
+def _collapse_rows(s: dict) -> list[tuple[str, str]]:
+    rows = []
+    for d in s["dims"]:
+        t = s[f"d={d}"]["true"]
+        benefit = t["exact_head_benefit"]
+        rows += [
+            (f"d = {d}: median n_eff at t = 0.5", f"{s['median_neff_at_0.5'][str(d)]:.2f}"),
+            (
+                f"d = {d}: exact head's MMD² reduction",
+                _ci(100 * benefit["benefit"], [100 * c for c in benefit["ci"]], "{:+.0f} %"),
+            ),
+            (
+                f"d = {d}: MMD² plug-in / learned with head",
+                _ci(t["ratio_plugin_over_learned_head"], t["ratio_plugin_over_learned_head_ci"]),
+            ),
+        ]
+    return rows
+
+
+def _geometry_rows(s: dict) -> list[tuple[str, str]]:
+    return [
+        (
+            f"{key}: MMD² isotropic plug-in / learned",
+            _ci(v["true"]["ratio_isotropic_over_learned"], v["true"]["ratio_ci"]),
+        )
+        for key, v in s.items()
+        if key.startswith("d=")
+    ]
+
+
+def _scarcity_rows(s: dict) -> list[tuple[str, str]]:
+    t = s["true"]
+    rows = []
+    for m in s["support_sizes"]:
+        rows.append((f"m = {m}: learned MMD² below plug-in", _pct(t["learned_vs_plugin"][str(m)])))
+        rows.append(
+            (
+                f"m = {m}: learned MMD² below tuned plug-in",
+                _pct(t["learned_vs_plugin_tuned"][str(m)]),
+            )
+        )
+    return rows
+
+
+def _attention_rows(s: dict) -> list[tuple[str, str]]:
+    last = s["times"][-1]
+    rows = []
+    for name in ("no_head", "exact_head"):
+        if name in s:
+            label = name.replace("_", " ")
+            rows.append(
+                (
+                    f"{label}: best head's median Spearman at t = {last:g} (one seed, no interval)",
+                    f"{s[name]['best_median_last_t']:.2f}",
+                )
+            )
+            rows.append((f"{label}: a head rising with t", str(s[name]["any_head_rising"])))
+    return rows
+
+
+def _families_rows(s: dict) -> list[tuple[str, str]]:
+    rows = []
+    for family, v in s.items():
+        if not isinstance(v, dict) or "true" not in v:
+            continue
+        t = v["true"]
+        rows.append(
+            (
+                f"{family}: MMD² plug-in / left-out model",
+                _ci(t["ratio_plugin_over_left_out"], t["ratio_plugin_over_left_out_ci"]),
+            )
+        )
+        rows.append(
+            (
+                f"{family}: MMD² left-out / in-family model",
+                _ci(t["ratio_left_out_over_in_family"], t["ratio_left_out_over_in_family_ci"]),
+            )
+        )
+    return rows
+
+
+def _generic_rows(s: dict, prefix: str = "") -> list[tuple[str, str]]:
+    """The numbers of a summary this command line has no table for, flattened."""
+    rows: list[tuple[str, str]] = []
+    for key, value in s.items():
+        if isinstance(value, dict):
+            rows += _generic_rows(value, f"{prefix}{key}.")
+        elif isinstance(value, bool | int | float):
+            rows.append(
+                (f"{prefix}{key}", f"{value:.4g}" if isinstance(value, float) else str(value))
+            )
+    return rows
+
+
+_HEADLINES = {
+    "collapse": _collapse_rows,
+    "geometry": _geometry_rows,
+    "scarcity": _scarcity_rows,
+    "attention": _attention_rows,
+    "families": _families_rows,
+}
+
+
+def headline_rows(name: str, summary: dict) -> list[tuple[str, str]]:
+    """``(quantity, value [95 % CI])`` rows of experiment ``name``'s key numbers.
+
+    Intervals are the protocol's 95 % bootstrap intervals over held-out tasks, with the
+    median heuristic of the true points. An experiment without its own table shows the
+    numbers of its summary (at most 30).
+
+    Examples
+    --------
+    >>> headline_rows("scarcity", {"support_sizes": [10], "true": {
+    ...     "learned_vs_plugin": {"10": {"pct": 20.0, "ci": [15.0, 25.0]}},
+    ...     "learned_vs_plugin_tuned": {"10": {"pct": 5.0, "ci": [1.0, 9.0]}}}})[0]
+    ('m = 10: learned MMD² below plug-in', '+20.0 % [+15.0 %, +25.0 %]')
+    """
+    rows = _HEADLINES[name](summary) if name in _HEADLINES else _generic_rows(summary)[:30]
+    if "wall_seconds" in summary:
+        rows.append(("wall time", f"{summary['wall_seconds']:.0f} s"))
+    return rows
+
+
+def format_report(name: str, results: dict, files: list[str], label: str | None = None) -> str:
+    """The end-of-run text: optional label, the headline table, the files written.
+
+    Examples
+    --------
+    >>> print(format_report("x", {"preset": "tiny", "summary": {"a": 1.5}}, ["out/r.json"]))
+    x (preset tiny): headline numbers
+      a  1.5
+    files written:
+      out/r.json
+    """
+    rows = headline_rows(name, results.get("summary", {}))
+    width = max((len(q) for q, _ in rows), default=0)
+    lines = [f"[{label}]"] if label else []
+    lines.append(f"{name} (preset {results.get('preset', '?')}): headline numbers")
+    if any("[" in v for _, v in rows):
+        lines.append("  (value [95 % interval]; MMD² with the median heuristic of the true points)")
+    lines += [f"  {q:<{width}}  {v}" for q, v in rows]
+    lines.append("files written:")
+    lines += [f"  {f}" for f in files] or ["  (none)"]
+    if label:
+        lines.append(f"[{label}]")
+    return "\n".join(lines)
+
+
+def _files_written(output_dir: str, since: float) -> list[str]:
+    """Every file under ``output_dir`` modified at or after ``since`` (this run's files)."""
+    root = Path(output_dir)
+    if not root.exists():
+        return []
+    # file systems store modification times coarsely: allow one second of slack
+    return sorted(
+        str(p) for p in root.rglob("*") if p.is_file() and p.stat().st_mtime >= since - 1.0
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one experiment; print its headline table and files (or JSON with ``--json``)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    preset = args.preset or "quick"
+    if preset == SMOKE and args.write_docs:
+        parser.error("--write-docs: a smoke run is not a result and is never written to the docs")
+    if preset == SMOKE:
+        print(f"[{_SMOKE_LABEL}]", file=sys.stderr)
+    module = importlib.import_module(f"skflow.experiments.{args.name}")
+    output_dir = args.output_dir or f"output/experiments/{args.name}"
+    start = time.time()
+    results = _run(module, args, output_dir)
+    files = _files_written(output_dir, start)
     if args.write_docs:
         command = "python -m skflow.experiments " + " ".join(argv)
         page = module.write_docs(results, command, args.docs_path)
-        print(f"wrote its section of {page}")
+        files.append(f"{page} (wrote its section for {args.name})")
+    if args.json:
+        print(json.dumps(results.get("summary", results), indent=2, default=float))
+    else:
+        label = _SMOKE_LABEL if preset == SMOKE else None
+        print(format_report(args.name, results, files, label=label))
     return 0
 
 

@@ -1,4 +1,5 @@
-"""Small helpers shared by the experiments: output folders, JSON, figures, seeds, threads."""
+"""Small helpers shared by the experiments: output folders, JSON, figures, seeds, threads,
+progress bars and the recorded wall times of the results page."""
 
 from __future__ import annotations
 
@@ -82,6 +83,10 @@ _plain, _TorchThreads, _seed = to_plain, TorchThreads, derive_seed
 #: The page the experiments' ``--write-docs`` updates.
 RESULTS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "results.md"
 
+#: The preset that only tries the pipeline (at most minutes on two cores): never a result,
+#: never written to the docs.
+SMOKE = "smoke"
+
 
 def machine_info() -> dict[str, Any]:
     """Cores, load averages (1, 5, 15 min), platform, Torch version and thread count."""
@@ -153,6 +158,93 @@ def write_docs_section(
 def write_run_section(name: str, text: str, results: dict, path: str | Path | None = None) -> Path:
     """Write an experiment's section and the figure of its run (``results["output_dir"]``,
     ``results["figure"]``) to the results page (``path``, default :data:`RESULTS_PAGE`)."""
+    if results.get("preset") == SMOKE:
+        raise ValueError(
+            f"{name}: a {SMOKE!r} run checks the pipeline, it is not a result; it is never "
+            "written to the docs (run --quick or --full)."
+        )
     figure = Path(results["output_dir"]) / results["figure"]
     page = RESULTS_PAGE if path is None else path
     return write_docs_section(name, text, path=page, figure=figure)
+
+
+
+class _NoBar:
+    """Stand-in for a progress bar when progress is off: does nothing."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def update(self, n: int = 1) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def progress_bar(total: int, desc: str, enabled: bool) -> Any:
+    """A ``tqdm`` bar on stderr with an ETA over ``total`` units (a no-op when not ``enabled``).
+
+    The rate is averaged over the whole run (``smoothing=0``): the units of an experiment
+    (trainings, evaluations) differ in length, and the mean is the better guess of the rest.
+
+    Examples
+    --------
+    >>> with progress_bar(3, "jobs", enabled=False) as bar:
+    ...     bar.update(1)
+    """
+    if not enabled:
+        return _NoBar()
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="job", smoothing=0.0, dynamic_ncols=True)
+
+
+def run_jobs(func: Any, jobs: list[tuple], *, n_jobs: int | None, bar: Any) -> list:
+    """``[func(*job) for job in jobs]`` through joblib, advancing ``bar`` as each job ends.
+
+    Results come back in the order of ``jobs`` (joblib's ordered generator), whatever the
+    backend (processes, threads or a Dask cluster under ``joblib.parallel_config``).
+
+    Examples
+    --------
+    >>> run_jobs(pow, [(2, 3), (3, 2)], n_jobs=None, bar=progress_bar(2, "x", enabled=False))
+    [8, 9]
+    """
+    from joblib import Parallel, delayed
+
+    results = []
+    parallel = Parallel(n_jobs=n_jobs, return_as="generator")
+    for result in parallel(delayed(func)(*job) for job in jobs):
+        results.append(result)
+        bar.update(1)
+    return results
+
+
+def recorded_wall_times(path: str | Path = RESULTS_PAGE) -> dict[str, dict[str, float]]:
+    """Experiment -> preset -> wall time in seconds of the runs recorded on the results page.
+
+    Read from each experiment's section (``Preset `quick`: ... Wall time 1820 s.``, written
+    by ``--write-docs``); an experiment without a recorded run is absent, and so is every
+    one when the page is not there (an installed package without its docs).
+
+    Examples
+    --------
+    >>> times = recorded_wall_times()
+    >>> all(isinstance(s, float) for run in times.values() for s in run.values())
+    True
+    """
+    import re
+
+    path = Path(path)
+    if not path.exists():
+        return {}
+    doc = path.read_text(encoding="utf-8")
+    found: dict[str, dict[str, float]] = {}
+    for name, body in re.findall(r"<!-- (\w+):begin -->(.*?)<!-- \1:end -->", doc, flags=re.S):
+        for preset, seconds in re.findall(r"Preset `(\w+)`.*?Wall time (\d+(?:\.\d+)?) s", body):
+            found.setdefault(name, {})[preset] = float(seconds)
+    return found

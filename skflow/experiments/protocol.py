@@ -475,7 +475,8 @@ def markdown_table(
     """
     paper = "–" if paper_ratio is None else f"{paper_ratio:g}"
     head = (
-        f"| median heuristic from | MMD² {baseline} | MMD² {challenger} | noise floor mean (q95) "
+        f"| median heuristic from | MMD² {baseline} | MMD² {challenger} "
+        "| noise floor: mean (95th percentile) "
         f"| ratio {baseline}/{challenger} [95 % CI] | paper | difference [95 % CI] "
         f"| {challenger} − floor [95 % CI] | ratio per seed | tasks {challenger} lower |"
     )
