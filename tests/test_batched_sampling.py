@@ -178,3 +178,85 @@ def test_bad_batches_and_noise():
         s.velocity(np.zeros((B, N, D)), 0.5, support=S[:2])
     with pytest.raises(ValueError, match="shape"):
         s.velocity(np.zeros((B, N, D)), np.zeros((B, N + 1)), support=S)
+
+
+# -- times just outside [0, 1] ----------------------------------------------------------------
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_times_within_tolerance_are_clamped(backend):
+    import torch
+
+    from skflow.field import NWField
+
+    S, X = _supports()[0], _noise(np.float64)[0]
+    conv = torch.as_tensor if backend == "torch" else np.asarray
+    field = NWField(conv(S))
+    for t_out, t_in in ((1.0 + 1e-9, 1.0), (-1e-9, 0.0), (1.0 + 9e-7, 1.0)):
+        for method in ("velocity", "divergence", "weights"):
+            got = getattr(field, method)(conv(X), t_out)
+            ref = getattr(field, method)(conv(X), t_in)
+            np.testing.assert_array_equal(np.asarray(got), np.asarray(ref), err_msg=method)
+        rows = np.full(N, t_out)
+        np.testing.assert_array_equal(
+            np.asarray(field.velocity(conv(X), conv(rows))),
+            np.asarray(field.velocity(conv(X), t_in)),
+        )
+    for bad in (1.0 + 2e-6, -2e-6):
+        with pytest.raises(ValueError, match=r"\[0, 1\]"):
+            field.velocity(conv(X), bad)
+        with pytest.raises(ValueError, match=r"\[0, 1\]"):
+            field.velocity(conv(X), conv(np.full(N, bad)))
+
+
+def test_sampler_velocity_clamps_times(learned):
+    S, X = _supports()[0], _noise(np.float64)[0]
+    s = NWFlowSampler().fit(S)
+    for est in (s, learned):
+        np.testing.assert_array_equal(
+            est.velocity(X, 1.0 + 1e-9, support=S), est.velocity(X, 1.0, support=S)
+        )
+        np.testing.assert_array_equal(
+            est.velocity(X, [-1e-9] * N, support=S), est.velocity(X, 0.0, support=S)
+        )
+        with pytest.raises(ValueError, match=r"\[0, 1\]"):
+            est.velocity(X, 1.0 + 1e-5, support=S)
+
+
+def test_torchdiffeq_dopri5_over_nwfield_completes():
+    torchdiffeq = pytest.importorskip("torchdiffeq")
+    import torch
+
+    from skflow.field import NWField
+
+    S = np.random.default_rng(2).normal(size=(30, 2))
+    X0 = np.random.RandomState(0).standard_normal((64, 2))
+    ours = NWFlowSampler(sigma_min=0.05, solver="dopri5", rtol=1e-7, atol=1e-7).fit(S)
+    reference = ours.sample(64, noise=X0)
+    grid = torch.tensor([0.0, 1.0], dtype=torch.float64)
+    # jump_t lands the last step on 1 + rounding (the default tolerance); without it the
+    # solver steps a whole step past 1 and interpolates back (a field with a larger one)
+    for options, tolerance in (({"jump_t": grid[1:]}, 1e-6), (None, 0.5)):
+        field = NWField(torch.as_tensor(S), sigma_min=0.05, time_tolerance=tolerance)
+        seen = []
+
+        def func(t, x, field=field, seen=seen):  # torchdiffeq passes a 0-d tensor
+            seen.append(float(t))
+            return field.velocity(x, t)
+
+        path = torchdiffeq.odeint(
+            func,
+            torch.as_tensor(X0),
+            grid,
+            method="dopri5",
+            rtol=1e-7,
+            atol=1e-7,
+            options=options,
+        )
+        assert max(seen) > 1.0  # the case of the issue: evaluated past the end
+        np.testing.assert_allclose(path[-1].numpy(), reference, atol=1e-3)
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):  # the default refuses a whole step
+        torchdiffeq.odeint(
+            lambda t, x: NWField(torch.as_tensor(S)).velocity(x, t),
+            torch.as_tensor(X0),
+            grid,
+            method="dopri5",
+        )
