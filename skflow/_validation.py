@@ -40,6 +40,7 @@ import numpy as np
 from sklearn.utils import check_random_state as _sk_check_random_state
 
 __all__ = [
+    "TIME_TOLERANCE",
     "InvalidParameterError",
     "as_generator",
     "check_bandwidth",
@@ -52,6 +53,7 @@ __all__ = [
     "check_real_array",
     "check_sigma_min",
     "check_times",
+    "clamp_times",
 ]
 
 
@@ -158,16 +160,45 @@ def check_choice(value: Any, name: str, choices: Sequence[str]) -> str:
     return value
 
 
+#: Times within this distance outside [0, 1] are clamped to the interval: adaptive solvers of
+#: other libraries (torchdiffeq, flow_matching) evaluate the field at ``1 + rounding`` or just
+#: past the end of their interval. Farther times raise.
+TIME_TOLERANCE = 1e-6
+
+
+def clamp_times(arr: np.ndarray, name: str = "t", tolerance: float = TIME_TOLERANCE) -> np.ndarray:
+    """float64 times checked to be finite and within ``tolerance`` (default
+    :data:`TIME_TOLERANCE`) of [0, 1], clamped to [0, 1] (``ValueError`` otherwise).
+
+    Examples
+    --------
+    >>> clamp_times(np.array([-1e-9, 0.5, 1.0 + 1e-9])).tolist()
+    [0.0, 0.5, 1.0]
+    """
+    if not np.all(np.isfinite(arr)) or np.any(arr < -tolerance) or np.any(arr > 1 + tolerance):
+        raise ValueError(
+            f"{name} must lie in [0, 1] (finite; values within {tolerance:g} of it are "
+            "clamped); got values outside that interval."
+        )
+    if np.any(arr < 0.0) or np.any(arr > 1.0):
+        arr = np.clip(arr, 0.0, 1.0)
+    return arr
+
+
 def check_times(t: Any, name: str = "t") -> np.ndarray:
     """Times as a float64 array (a scalar or shape ``(n,)``) with values in [0, 1].
 
-    Non-numeric and complex input raises ``TypeError``; other shapes and values outside the
-    interval (or non-finite) raise ``ValueError``.
+    Values within :data:`TIME_TOLERANCE` outside the interval are clamped to it (third-party
+    adaptive solvers step slightly past ``t = 1``). Non-numeric and complex input raises
+    ``TypeError``; other shapes and values farther outside (or non-finite) raise
+    ``ValueError``.
 
     Examples
     --------
     >>> check_times([0.0, 0.5]).tolist()
     [0.0, 0.5]
+    >>> float(check_times(1.0 + 1e-9))
+    1.0
     """
     if hasattr(t, "detach") and hasattr(t, "cpu"):  # a Torch tensor
         t = t.detach().cpu().numpy()
@@ -180,9 +211,7 @@ def check_times(t: Any, name: str = "t") -> np.ndarray:
     arr = arr.astype(np.float64, copy=False)
     if arr.ndim > 1:
         raise ValueError(f"{name} must be a scalar or a 1-D array of times, got {arr.shape}.")
-    if not np.all(np.isfinite(arr)) or np.any(arr < 0.0) or np.any(arr > 1.0):
-        raise ValueError(f"{name} must lie in [0, 1] (finite); got values outside that interval.")
-    return arr
+    return clamp_times(arr, name)
 
 
 def check_finite_output(a: np.ndarray, what: str) -> np.ndarray:

@@ -165,8 +165,8 @@ def test_float32_with_norms_that_overflow_float32_is_computed_in_float64():
         ({"sigma_min": 0.0}, 0.5, ValueError, "sigma_min"),
         ({"sigma_min": 1.0}, 0.5, ValueError, "sigma_min"),
         ({"sigma_min": -0.1}, 0.5, ValueError, "sigma_min"),
-        ({}, -1e-9, ValueError, r"\[0, 1\]"),
-        ({}, 1.0 + 1e-9, ValueError, r"\[0, 1\]"),
+        ({}, -1e-5, ValueError, r"\[0, 1\]"),  # within 1e-6 of [0, 1]: clamped
+        ({}, 1.0 + 1e-5, ValueError, r"\[0, 1\]"),
         ({}, np.nan, ValueError, r"\[0, 1\]"),
         ({}, 0.5 + 0.1j, TypeError, "real"),
         ({}, "0.5", TypeError, "numeric"),

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from .._array import is_torch
-from .._validation import check_bandwidth, check_real_array
+from .._validation import TIME_TOLERANCE, check_bandwidth, check_real_array, clamp_times
 from ..paths import OTPath
 
 __all__ = [
@@ -103,6 +103,7 @@ def torch_coefficients(
     device: Any,
     validate: bool = True,
     limit: bool = False,
+    tolerance: float = TIME_TOLERANCE,
 ) -> tuple[Any, Any, Any]:
     """Coefficients ``a(t), b(t), sigma_t`` as tensors of the shape of ``t`` (on ``device``).
 
@@ -110,8 +111,10 @@ def torch_coefficients(
     only, so a per-row time tensor on a GPU never leaves it. A callable bandwidth is evaluated
     on the host (it is documented to take a NumPy array).
 
-    ``validate`` checks ``0 <= t <= 1``; that check synchronizes with the device, so hot loops
-    pass ``validate=False`` when the times are known to be valid.
+    ``validate`` checks ``0 <= t <= 1`` up to ``tolerance`` (default
+    :data:`skflow._validation.TIME_TOLERANCE`; times outside [0, 1] are clamped, always);
+    that check synchronizes with the device, so hot loops pass ``validate=False`` when the
+    times are known to be valid.
 
     With ``limit=True`` a callable bandwidth is also evaluated at ``t = 0`` (see
     :func:`callable_bandwidth`): rows with ``t = 0`` and a finite ``h(0)`` get ``a = inf`` and
@@ -127,8 +130,14 @@ def torch_coefficients(
         t = t.to(device=device, dtype=work)
     else:  # Python/NumPy values: no float32 detour
         t = torch.as_tensor(np.asarray(t, dtype=np.float64), device=device).to(work)
-    if validate and t.numel() and not bool(((t >= 0) & (t <= 1)).all()):
-        raise ValueError("t must lie in [0, 1] (finite); got values outside that interval.")
+    if validate and t.numel():
+        inside = (t >= -tolerance) & (t <= 1.0 + tolerance)
+        if not bool(inside.all()):
+            raise ValueError(
+                f"t must lie in [0, 1] (finite; values within {tolerance:g} of it are "
+                "clamped); got values outside that interval."
+            )
+    t = t.clamp(0.0, 1.0)  # NaN stays NaN (refused above where validated)
     sigma_t = OTPath(sigma_min).sigma(t)
     if callable(bandwidth):
         t_np = t.detach().cpu().numpy().astype(np.float64)
@@ -155,8 +164,10 @@ def torch_coefficients(
     return a.to(dtype), b.to(dtype), sigma_t.to(dtype)
 
 
-def times(t: Any, *, max_ndim: int = 1) -> np.ndarray:
-    """Times as a float64 NumPy array, validated to lie in [0, 1] (at most ``max_ndim``-D)."""
+def times(t: Any, *, max_ndim: int = 1, tolerance: float = TIME_TOLERANCE) -> np.ndarray:
+    """Times as a float64 NumPy array (at most ``max_ndim``-D), validated to lie in [0, 1];
+    times within ``tolerance`` (default :data:`skflow._validation.TIME_TOLERANCE`) outside
+    are clamped to it."""
     if is_torch(t):
         if t.is_complex():
             raise TypeError(f"t must be real-valued, got complex dtype {t.dtype}.")
@@ -166,9 +177,7 @@ def times(t: Any, *, max_ndim: int = 1) -> np.ndarray:
         raise ValueError(
             f"t must be a scalar or a 1-D array of per-query times, got {t_arr.shape}."
         )
-    if not np.all(np.isfinite(t_arr)) or np.any(t_arr < 0.0) or np.any(t_arr > 1.0):
-        raise ValueError("t must lie in [0, 1] (finite); got values outside that interval.")
-    return t_arr
+    return clamp_times(t_arr, "t", tolerance)
 
 
 def kernel_coefficients(
@@ -260,20 +269,28 @@ class Coefficients:
 
 
 def coefficient_columns(
-    xp: Any, x: Any, t: Any, *, sigma_min: float, bandwidth: Bandwidth, need_max: bool
+    xp: Any,
+    x: Any,
+    t: Any,
+    *,
+    sigma_min: float,
+    bandwidth: Bandwidth,
+    need_max: bool,
+    tolerance: float = TIME_TOLERANCE,
 ) -> Coefficients:
     """Coefficients of one evaluation at queries ``x`` (..., n, d) and times ``t``.
 
     ``t`` is a scalar or broadcastable to ``x.shape[:-1]``. A Torch tensor of per-row times
     stays on its device (the range check is skipped for tensors on accelerators); other
-    times are validated and computed on the host in float64.
+    times are validated and computed on the host in float64. Times within ``tolerance``
+    outside [0, 1] are clamped to it.
     """
     shape = tuple(x.shape[:-1])
     if xp.name == "torch" and is_torch(t) and t.ndim >= 1:
-        return _device_columns(xp, x, t, shape, sigma_min, bandwidth, need_max)
+        return _device_columns(xp, x, t, shape, sigma_min, bandwidth, need_max, tolerance)
     if type(t) is float and 0.0 <= t <= 1.0 and not callable(bandwidth):
         return _scalar_columns(t, sigma_min, bandwidth)  # a solver's stage: no array work
-    t_arr = times(t, max_ndim=len(shape))
+    t_arr = times(t, max_ndim=len(shape), tolerance=tolerance)
     a, b, sigma_t = _host_coefficients(t_arr, sigma_min, bandwidth)
     if t_arr.ndim == 0:
         hard = None
@@ -310,7 +327,7 @@ def _path(sigma_min: float) -> OTPath:
     return OTPath(sigma_min)
 
 
-def _device_columns(xp, x, t, shape, sigma_min, bandwidth, need_max) -> Coefficients:
+def _device_columns(xp, x, t, shape, sigma_min, bandwidth, need_max, tolerance) -> Coefficients:
     torch = xp.torch
     if t.is_complex():
         raise TypeError(f"t must be real-valued, got complex dtype {t.dtype}.")
@@ -327,6 +344,7 @@ def _device_columns(xp, x, t, shape, sigma_min, bandwidth, need_max) -> Coeffici
         device=x.device,
         validate=t.device.type == "cpu",
         limit=True,
+        tolerance=tolerance,
     )
     hard = None
     if callable(bandwidth):  # only callables have rows in the hard-argmax limit
@@ -335,7 +353,7 @@ def _device_columns(xp, x, t, shape, sigma_min, bandwidth, need_max) -> Coeffici
             hard = rows[..., None]
             a = torch.where(rows, torch.zeros_like(a), a)
     a_max = float(a.max()) if (need_max and a.numel()) else 0.0
-    t_col = t.to(device=x.device, dtype=x.dtype)[..., None]
+    t_col = t.clamp(0.0, 1.0).to(device=x.device, dtype=x.dtype)[..., None]
     return Coefficients(t_col, a[..., None], b[..., None], sig[..., None], hard, a_max)
 
 

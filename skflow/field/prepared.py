@@ -14,6 +14,7 @@ import numpy as np
 
 from .._array import get_namespace, is_torch, to_numpy
 from .._validation import (
+    TIME_TOLERANCE,
     check_bandwidth,
     check_choice,
     check_int,
@@ -106,6 +107,15 @@ class NWField:
         evaluation runs on the dense engine (nothing skipped, bound 0). None: always prune.
     n_clusters : int, optional
         ``engine="pruned"``: clusters of the support index (default ``ceil(2 sqrt(m))``).
+    time_tolerance : float, default=1e-6
+        Times up to this far outside [0, 1] are clamped to the interval (the field at
+        ``t = 1 + 1e-9`` is the field at 1); farther ones raise ``ValueError``. The default
+        absorbs the rounding of solvers that land on ``1 + eps``, such as torchdiffeq's
+        ``dopri5`` with ``options={"jump_t": [1.0]}``. Adaptive solvers that take a whole
+        step past the end and interpolate back (torchdiffeq's ``dopri5`` without it,
+        ``flow_matching``'s ``ODESolver(...).sample(step_size=None)``) evaluate up to one
+        step beyond ``t = 1``: give them a field with a larger tolerance, e.g. ``0.5`` (the
+        field is then held constant at its ``t = 1`` value past the end).
 
     Attributes
     ----------
@@ -154,6 +164,7 @@ class NWField:
         pruned_rtol: float = 1e-10,
         n_clusters: int | None = None,
         pruned_max_share: float | None = PRUNED_MAX_SHARE,
+        time_tolerance: float = TIME_TOLERANCE,
     ):
         self.sigma_min = check_sigma_min(sigma_min)
         check_bandwidth(bandwidth)
@@ -175,6 +186,7 @@ class NWField:
             if pruned_max_share is None
             else check_real(pruned_max_share, "pruned_max_share", low=0.0, high=1.0)
         )
+        self.time_tolerance = check_real(time_tolerance, "time_tolerance", low=0.0)
         self.last_velocity_error_, self.max_velocity_error_ = None, 0.0
         self.last_evaluated_fraction_: float | None = None
         rows = check_chunk(support_chunk_size, "support_chunk_size")
@@ -243,8 +255,15 @@ class NWField:
         out_dtype = x.dtype
         check32 = both32 and not (xp.name == "torch" and x.device.type == "mps")
         check32 = check32 and self.engine != "pruned"  # which checks its blocks itself
+        tol = self.time_tolerance
         coef = coefficient_columns(
-            xp, x, t, sigma_min=self.sigma_min, bandwidth=self.bandwidth, need_max=check32
+            xp,
+            x,
+            t,
+            sigma_min=self.sigma_min,
+            bandwidth=self.bandwidth,
+            need_max=check32,
+            tolerance=tol,
         )
         geom = self._geometry(dtype)
         if check32:
@@ -258,7 +277,13 @@ class NWField:
                 # recomputed, not cast: float32 coefficients would carry their rounding
                 # (relative 6e-8 of a(t), i.e. a(t) R^2 6e-8 in the logits) into float64
                 coef = coefficient_columns(
-                    xp, x, t, sigma_min=self.sigma_min, bandwidth=self.bandwidth, need_max=False
+                    xp,
+                    x,
+                    t,
+                    sigma_min=self.sigma_min,
+                    bandwidth=self.bandwidth,
+                    need_max=False,
+                    tolerance=tol,
                 )
                 geom = self._geometry(f64)
                 call = FieldCall(xp, x, coef, geom, 1.0 - self.sigma_min, self.chunk_size)
@@ -444,7 +469,7 @@ class NWField:
                 "log_density is the OT path's marginal: it needs bandwidth='ot', no "
                 "projection and a single support (m, d)."
             )
-        t_arr = times(t)
+        t_arr = times(t, tolerance=self.time_tolerance)
         if t_arr.ndim != 0:
             raise ValueError("nw_log_density takes a scalar t.")
         x = self._check_queries(x)

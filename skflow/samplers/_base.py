@@ -23,6 +23,15 @@ from .._validation import (
     check_real,
 )
 from ..solvers import FIXED_STEP_METHODS, METHODS, integrate
+from ._batch import (
+    check_batch_times,
+    check_noise,
+    check_query_batch,
+    check_support_batch,
+    group_by_size,
+    is_support_list,
+    work_items,
+)
 
 __all__ = ["ADAPTIVE_MAX_STEPS", "SAMPLING_BATCH_SIZE", "BaseFlowSampler"]
 
@@ -139,51 +148,164 @@ class BaseFlowSampler(BaseEstimator):
             ) from exc
 
     def _integrate(self, support, x0, grid, trajectory):
+        """Integrate ``x0`` (n, d) with the field of ``support`` (m, d), or a batch: ``x0``
+        (G, n, d) with ``support`` (G, m, d); returns (n, d) / (G, n, d), or (T, ...)."""
         self._validate_solver_params()
-        starts = range(0, x0.shape[0], SAMPLING_BATCH_SIZE)
-        batches = [x0[i : i + SAMPLING_BATCH_SIZE] for i in starts]
+        items = work_items(x0, support.shape[-2], SAMPLING_BATCH_SIZE)
         n_jobs = getattr(self, "n_jobs", None)
         # a bound of an earlier call (another engine) must not survive this one
         self.__dict__.pop("sampling_error_bound_", None)
-        if len(batches) == 1 or n_jobs in (None, 1):
-            field = self._field(self._to_backend(support))  # prepared once for all batches
-            results = [self._integrate_batch(None, b, grid, trajectory, field) for b in batches]
+        if len(items) == 1 or n_jobs in (None, 1):
+            results, key, field = [], None, None
+            for task, rows in items:
+                if field is None or task != key:  # prepared once for all its row batches
+                    key, field = task, self._field(self._to_backend(_pick(support, task)))
+                start = _pick(x0, task)[..., rows, :]
+                results.append(self._integrate_batch(None, start, grid, trajectory, field))
         else:
             from joblib import Parallel, delayed
 
             # The estimator itself is shipped to the workers (it pickles), so this also runs
             # under joblib's dask backend on a cluster.
             results = Parallel(n_jobs=n_jobs)(
-                delayed(_integrate_batch)(self, support, b, grid, trajectory) for b in batches
+                delayed(_integrate_batch)(
+                    self, _pick(support, task), _pick(x0, task)[..., rows, :], grid, trajectory
+                )
+                for task, rows in items
             )
         bounds = [bound for _, bound in results if bound is not None]
         if bounds:  # the workers' fields (copies of the sampler) each kept their own
             self.sampling_error_bound_ = max(bounds)
-        out = np.concatenate([y for y, _ in results], axis=1 if trajectory else 0)
+        out = np.empty(((len(grid),) if trajectory else ()) + x0.shape, results[0][0].dtype)
+        for (task, rows), (y, _) in zip(items, results, strict=True):
+            out[
+                (Ellipsis, rows, slice(None)) if task is None else (..., task, rows, slice(None))
+            ] = y
         return check_finite_output(out, "the sampled trajectory" if trajectory else "the sample")
 
+    # -- one support or a batch ------------------------------------------------------------
+    def _batchable(self, support: np.ndarray) -> bool:
+        """Whether a batch ``(G, m, d)`` of supports can share one solver run (else the
+        tasks are integrated one by one). The adaptive solver keeps one clock per row of an
+        ``(n, d)`` state, so it runs task by task."""
+        return self.solver in FIXED_STEP_METHODS
+
+    def _supports(self, support: Any) -> tuple[Any, Any, int | None]:
+        """``(support (m, d), dtype, None)``, or for a batch ``(groups, dtype, B)`` with
+        ``groups = [(task indices, supports (G, m, d)), ...]`` (see :mod:`._batch`)."""
+        check_is_fitted(self)
+        if is_support_list(support):
+            groups, dtype = group_by_size([self._check_support(s) for s in support])
+            return groups, dtype, len(support)
+        if support is not None and getattr(support, "ndim", None) == 3:
+            arr = check_support_batch(support, self.n_features_in_, type(self).__name__)
+            return [(np.arange(arr.shape[0]), arr)], arr.dtype, arr.shape[0]
+        support = self._check_support(support)
+        return support, support.dtype, None
+
+    def _batch_inputs(self, X: Any, t: Any, support: Any) -> tuple | None:
+        """``(X (B, n, d), support (B, m, d), t)`` of a batched field evaluation, validated,
+        in one dtype; None when ``support`` is not a 3-D batch. ``t`` is a scalar or
+        ``(B, n)``."""
+        ndim = len(support.shape) if hasattr(support, "shape") else _safe_ndim(support)
+        if ndim != 3:
+            return None
+        name = type(self).__name__
+        S = check_support_batch(support, self._n_features_fitted(), name)
+        X = check_query_batch(X, S.shape[0], S.shape[2])
+        t = check_batch_times(t, X.shape[:2])
+        dtype = np.result_type(X.dtype, S.dtype)
+        return X.astype(dtype, copy=False), S.astype(dtype, copy=False), t
+
+    def _n_features_fitted(self) -> int:
+        check_is_fitted(self)
+        return self.n_features_in_
+
+    def _sampling_start(self, n_samples, support, random_state, noise):
+        """The validated support(s) and the starting points ``(n, d)`` or ``(B, n, d)``."""
+        supports, dtype, n_tasks = self._supports(support)
+        d = self.n_features_in_
+        if noise is not None:
+            if random_state is not None:
+                raise ValueError("pass either noise or random_state, not both.")
+            return supports, check_noise(noise, n_samples, d, dtype, n_tasks)
+        if n_tasks is None:
+            return supports, self._noise(n_samples, d, dtype, random_state)
+        n = check_int(n_samples, "n_samples")
+        # one draw for the batch: task b is rows b*n .. (b+1)*n - 1 of a single-task draw
+        return supports, self._noise(n_tasks * n, d, dtype, random_state).reshape(n_tasks, n, d)
+
+    def _run(self, supports, x0, grid, trajectory):
+        """Integrate one support, or every group of a batch (one run per batchable group)."""
+        if not isinstance(supports, list):
+            return self._integrate(supports, x0, grid, trajectory)
+        out, bounds = None, []
+        for idx, S in supports:
+            runs = (
+                [(idx, S)]
+                if self._batchable(S)
+                else [(idx[g : g + 1], S[g]) for g in range(len(idx))]
+            )
+            for rows, S_run in runs:
+                start = x0[rows] if S_run.ndim == 3 else x0[rows[0]]
+                y = self._integrate(S_run, start, grid, trajectory)
+                bounds.append(getattr(self, "sampling_error_bound_", None))
+                if out is None:
+                    out = np.empty(((len(grid),) if trajectory else ()) + x0.shape, y.dtype)
+                out[..., rows, :, :] = y if S_run.ndim == 3 else y[..., None, :, :]
+        bounds = [b for b in bounds if b is not None]
+        if bounds:
+            self.sampling_error_bound_ = max(bounds)
+        return out
+
     def sample(
-        self, n_samples: int = 1, *, support: Any = None, random_state: Any = None
+        self,
+        n_samples: int = 1,
+        *,
+        support: Any = None,
+        random_state: Any = None,
+        noise: Any = None,
     ) -> np.ndarray:
         """Generate samples by integrating the flow from Gaussian noise at t = 0 to t = 1.
 
         Parameters
         ----------
         n_samples : int, default=1
-            Number of samples.
-        support : array-like of shape (m, n_features), optional
+            Number of samples (per support, for a batch of supports).
+        support : array-like of shape (m, n_features) or (B, m, n_features), or list, optional
             Condition on this support set instead of the fitted one (in context, no refit).
+            A 3-D array is a batch of ``B`` supports, a list of ``(m_b, n_features)`` arrays
+            a batch of supports of different sizes: all tasks are integrated together (one
+            solver run per support size; the adaptive solver runs task by task).
         random_state : int, RandomState instance or None, default=None
-            Seed of the starting noise; ``None`` uses the estimator's ``random_state``.
+            Seed of the starting noise; ``None`` uses the estimator's ``random_state``. For a
+            batch the noise is one draw of shape ``(B, n_samples, n_features)``, so task ``b``
+            equals ``sample(n_samples, support=S[b], noise=X0[b])`` with that draw ``X0``.
+        noise : array-like of shape (n_samples, n_features) or (B, n_samples, n_features)
+            Start from these points instead of drawing noise (pairs samplers and solvers on
+            the same noise); an ``(n_samples, n_features)`` array starts every task of a batch
+            from the same points. Not together with ``random_state``.
 
         Returns
         -------
-        X : ndarray of shape (n_samples, n_features)
+        X : ndarray of shape (n_samples, n_features) or (B, n_samples, n_features)
             float32 when the support is float32, float64 otherwise.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from skflow import NWFlowSampler
+        >>> S = np.random.RandomState(0).normal(size=(3, 10, 2))
+        >>> s = NWFlowSampler(n_steps=10).fit(S[0])
+        >>> X = s.sample(4, support=S, random_state=0)
+        >>> X.shape
+        (3, 4, 2)
+        >>> X0 = np.random.RandomState(0).standard_normal((3, 4, 2))
+        >>> bool(np.allclose(X[1], s.sample(4, support=S[1], noise=X0[1])))
+        True
         """
-        support = self._check_support(support)
-        x0 = self._noise(n_samples, support.shape[1], support.dtype, random_state)
-        return self._integrate(support, x0, self._time_grid(), trajectory=False)
+        supports, x0 = self._sampling_start(n_samples, support, random_state, noise)
+        return self._run(supports, x0, self._time_grid(), trajectory=False)
 
     def sample_trajectories(
         self,
@@ -192,12 +314,13 @@ class BaseFlowSampler(BaseEstimator):
         support: Any = None,
         random_state: Any = None,
         n_points: int | None = None,
+        noise: Any = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Generate samples and return their whole paths from t = 0 to t = 1.
 
         Parameters
         ----------
-        n_samples, support, random_state
+        n_samples, support, random_state, noise
             As in :meth:`sample`; the same seed gives the same end points as :meth:`sample`.
         n_points : int, optional
             Number of output times for the adaptive solver (default 101). Fixed-step solvers
@@ -207,16 +330,15 @@ class BaseFlowSampler(BaseEstimator):
         -------
         t : ndarray of shape (T,)
             Output times, from 0 to 1.
-        X : ndarray of shape (T, n_samples, n_features)
+        X : ndarray of shape (T, n_samples, n_features) or (T, B, n_samples, n_features)
             States at those times; ``X[-1]`` equals ``sample(...)`` for the same seed up to
             the adaptive solver's tolerance.
         """
-        support = self._check_support(support)
-        x0 = self._noise(n_samples, support.shape[1], support.dtype, random_state)
+        supports, x0 = self._sampling_start(n_samples, support, random_state, noise)
         if n_points is not None:
             n_points = check_int(n_points, "n_points", minimum=2)
         grid = self._time_grid(n_points or 101)
-        return grid, self._integrate(support, x0, grid, trajectory=True)
+        return grid, self._run(supports, x0, grid, trajectory=True)
 
     # -- scoring ---------------------------------------------------------------------------
     def _score_one(self, reference: np.ndarray, support: Any) -> float:
@@ -291,3 +413,18 @@ def few_shot_support_size(support_size: Any, n_rows: int, label: Any) -> int:
 def _integrate_batch(sampler, support, x0, grid, trajectory):
     """Module-level wrapper so joblib can pickle the task."""
     return sampler._integrate_batch(support, x0, grid, trajectory)
+
+
+def _safe_ndim(a: Any) -> int:
+    """``np.ndim`` of array-like input; -1 for None or ragged nested lists."""
+    if a is None:
+        return -1
+    try:
+        return int(np.ndim(a))
+    except ValueError:
+        return -1
+
+
+def _pick(a: np.ndarray, task: slice | None) -> np.ndarray:
+    """The tasks ``task`` of a batch (G, ...), or ``a`` itself for one support."""
+    return a if task is None else a[task]

@@ -20,6 +20,7 @@ from .._validation import (
     check_times,
 )
 from ._base import BaseFlowSampler
+from ._batch import check_support_batch, is_support_list
 
 __all__ = ["LearnedFlowSampler"]
 
@@ -687,6 +688,9 @@ class LearnedFlowSampler(BaseFlowSampler):
 
     def _prepare_call(self, X: Any, t: Any, support: Any):
         check_is_fitted(self)
+        batch = self._batch_inputs(X, t, support)
+        if batch is not None:
+            return batch
         support = self._check_support(support)
         X = self._check_queries(X)
         t_arr = check_times(t)
@@ -698,43 +702,20 @@ class LearnedFlowSampler(BaseFlowSampler):
         return X.astype(dtype, copy=False), support.astype(dtype, copy=False), t_arr
 
     # -- many supports at once -------------------------------------------------------------
-    def _check_supports(self, supports: Any) -> np.ndarray:
-        check_is_fitted(self)
-        try:
-            arr = np.asarray(supports)
-        except (TypeError, ValueError):
-            raise ValueError("supports must be a numeric array of shape (B, m, d).") from None
-        if arr.ndim != 3:
-            raise ValueError(f"supports must have shape (B, m, n_features), got {arr.shape}.")
-        if arr.shape[0] == 0 or arr.shape[1] == 0:
-            raise ValueError(f"supports is empty (shape {arr.shape}); need B >= 1 and m >= 1.")
-        if arr.shape[2] != self.n_features_in_:
-            raise ValueError(
-                f"supports have {arr.shape[2]} features, but {type(self).__name__} is "
-                f"expecting {self.n_features_in_} features as input."
-            )
-        if not np.issubdtype(arr.dtype, np.number) or np.iscomplexobj(arr):
-            raise ValueError(f"supports must be real numbers, got dtype {arr.dtype}.")
-        dtype = np.float32 if arr.dtype == np.float32 else np.float64
-        arr = arr.astype(dtype, copy=False)
-        if not np.all(np.isfinite(arr)):
-            raise ValueError("Input supports contains NaN or infinity.")
-        return arr
-
     def sample_batch(
         self, n_samples: int, supports: Any, *, random_state: Any = None
     ) -> np.ndarray:
         """Generate ``n_samples`` points for each of many supports in one batched flow.
 
-        Equivalent to calling :meth:`sample` once per support (with other noise), but with the
-        fixed-step solvers every network evaluation covers all tasks, which is much faster for
-        evaluation sweeps (``"dopri5"`` integrates task by task).
+        The same as ``sample(n_samples, support=supports, random_state=random_state)``
+        (kept for existing code): with the fixed-step solvers every network evaluation
+        covers all tasks; ``"dopri5"`` integrates task by task.
 
         Parameters
         ----------
         n_samples : int
             Samples per support.
-        supports : array-like of shape (B, m, n_features)
+        supports : array-like of shape (B, m, n_features) or list of (m_b, n_features)
             One support set per task.
         random_state : int, RandomState instance or None, default=None
             Seed of the starting noise (drawn as one (B, n_samples, n_features) array);
@@ -744,30 +725,9 @@ class LearnedFlowSampler(BaseFlowSampler):
         -------
         X : ndarray of shape (B, n_samples, n_features)
         """
-        from ..solvers import integrate
-
-        supports = self._check_supports(supports)
-        B, _, d = supports.shape
-        n = check_int(n_samples, "n_samples")
-        x0 = self._noise(B * n, d, supports.dtype, random_state)
-        S = self._to_backend(supports)
-        self._validate_solver_params()
-
-        x0 = x0.reshape(B, n, d)
-        grid = self._time_grid()
-        kw = {"method": self.solver, "rtol": self.rtol, "atol": self.atol}
-        if self.solver == "dopri5":
-            # adaptive steps act on subsets of rows: integrate task by task
-            out = [
-                integrate(self._field(S[b]), self._to_backend(x0[b]), grid, **kw).y
-                for b in range(B)
-            ]
-            return np.stack([self._to_numpy(o) for o in out])
-
-        def field(t, x):
-            return self._predict(x, S, t)
-
-        return self._to_numpy(integrate(field, self._to_backend(x0), grid, **kw).y)
+        if not is_support_list(supports):
+            supports = check_support_batch(supports, self._n_features_fitted(), type(self).__name__)
+        return self.sample(n_samples, support=supports, random_state=random_state)
 
     # -- the field -------------------------------------------------------------------------
     def velocity(self, X: Any, t: Any, *, support: Any = None) -> np.ndarray:

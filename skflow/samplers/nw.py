@@ -25,6 +25,7 @@ from .._validation import (
 from ..exceptions import AccuracyWarning
 from ..paths import OTPath
 from ._base import SAMPLING_BATCH_SIZE, BaseFlowSampler
+from ._batch import DENSE_SUPPORT_ELEMENTS
 
 __all__ = ["NWFlowSampler"]
 
@@ -428,8 +429,20 @@ class NWFlowSampler(BaseFlowSampler):
             "support_chunk_size": self.support_chunk_size,
         }
 
+    def _batchable(self, support: np.ndarray) -> bool:
+        # the pruned engine indexes one support, and streaming (support_chunk_size, or a
+        # support too large for a dense block) reads one support in chunks: those batches
+        # run task by task
+        m, d = support.shape[-2:]
+        return (
+            super()._batchable(support)
+            and self.engine != "pruned"
+            and self.support_chunk_size is None
+            and m * max(d, 64) <= DENSE_SUPPORT_ELEMENTS
+        )
+
     def _pruned(self, support: Any) -> bool:
-        return self.engine == "pruned"
+        return self.engine == "pruned" and support.ndim == 2  # batches run dense
 
     def _prepared(self, support: Any) -> F.NWField:
         """The field of a (backend) support, prepared once for all its evaluations."""
@@ -455,9 +468,13 @@ class NWFlowSampler(BaseFlowSampler):
     def _call(self, method: str, X, t, support):
         check_is_fitted(self)
         self._validate_params()
-        support = self._check_support(support)
-        X = self._check_queries(X)
-        t = check_times(t)
+        batch = self._batch_inputs(X, t, support)
+        if batch is not None:  # (B, n, d) queries against (B, m, d) supports
+            X, support, t = batch
+        else:
+            support = self._check_support(support)
+            X = self._check_queries(X)
+            t = check_times(t)
         # Mixed float32/float64 inputs are computed in float64 by the field, which casts the
         # support chunk by chunk when it streams it (no full-size copy here).
         field = self._prepared(self._to_backend(support))
