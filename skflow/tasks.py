@@ -35,6 +35,12 @@ ClassTasks
     Real data: every class of a labelled data set is a task.
 SingleDatasetTasks
     Random support/target splits of one data set (``LearnedFlowSampler.fit(X)``).
+FewShotClassTasks
+    Scarce labelled data: every class with a handful of rows is a task, at any support size
+    it can give (``LearnedFlowSampler.fit(X, y)``).
+RotatedTasks, rotate_tasks
+    Task augmentation: every task mapped by its own random orthogonal matrix (support and
+    queries alike).
 
 The task sources never put a task's support rows among its targets (the synthetic ones draw
 every point independently; the data-based ones split rows).
@@ -54,14 +60,17 @@ from .paths import OTPath
 
 __all__ = [
     "ClassTasks",
+    "FewShotClassTasks",
     "GaussianMixtureParams",
     "GaussianMixtureTasks",
     "MixedTasks",
     "MoonsTasks",
     "RingTasks",
+    "RotatedTasks",
     "SingleDatasetTasks",
     "SphericalShellTasks",
     "SpiralTasks",
+    "rotate_tasks",
 ]
 
 # Upper bound on the number of float64 random keys drawn at once by ClassTasks when it
@@ -1319,3 +1328,252 @@ class SingleDatasetTasks(_TaskDistribution):
             query_idx[clash] = rng.integers(0, N, size=int(clash.sum()))
             clash = (query_idx[:, :, None] == support_idx[:, None, :]).any(axis=2)
         return X[support_idx], X[query_idx]
+
+
+# --------------------------------------------------------------------------------------
+# scarce labelled data: few-shot class tasks and task augmentation
+# --------------------------------------------------------------------------------------
+class FewShotClassTasks(_TaskDistribution):
+    """Few-shot tasks of a labelled data set: every class with a handful of rows is a task.
+
+    Made for scarce data (classes of 10-100 rows). A task draws a class uniformly among the
+    classes that have at least ``n_support + min_targets`` rows, takes ``n_support``
+    distinct rows of it as the support and draws its ``n_query`` targets uniformly, *with
+    replacement*, among the class's *other* rows. So a task's support rows are never among
+    its targets, the target count never shrinks, and a class of ``k`` rows serves every
+    support size up to ``k - min_targets`` (unlike :class:`ClassTasks`, whose targets are
+    distinct rows and whose target count shrinks to the smallest class).
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features)
+        Finite numeric data.
+    y : array-like of shape (n_samples,)
+        Class labels; each class is a task.
+    classes : array-like, optional
+        The labels used (default: all). Classes with fewer than ``2 + min_targets`` rows are
+        left out with a :class:`UserWarning` (they cannot give a support of 2 rows, the
+        fewest that has a spread, and ``min_targets`` target rows).
+    min_targets : int, default=2
+        Fewest distinct rows of a class left for the targets of a task.
+
+    Attributes
+    ----------
+    classes_ : ndarray
+        Labels of the usable classes, sorted.
+    class_sizes_ : ndarray of int
+        Their row counts.
+    n_features : int
+        Number of columns of ``X``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skflow.tasks import FewShotClassTasks
+    >>> X = np.random.default_rng(0).normal(size=(30, 2))
+    >>> tasks = FewShotClassTasks(X, np.repeat([0, 1, 2], 10))
+    >>> S, Q = tasks.sample_tasks(4, 7, 16, random_state=0)
+    >>> S.shape, Q.shape, tasks.class_sizes_.tolist()
+    ((4, 7, 2), (4, 16, 2), [10, 10, 10])
+    """
+
+    def __init__(self, X, y, *, classes=None, min_targets=2):
+        self.X = X
+        self.y = y
+        self.classes = classes
+        self.min_targets = min_targets
+
+    def __repr__(self):
+        shape = getattr(self.X, "shape", None)
+        dims = "x".join(map(str, shape)) if shape else type(self.X).__name__
+        return f"FewShotClassTasks(X=<{dims}>, y=..., min_targets={self.min_targets!r})"
+
+    def _prepare(self):
+        if getattr(self, "_prepared", None) is not None:
+            return self._prepared
+        X, y, _ = _check_labelled(self.X, self.y, 0.0, False)
+        q_min = check_int(self.min_targets, "min_targets")
+        labels = np.unique(y) if self.classes is None else np.unique(np.asarray(self.classes))
+        rows = [np.flatnonzero(y == c) for c in labels]
+        sizes = np.array([len(r) for r in rows], dtype=np.int64)
+        small = sizes < 2 + q_min
+        if small.all():
+            raise ValueError(
+                f"FewShotClassTasks needs a class with at least {2 + q_min} rows; the largest "
+                f"has {int(sizes.max()) if sizes.size else 0}."
+            )
+        if small.any():
+            warnings.warn(
+                f"FewShotClassTasks: class(es) {labels[small][:10].tolist()} with "
+                f"{sizes[small][:10].tolist()} rows have fewer than 2 + min_targets = "
+                f"{2 + q_min} rows and are not used.",
+                UserWarning,
+                stacklevel=3,
+            )
+        keep = np.flatnonzero(~small)
+        self._prepared = {
+            "X": X,
+            "classes": labels[keep],
+            "sizes": sizes[keep],
+            "rows": [rows[k] for k in keep],
+            "min_targets": q_min,
+        }
+        return self._prepared
+
+    @property
+    def classes_(self):
+        return self._prepare()["classes"]
+
+    @property
+    def class_sizes_(self):
+        return self._prepare()["sizes"]
+
+    @property
+    def n_features(self):
+        return self._prepare()["X"].shape[1]
+
+    def sample_tasks(self, n_tasks, n_support, n_query, random_state=None):
+        """Draw a batch of tasks (classes drawn independently, with repetition).
+
+        Parameters
+        ----------
+        n_tasks : int >= 1
+        n_support : int >= 1
+            Support rows per task (distinct rows of the class).
+        n_query : int >= 0
+            Target rows per task (drawn with replacement among the class's other rows).
+        random_state : None, int, RandomState or Generator, default=None
+
+        Returns
+        -------
+        supports : ndarray of shape (n_tasks, n_support, n_features), float64
+        queries : ndarray of shape (n_tasks, n_query, n_features), float64
+        """
+        B, m, q = _check_sizes(n_tasks, n_support, n_query)
+        prep = self._prepare()
+        ok = np.flatnonzero(prep["sizes"] >= m + prep["min_targets"])
+        if ok.size == 0:
+            raise ValueError(
+                f"No class has n_support + min_targets = {m + prep['min_targets']} rows "
+                f"(largest: {int(prep['sizes'].max())}); lower n_support."
+            )
+        rng = _rng(random_state)
+        cls = ok[rng.integers(0, ok.size, size=B)]
+        sizes = prep["sizes"][cls]
+        local = _distinct_rows(rng, sizes, m)  # (B, m) support rows, distinct
+        # targets: uniform over the size - m other rows (rank among non-support rows)
+        rank = (rng.random((B, q)) * (sizes - m)[:, None]).astype(np.int64)
+        others = np.sort(local, axis=1)
+        for j in range(m):  # shift past every support row at or below the rank
+            rank += rank >= others[:, j : j + 1]
+        index = np.concatenate([local, rank], axis=1)
+        rows = np.stack([prep["rows"][c][ix] for c, ix in zip(cls, index, strict=True)])
+        X = prep["X"][rows]
+        return np.ascontiguousarray(X[:, :m]), np.ascontiguousarray(X[:, m:])
+
+
+def rotate_tasks(supports, queries, random_state=None, *, center="support"):
+    """Map every task by its own uniformly random (Haar) orthogonal matrix.
+
+    Task ``b`` is mapped by ``x -> (x - c_b) R_b + c_b`` with one matrix ``R_b`` for its
+    support *and* its queries, so every distance within a task (support to support, support
+    to query, query to query) is kept: the task's shape (spectrum, tails, clusters) survives,
+    its orientation, which cannot transfer to new classes, is randomized.
+
+    Parameters
+    ----------
+    supports : array-like of shape (B, m, d)
+    queries : array-like of shape (B, n, d)
+    random_state : None, int, RandomState or Generator, default=None
+        Source of the rotations.
+    center : {"support", "origin"}, default="support"
+        Rotate about each task's support mean (its location is kept), or about the origin
+        (for centred data: locations are rotated too).
+
+    Returns
+    -------
+    supports : ndarray of shape (B, m, d)
+    queries : ndarray of shape (B, n, d)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skflow.tasks import rotate_tasks
+    >>> S, Q = np.ones((2, 3, 4)), np.zeros((2, 5, 4))
+    >>> S2, Q2 = rotate_tasks(S, Q, random_state=0)
+    >>> bool(np.allclose(np.linalg.norm(S2 - Q2[:, :1], axis=-1), 2.0))
+    True
+    """
+    if center not in ("support", "origin"):
+        raise InvalidParameterError(f"center must be 'support' or 'origin', got {center!r}.")
+    S, Q = np.asarray(supports, dtype=np.float64), np.asarray(queries, dtype=np.float64)
+    if S.ndim != 3 or Q.ndim != 3 or S.shape[0] != Q.shape[0] or S.shape[2] != Q.shape[2]:
+        raise ValueError(
+            f"expected supports (B, m, d) and queries (B, n, d), got {S.shape} and {Q.shape}."
+        )
+    rot = _haar_rotations(_rng(random_state), (S.shape[0],), S.shape[2])
+    if center == "origin":
+        return S @ rot, Q @ rot
+    c = S.mean(axis=1, keepdims=True)
+    return (S - c) @ rot + c, (Q - c) @ rot + c
+
+
+class RotatedTasks(_TaskDistribution):
+    """A task source whose tasks are randomly rotated: the rotation augmentation.
+
+    Every task of ``source`` is mapped by :func:`rotate_tasks` (a fresh Haar-random
+    orthogonal matrix per task, applied to its support and its queries alike). Few classes
+    are far too few tasks for a meta-learner; the rotations remove the class identity and
+    keep the within-class structure, which is what transfers to new classes. This is the
+    default augmentation of ``LearnedFlowSampler().fit(X, y)``.
+
+    Parameters
+    ----------
+    source : task source
+        Any object with ``sample_tasks(n_tasks, n_support, n_query, random_state, **kw)``
+        (extra keywords, e.g. ``split``, are passed through).
+    center : {"support", "origin"}, default="support"
+        See :func:`rotate_tasks`.
+
+    Attributes
+    ----------
+    n_features : int
+        The source's dimension.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skflow.tasks import ClassTasks, RotatedTasks
+    >>> X = np.random.default_rng(0).normal(size=(40, 3))
+    >>> tasks = RotatedTasks(ClassTasks(X, np.repeat([0, 1], 20), random_state=0))
+    >>> S, Q = tasks.sample_tasks(5, 4, 6, random_state=0)
+    >>> S.shape, Q.shape
+    ((5, 4, 3), (5, 6, 3))
+    """
+
+    _param_names = ("source", "center")
+
+    def __init__(self, source, *, center="support"):
+        self.source = source
+        self.center = center
+
+    @property
+    def n_features(self):
+        return self.source.n_features
+
+    def sample_tasks(self, n_tasks, n_support, n_query, random_state=None, **kwargs):
+        """Draw ``n_tasks`` tasks of the source and rotate each.
+
+        Returns
+        -------
+        supports : ndarray of shape (n_tasks, n_support, n_features)
+        queries : ndarray of shape (n_tasks, n_query, n_features)
+        """
+        rng = _rng(random_state)
+        S, Q = self.source.sample_tasks(n_tasks, n_support, n_query, random_state=rng, **kwargs)
+        return rotate_tasks(S, Q, rng, center=self.center)
+
+    def sample_task(self, n_support, n_query, random_state=None, **kwargs):
+        """Draw one task (task 0 of :meth:`sample_tasks`)."""
+        S, Q = self.sample_tasks(1, n_support, n_query, random_state=random_state, **kwargs)
+        return S[0], Q[0]

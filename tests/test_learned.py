@@ -366,7 +366,7 @@ def test_bad_fit_inputs(gmm2):
         LearnedFlowSampler(**TINY).fit(Xn)
     with pytest.raises(ValueError, match="1 sample"):
         LearnedFlowSampler(**TINY).fit(X[:1])
-    with pytest.raises(ValueError, match="2 or more rows"):
+    with pytest.raises(ValueError, match="at least 4 rows"):  # 2 support + 2 target rows
         LearnedFlowSampler(**TINY).fit(X, np.arange(20))
     with pytest.raises(ValueError, match="y must be None"):
         LearnedFlowSampler(**TINY).fit(gmm2, np.arange(3))

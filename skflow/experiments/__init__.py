@@ -20,15 +20,16 @@ geometry   geometric mismatch on spherical shells
 scarcity   support scarcity on real data with classes as tasks
 attention  attention-vs-NW weight correlation of the learned model across t
 families   leave-one-family-out generalization (mixtures, rings, moons, spirals)
+fewshot    the default ``LearnedFlowSampler().fit(X, y)`` on held-out digit classes
 ========== ==================================================================
 
 Examples
 --------
 >>> from skflow.experiments import EXPERIMENTS
 >>> EXPERIMENTS
-('collapse', 'geometry', 'scarcity', 'attention', 'families')
+('collapse', 'geometry', 'scarcity', 'attention', 'families', 'fewshot')
 """
 
-EXPERIMENTS = ("collapse", "geometry", "scarcity", "attention", "families")
+EXPERIMENTS = ("collapse", "geometry", "scarcity", "attention", "families", "fewshot")
 
 __all__ = ["EXPERIMENTS"]

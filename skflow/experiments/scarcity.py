@@ -45,8 +45,10 @@ Methods:
     cannot transfer to new classes, and keep the within-class structure (spectrum, tails,
     clusters), which can.
 ``learned_plain``
-    :class:`skflow.LearnedFlowSampler` fitted as ``fit(X_train, y_train)`` (every training
-    class a task, no augmentation), with the same budget: the negative control.
+    :class:`skflow.LearnedFlowSampler` fitted as ``fit(X_train, y_train)`` with
+    ``augment=None, normalize=False`` (every training class a task as it is), with the same
+    budget: the negative control. (The default ``fit(X, y)`` is measured by
+    :mod:`skflow.experiments.fewshot`.)
 
 Run it with ``python -m skflow.experiments scarcity --quick`` (or ``--full``; add
 ``--write-docs`` to update ``docs/results.md``), or call :func:`run`.
@@ -65,7 +67,7 @@ from sklearn.decomposition import PCA
 from sklearn.preprocessing import StandardScaler
 
 from skflow import LearnedFlowSampler, NWFlowSampler
-from skflow.tasks import ClassTasks
+from skflow.tasks import ClassTasks, RotatedTasks
 
 from ._io import (
     TorchThreads,
@@ -171,13 +173,14 @@ PAPER_RATIO_M10 = 1.0 / (1.0 - 0.24)
 _SIGMA_MIN = 0.01
 
 
-class RotatedClassTasks:
-    """Class tasks under random orthogonal maps: a rotation-augmented meta-distribution.
+class RotatedClassTasks(RotatedTasks):
+    """Class tasks under random orthogonal maps about the origin: the scarcity recipe.
 
-    Every task draws a class task from :class:`skflow.tasks.ClassTasks` and maps its support and
-    query rows by one fresh Haar-random orthogonal matrix ``Q`` (``x -> x Q``, about the origin).
-    It follows the task-source interface of :mod:`skflow.tasks`, so
-    ``LearnedFlowSampler().fit(RotatedClassTasks(X, y))`` meta-trains on it.
+    :class:`skflow.tasks.RotatedTasks` (``center="origin"``) over
+    :class:`skflow.tasks.ClassTasks`: every task is one class's rows mapped by a fresh
+    Haar-random orthogonal matrix ``Q`` (``x -> x Q``), support and queries alike. The
+    augmentation itself lives in the library (``LearnedFlowSampler().fit(X, y)`` uses it by
+    default, about each support's mean); this wrapper keeps this experiment's recipe.
 
     Parameters
     ----------
@@ -186,11 +189,6 @@ class RotatedClassTasks:
         them in the data's range).
     y : array-like of shape (n_samples,)
         Class labels; each class is a base task.
-
-    Attributes
-    ----------
-    n_features : int
-        Number of columns of ``X``.
 
     Examples
     --------
@@ -204,36 +202,7 @@ class RotatedClassTasks:
     """
 
     def __init__(self, X: Any, y: Any):
-        self.tasks = ClassTasks(X, y, random_state=0)
-        self.n_features = int(np.asarray(X).shape[1])
-
-    def sample_tasks(
-        self, n_tasks: int, n_support: int, n_query: int, random_state: Any = None
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Draw ``n_tasks`` rotated class tasks.
-
-        Returns
-        -------
-        supports : ndarray of shape (n_tasks, n_support, n_features)
-        queries : ndarray of shape (n_tasks, n_query, n_features)
-        """
-        if isinstance(random_state, np.random.Generator):
-            rng = random_state
-        else:
-            rng = np.random.default_rng(random_state)
-        S, Q = self.tasks.sample_tasks(n_tasks, n_support, n_query, random_state=rng)
-        d = self.n_features
-        G = rng.standard_normal((n_tasks, d, d))
-        rot, R = np.linalg.qr(G)
-        signs = np.sign(np.diagonal(R, axis1=1, axis2=2))
-        signs[signs == 0] = 1.0
-        rot = rot * signs[:, None, :]  # Haar on O(d)
-        return S @ rot, Q @ rot
-
-    def sample_task(self, n_support: int, n_query: int, random_state: Any = None):
-        """Draw one task (task 0 of :meth:`sample_tasks`)."""
-        S, Q = self.sample_tasks(1, n_support, n_query, random_state=random_state)
-        return S[0], Q[0]
+        super().__init__(ClassTasks(X, y, random_state=0), center="origin")
 
 
 def _features(cfg: dict) -> tuple[np.ndarray, np.ndarray, dict]:
@@ -296,12 +265,14 @@ def _train_models(Z, y, cfg: dict, seed: int) -> tuple[dict, dict]:
     """Both learned models of one seed and their training records."""
     train = np.isin(y, cfg["train_classes"])
     models, records = {}, {}
-    for name, source in (
-        ("learned", (RotatedClassTasks(Z[train], y[train]),)),
-        ("learned_plain", (Z[train], y[train])),
+    for name, source, extra in (
+        ("learned", (RotatedClassTasks(Z[train], y[train]),), {}),
+        # the negative control: classes as they are, no augmentation, no normalisation
+        ("learned_plain", (Z[train], y[train]), {"augment": None, "normalize": False}),
     ):
         t0 = time.perf_counter()
-        model = LearnedFlowSampler(**_learned_params(cfg, derive_seed(seed, 1))).fit(*source)
+        params = _learned_params(cfg, derive_seed(seed, 1)) | extra
+        model = LearnedFlowSampler(**params).fit(*source)
         models[name] = model
         records[name] = {
             "seed": seed,

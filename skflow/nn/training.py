@@ -311,17 +311,26 @@ class _Trainer:
         return x0, t
 
     def set_validation(self, validation) -> None:
-        """Fix the validation tasks and draw their noise and times once."""
-        vs, vq = (self._tensor(a) for a in validation[:2])
-        self.val = (vs, vq, *self._noise_and_times(vq))
+        """Fix the validation tasks (one batch, or a list of batches of different support
+        sizes) and draw their noise and times once."""
+        batches = validation if isinstance(validation, list) else [validation]
+        self.val = []
+        for batch in batches:
+            vs, vq = (self._tensor(a) for a in batch[:2])
+            self.val.append((vs, vq, *self._noise_and_times(vq)))
 
     def validation_loss(self) -> float:
-        """Conditional flow-matching loss of the weights used for sampling (EMA if any)."""
+        """Conditional flow-matching loss of the weights used for sampling (EMA if any),
+        averaged over the validation batches."""
         self.model.eval()
         if self.ema is not None:
             self.ema.swap()
         with torch.no_grad(), self._autocast():
-            loss = flow_matching_loss(self.forward, *self.val, sigma_min=self.cfg.sigma_min)
+            losses = [
+                flow_matching_loss(self.forward, *batch, sigma_min=self.cfg.sigma_min)
+                for batch in self.val
+            ]
+            loss = sum(float(v) for v in losses) / len(losses)
         if self.ema is not None:
             self.ema.swap()
         self.model.train()
@@ -437,10 +446,27 @@ class _Trainer:
                 self._final_check()
         result.elapsed = time.perf_counter() - start
 
+    def _close_bar(self, bar) -> None:
+        """End the bar at the iterations run: an early stop says why and shrinks the total,
+        so a bar never stays announced at ``max_iter`` when it stopped before."""
+        result = self.result
+        if result.stop_reason == "max_iter":
+            return
+        why = "no improvement" if result.stop_reason == "no_improvement" else "max_time reached"
+        bar.total = result.n_iter
+        bar.set_postfix_str(f"stopped at {result.n_iter}/{self.cfg.max_iter}: {why}")
+        bar.refresh()
+        if self.cfg.verbose:
+            bar.write(
+                f"training stopped at iteration {result.n_iter} of {self.cfg.max_iter}: {why}"
+                + (f" (max_time={self.cfg.max_time:g} s)" if why.startswith("max_time") else "")
+            )
+
     def run(self, progress_bar) -> TrainingResult:
         self.model.train()
         with progress_bar(total=self.cfg.max_iter) as bar:
             self._loop(bar)
+            self._close_bar(bar)
         result = self.result
         result.state = {
             "weights": copy.deepcopy(self.model.state_dict()),
@@ -473,17 +499,30 @@ class _Quiet:
     def set_postfix(self, **kwargs) -> None:
         pass
 
+    def set_postfix_str(self, text: str) -> None:
+        pass
+
+    def refresh(self) -> None:
+        pass
+
     def write(self, msg: str) -> None:
         self.print_fn(msg)
 
 
-def _progress_bar(verbose: int, print_fn: Callable[[str], None] | None) -> Callable:
-    """A ``tqdm`` progress bar factory when ``verbose`` (log lines through ``bar.write``)."""
+def _progress_bar(
+    verbose: int, print_fn: Callable[[str], None] | None, max_time: float | None = None
+) -> Callable:
+    """A ``tqdm`` progress bar factory when ``verbose`` (log lines through ``bar.write``); a
+    wall-clock cap is named in the bar's description."""
     if not verbose or print_fn is not None:
         return lambda total: _Quiet(total, print if print_fn is None else print_fn)
     from tqdm.auto import tqdm
 
-    return lambda total: tqdm(total=total, desc="training", unit="it", leave=False)
+    def bar(total):
+        desc = "training" if max_time is None else f"training (max_time {max_time:g} s)"
+        return tqdm(total=total, desc=desc, unit="it", leave=False)
+
+    return bar
 
 
 def train_flow_model(
@@ -530,8 +569,9 @@ time_sampling
     generator : torch.Generator
         Source of the noise and times.
     device : torch device, default="cpu"
-    validation : (supports, targets), optional
-        Fixed validation tasks; their noise and times are drawn once from ``generator``.
+    validation : (supports, targets) or list of them, optional
+        Fixed validation tasks (a list: batches of different support sizes, scored by their
+        mean loss); their noise and times are drawn once from ``generator``.
     validation_interval : int
         Steps between validation checks (and log lines). Early stopping counts checks.
     n_iter_no_change : int, optional
@@ -592,4 +632,4 @@ time_sampling
     trainer = _Trainer(model, draw_tasks, cfg, generator, device, forward, state or {})
     if validation is not None:
         trainer.set_validation(validation)
-    return trainer.run(_progress_bar(verbose, print_fn))
+    return trainer.run(_progress_bar(verbose, print_fn, max_time))

@@ -26,6 +26,49 @@ __all__ = ["LearnedFlowSampler"]
 
 # Queries per forward pass at inference (bounds the (n, m) attention and (n, width) blocks).
 _INFERENCE_CHUNK = 16384
+# fit(X, y), validation_fraction="auto": classes are held out for validation from this many
+# classes on (fewer classes are all needed for training).
+_MIN_CLASSES_FOR_VALIDATION = 10
+# n_iter_no_change="auto": validation checks without improvement before training stops.
+_AUTO_PATIENCE = 10
+
+
+def _support_bounds(support_size: Any) -> tuple[int, int]:
+    """``(lo, hi)`` of ``support_size``: an int, a pair of ints or ``"auto"`` (``(2, 50)``)."""
+    if isinstance(support_size, str):
+        check_choice(support_size, "support_size", ("auto",))
+        return 2, 50
+    if isinstance(support_size, tuple | list):
+        if len(support_size) != 2:
+            raise InvalidParameterError(
+                f"support_size must be an int, a pair (low, high) or 'auto', got {support_size!r}."
+            )
+        lo = check_int(support_size[0], "support_size[0]")
+        hi = check_int(support_size[1], "support_size[1]")
+        if lo > hi:
+            raise InvalidParameterError(
+                f"support_size=(low, high) needs low <= high, got {support_size!r}."
+            )
+        return lo, hi
+    k = check_int(support_size, "support_size")
+    return k, k
+
+
+def _task_frame(supports, fallback: float):
+    """Centre ``(B, 1, d)`` and scale ``(B, 1, 1)`` of every support ``(B, m, d)``.
+
+    The centre is the support mean, the scale its per-coordinate standard deviation (ddof 1),
+    so a normalised support has unit spread whatever the data's units; a support of one row
+    (or of identical rows) has no spread and takes ``fallback``. Works on NumPy arrays and
+    Torch tensors alike.
+    """
+    m, d = supports.shape[-2], supports.shape[-1]
+    centre = supports.mean(axis=-2, keepdims=True)
+    ss = ((supports - centre) ** 2).sum(axis=(-2, -1), keepdims=True)
+    scale = (ss / (max(m - 1, 1) * d)) ** 0.5
+    tiny = scale <= 1e-12 * (1.0 + abs(centre).max())
+    scale = scale * ~tiny + fallback * tiny
+    return centre, scale
 
 
 def _is_task_source(X: Any) -> bool:
@@ -69,11 +112,30 @@ class LearnedFlowSampler(BaseFlowSampler):
         before the cosine has decayed to 0.
     batch_tasks : int, default=32
         Tasks per training batch.
-    support_size : int, default=50
-        Support points per training task; also the support rows per task of the few-shot
-        :meth:`score` and the size of ``support_`` after ``fit(X)``.
+    support_size : int, (low, high) or "auto", default="auto"
+        Support points per training task. A pair: every training batch draws its support
+        size log-uniformly from the integers ``low..high``, so one model serves every ``m``
+        of the range (batches are grouped by size: no task is padded or dropped).
+        ``"auto"``: ``(2, 50)`` on labelled data, with ``high`` lowered to what the classes
+        allow (the 75th percentile of the class sizes minus 2 target rows); 50 for ``fit(X)``
+        and task sources. Also the size of ``support_`` after ``fit(X)`` (``high``) and the
+        support rows per task of the few-shot :meth:`score` (an int as given; else
+        ``min(high, n_rows // 2)``).
     n_targets : int, default=128
         Target points per training task (each with its own noise and time).
+    augment : {"auto", "rotate"} or None, default="auto"
+        Task augmentation (:mod:`skflow.tasks`). ``"rotate"``: every training task is mapped
+        by its own uniformly random orthogonal matrix about its support mean
+        (:class:`~skflow.tasks.RotatedTasks`), support and targets alike, so a few classes
+        give endless tasks with their shapes and without their orientation. ``"auto"``:
+        ``"rotate"`` for ``fit(X, y)``, None otherwise.
+    normalize : bool or "auto", default="auto"
+        Per-task normalisation: the flow runs in each support's frame (centred on its mean,
+        divided by its per-coordinate standard deviation), from standard noise there, and the
+        samples are mapped back, so a model is not tied to its training data's units and
+        the noise starts where the support lies. ``velocity`` is the velocity of that flow in
+        data units. ``"auto"``: True for ``fit(X, y)``, False otherwise (with False and
+        ``exact_head=True`` the untrained model is exactly :class:`~skflow.NWFlowSampler`).
     learning_rate : float, default=1e-3
         Peak AdamW learning rate.
     weight_decay : float, default=1e-4
@@ -106,17 +168,21 @@ class LearnedFlowSampler(BaseFlowSampler):
         ``n_iter_``, ``loss_curve_`` and ``training_time_`` accumulate. The data must have the
         same number of features; the network's architecture parameters are ignored. A warm
         start after unpickling continues from ``model_``'s weights with a fresh optimizer.
-    validation_fraction : float in [0, 1), default=0.0
-        If > 0, a fixed set of ``batch_tasks`` validation tasks is scored (minus the
-        flow-matching loss, with fixed noise and times) every ``validation_interval``
-        iterations and the weights used for sampling at the best check are kept (the EMA
-        weights when ``ema_decay`` is set). Labelled data (``fit(X, y)``) hold out this
-        fraction of every class's rows for it (each class's part needs more than
-        ``support_size`` rows to be drawn); a task source draws separate validation tasks
-        (new distributions); ``fit(X)`` uses fresh random splits of ``X`` (monitoring only).
-    n_iter_no_change : int, optional
+    validation_fraction : float in [0, 1) or "auto", default="auto"
+        If > 0, fixed validation tasks (``batch_tasks`` per support size, at up to 3 sizes
+        of the range) are scored (minus the flow-matching loss, with fixed noise and times)
+        every ``validation_interval`` iterations and the weights used for sampling at the
+        best check are kept (the EMA weights when ``ema_decay`` is set). Labelled data
+        (``fit(X, y)``) hold out this fraction of every class's rows for it; a task source
+        draws separate validation tasks (new distributions); ``fit(X)`` uses fresh random
+        splits of ``X`` (monitoring only). ``"auto"``: with labelled data of at least 10
+        classes, a fifth of the classes (at least 2) is held out, never trained on
+        (``validation_classes_``): new classes are what a user's test holds; otherwise no
+        validation.
+    n_iter_no_change : int, "auto" or None, default="auto"
         Stop when the validation score (or, without validation, minus the training loss
         averaged over an interval) has not improved by ``tol`` for this many checks.
+        ``"auto"``: 10 with validation, None (no early stopping) without.
     tol : float, default=1e-4
         Improvement threshold of early stopping.
     validation_interval : int, default=50
@@ -164,6 +230,17 @@ class LearnedFlowSampler(BaseFlowSampler):
         Wall-clock seconds of the training loop.
     best_validation_score_ : float or None
         Best validation score (improvements count only above ``tol``); its weights are kept.
+    support_range_ : tuple of int
+        ``(low, high)`` support sizes of the training tasks.
+    augment_ : str or None
+        The augmentation used.
+    normalize_ : bool
+        Whether the flow runs in each support's frame (per-task normalisation).
+    task_scale_ : float
+        Median support spread of the training tasks: the scale of a one-row support under
+        per-task normalisation (1.0 without it).
+    validation_classes_ : ndarray or None
+        Classes held out for validation by ``validation_fraction="auto"`` (labelled data).
 
     See Also
     --------
@@ -172,9 +249,10 @@ class LearnedFlowSampler(BaseFlowSampler):
     Notes
     -----
     ``fit`` accepts three kinds of training data. ``fit(X, y)``: every label of ``y`` is a
-    task (:class:`skflow.tasks.ClassTasks` semantics: classes with fewer than 2 rows are
-    dropped with a warning; a task's support rows are never among its targets, so a class
-    smaller than ``support_size + n_targets`` shrinks the target count, with a warning).
+    task (:class:`skflow.tasks.FewShotClassTasks`: a class of ``k`` rows serves the support
+    sizes up to ``k - 2``; its targets are drawn with replacement among its non-support
+    rows, so a support row is never a target; only classes with fewer than 4 rows are left
+    out, with a warning). Made for scarce data: classes of 10-100 rows.
     ``fit(X)``: ``X`` is one task; training tasks are random support/query splits of it.
     ``fit(task_source)``: any object with ``sample_tasks(n_tasks, n_support, n_query,
     random_state)`` (a meta-distribution of :mod:`skflow.tasks`) streams fresh tasks.
@@ -210,8 +288,10 @@ class LearnedFlowSampler(BaseFlowSampler):
         max_iter: int = 2000,
         max_time: float | None = None,
         batch_tasks: int = 32,
-        support_size: int = 50,
+        support_size: Any = "auto",
         n_targets: int = 128,
+        augment: str | None = "auto",
+        normalize: Any = "auto",
         learning_rate: float = 1e-3,
         weight_decay: float = 1e-4,
         warmup: int = 100,
@@ -221,8 +301,8 @@ class LearnedFlowSampler(BaseFlowSampler):
         target: str = "conditional",
         ema_decay: float | None = None,
         warm_start: bool = False,
-        validation_fraction: float = 0.0,
-        n_iter_no_change: int | None = None,
+        validation_fraction: Any = "auto",
+        n_iter_no_change: Any = "auto",
         tol: float = 1e-4,
         validation_interval: int = 50,
         solver: str = "heun",
@@ -246,6 +326,8 @@ class LearnedFlowSampler(BaseFlowSampler):
         self.batch_tasks = batch_tasks
         self.support_size = support_size
         self.n_targets = n_targets
+        self.augment = augment
+        self.normalize = normalize
         self.learning_rate = learning_rate
         self.weight_decay = weight_decay
         self.warmup = warmup
@@ -312,23 +394,31 @@ class LearnedFlowSampler(BaseFlowSampler):
         for name in ("d_model", "n_heads", "n_layers", "mlp_ratio", "batch_tasks"):
             check_int(getattr(self, name), name)
         check_int(self.max_iter, "max_iter", minimum=0)
-        check_int(self.support_size, "support_size")
+        _support_bounds(self.support_size)
         check_int(self.n_targets, "n_targets")
+        if self.augment is not None:
+            check_choice(self.augment, "augment", ("auto", "rotate"))
+        if not (self.normalize == "auto" or isinstance(self.normalize, bool | np.bool_)):
+            raise InvalidParameterError(
+                f"normalize must be 'auto', True or False, got {self.normalize!r}."
+            )
         check_int(self.validation_interval, "validation_interval")
         check_int(self.warmup, "warmup", minimum=0)
         if self.d_model % self.n_heads:
             raise InvalidParameterError(
                 f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}."
             )
-        check_int(self.n_iter_no_change, "n_iter_no_change", allow_none=True)
+        if self.n_iter_no_change != "auto":
+            check_int(self.n_iter_no_change, "n_iter_no_change", allow_none=True)
         check_real(self.learning_rate, "learning_rate", low=0.0, low_open=True)
         check_real(self.weight_decay, "weight_decay", low=0.0)
         check_real(self.tol, "tol", low=0.0)
         check_real(self.clip_grad, "clip_grad", low=0.0, low_open=True, allow_none=True)
         check_real(self.max_time, "max_time", low=0.0, low_open=True, allow_none=True)
-        check_real(
-            self.validation_fraction, "validation_fraction", low=0.0, high=1.0, high_open=True
-        )
+        if not isinstance(self.validation_fraction, str) or self.validation_fraction != "auto":
+            check_real(
+                self.validation_fraction, "validation_fraction", low=0.0, high=1.0, high_open=True
+            )
         self._validate_training_options()
         for name in ("exact_head", "mixed_precision", "compile", "warm_start"):
             check_bool(getattr(self, name), name)
@@ -374,7 +464,7 @@ class LearnedFlowSampler(BaseFlowSampler):
     # -- fitting ---------------------------------------------------------------------------
     def _task_sources(self, X: Any, y: Any, rng: np.random.RandomState):
         """(training source, validation source or None, split kwargs, default support)."""
-        from ..tasks import ClassTasks, SingleDatasetTasks
+        from ..tasks import RotatedTasks, SingleDatasetTasks
 
         if _is_task_source(X) and not hasattr(X, "__array__"):
             if y is not None:
@@ -386,7 +476,10 @@ class LearnedFlowSampler(BaseFlowSampler):
             self.n_features_in_ = check_int(int(d), "n_features of the task source")
             if hasattr(self, "feature_names_in_"):
                 del self.feature_names_in_
-            val = X if self.validation_fraction > 0 else None
+            self._resolve_options(labelled=False, sizes=None)
+            if self.augment_ == "rotate":
+                X = RotatedTasks(X)
+            val = X if self._validation_share() > 0 else None
             return X, {}, val, {}, None
 
         X = validate_data(self, X, dtype=[np.float64, np.float32], ensure_min_samples=1)
@@ -396,13 +489,16 @@ class LearnedFlowSampler(BaseFlowSampler):
                     f"fit(X) needs at least 2 samples (1 support and 1 target row), got "
                     f"{X.shape[0]} sample."
                 )
+            self._resolve_options(labelled=False, sizes=None)
             source = SingleDatasetTasks(X)
-            if X.shape[0] > self.support_size:
-                rows = np.sort(rng.choice(X.shape[0], self.support_size, replace=False))
-                default = X[rows].copy()
+            k = self.support_range_[1]
+            if X.shape[0] > k:
+                default = X[np.sort(rng.choice(X.shape[0], k, replace=False))].copy()
             else:
                 default = X.copy()
-            val = source if self.validation_fraction > 0 else None
+            if self.augment_ == "rotate":
+                source = RotatedTasks(source)
+            val = source if self._validation_share() > 0 else None
             return source, {}, val, {}, default
 
         y = check_array(y, ensure_2d=False, dtype=None, input_name="y")
@@ -410,16 +506,115 @@ class LearnedFlowSampler(BaseFlowSampler):
             raise ValueError(f"y must be 1-D task labels, got shape {y.shape}.")
         if y.shape[0] != X.shape[0]:
             raise ValueError(f"y has {y.shape[0]} entries but X has {X.shape[0]} rows.")
-        source = ClassTasks(
-            X,
-            y,
-            validation_fraction=self.validation_fraction,
-            random_state=int(rng.randint(2**31 - 1)),
+        if X.shape[0] < 4:
+            n = X.shape[0]
+            raise ValueError(
+                f"fit(X, y) needs a class of at least 4 samples (2 support and 2 target rows), "
+                f"got {n} sample{'s' if n > 1 else ''}."
+            )
+        source, val = self._labelled_sources(X, y, np.random.default_rng(rng.randint(2**31 - 1)))
+        if self.augment_ == "rotate":
+            source = RotatedTasks(source)
+        return source, {}, val, {}, None
+
+    def _labelled_sources(self, X: np.ndarray, y: np.ndarray, rng: np.random.Generator):
+        """Training and validation :class:`~skflow.tasks.FewShotClassTasks` of ``fit(X, y)``.
+
+        ``validation_fraction="auto"`` holds out whole classes (a fifth, at least 2) when
+        there are at least ``_MIN_CLASSES_FOR_VALIDATION``: validation on classes never
+        trained on is what a user's test on new classes is. A float holds out that fraction
+        of the rows of every class.
+        """
+        from ..tasks import FewShotClassTasks
+
+        everything = FewShotClassTasks(X, y)
+        labels = everything.classes_  # validated: NaN, classes too small (warned)
+        share = self.validation_fraction
+        if isinstance(share, str):  # "auto"
+            val_classes = None
+            if labels.size >= _MIN_CLASSES_FOR_VALIDATION:
+                n_val = max(2, int(round(0.2 * labels.size)))
+                val_classes = np.sort(rng.choice(labels, n_val, replace=False))
+            self.validation_classes_ = val_classes
+            self._resolve_options(labelled=True, sizes=everything.class_sizes_)
+            if val_classes is None:
+                return everything, None
+            train = np.setdiff1d(labels, val_classes)
+            return FewShotClassTasks(X, y, classes=train), FewShotClassTasks(
+                X, y, classes=val_classes
+            )
+        self.validation_classes_ = None
+        self._resolve_options(labelled=True, sizes=everything.class_sizes_)
+        if share == 0:
+            return everything, None
+        held = np.zeros(len(y), dtype=bool)
+        for c in labels:  # the same fraction of every class's rows
+            rows = np.flatnonzero(y == c)
+            held[rng.choice(rows, int(round(share * rows.size)), replace=False)] = True
+        return (
+            FewShotClassTasks(X[~held], y[~held], classes=labels),
+            FewShotClassTasks(X[held], y[held]),
         )
-        _ = source.classes_  # validate now (NaN, classes with < 2 rows, ...)
-        if self.validation_fraction > 0:
-            return source, {"split": "train"}, source, {"split": "validation"}, None
-        return source, {"split": "train"}, None, {}, None
+
+    def _resolve_options(self, labelled: bool, sizes: np.ndarray | None) -> None:
+        """The ``"auto"`` options of this fit, as fitted attributes.
+
+        On labelled data (``fit(X, y)``): support sizes from 2 to the size the classes allow
+        (at most 50), rotation augmentation and per-task normalisation. On one data set or
+        a task source: a fixed support of 50 rows, no augmentation, no normalisation.
+        """
+        lo, hi = _support_bounds(self.support_size)
+        if self.support_size == "auto":
+            lo, hi = (2, 50) if labelled else (50, 50)
+        if labelled:
+            top = int(np.percentile(sizes, 75)) - 2  # a task keeps >= 2 target rows
+            hi = max(min(hi, top), 2)
+            lo = min(lo, hi)
+            if np.any(sizes < lo + 2):
+                warnings.warn(
+                    f"{int(np.sum(sizes < lo + 2))} class(es) have fewer than support_size "
+                    f"low + 2 = {lo + 2} rows and cannot give a training task; lower "
+                    "support_size.",
+                    UserWarning,
+                    stacklevel=5,
+                )
+        self.support_range_ = (int(lo), int(hi))
+        auto = self.augment == "auto"
+        self.augment_ = ("rotate" if labelled else None) if auto else self.augment
+        norm = self.normalize
+        self.normalize_ = bool(labelled) if norm == "auto" else bool(norm)
+        if self.target == "exact" and (self.augment_ or self.normalize_):
+            raise ValueError(
+                "target='exact' regresses on the task source's own velocity, which knows "
+                "neither augmentation nor normalisation; set augment=None, normalize=False."
+            )
+
+    def _validation_share(self) -> float:
+        share = self.validation_fraction
+        return 0.0 if isinstance(share, str) else float(share)
+
+    def _patience(self, validated: bool) -> int | None:
+        """``n_iter_no_change``, with ``"auto"`` = 10 checks when there is validation."""
+        if self.n_iter_no_change == "auto":
+            return _AUTO_PATIENCE if validated else None
+        return self.n_iter_no_change
+
+    def _support_draw(self, rng: np.random.Generator) -> int:
+        """Support size of one training batch: log-uniform on the integers of the range."""
+        lo, hi = self.support_range_
+        if lo == hi:
+            return lo
+        return int(min(hi, np.floor(np.exp(rng.uniform(np.log(lo), np.log(hi + 1))))))
+
+    def _validation_tasks(self, source: Any, rng: np.random.Generator, kwargs: dict) -> list:
+        """Fixed validation batches at up to 3 support sizes spread over the range."""
+        lo, hi = self.support_range_
+        class_sizes = getattr(source, "class_sizes_", None)
+        if class_sizes is not None:  # held-out classes may be smaller than the training ones
+            hi = max(1, min(hi, int(np.max(class_sizes)) - 2))
+            lo = min(lo, hi)
+        sizes = np.unique(np.round(np.geomspace(lo, hi, 3)).astype(int))
+        return [self._draw(source, rng, self.batch_tasks, kwargs, m=int(m)) for m in sizes]
 
     def _draw(
         self,
@@ -428,9 +623,14 @@ class LearnedFlowSampler(BaseFlowSampler):
         n_tasks: int,
         kwargs: dict,
         target: str = "conditional",
+        *,
+        m: int | None = None,
+        normalize: bool | None = None,
     ):
         """``n_tasks`` tasks of ``source`` as float arrays, checked for shape and finiteness.
 
+        ``m`` support rows per task (default: drawn from ``support_range_``); with
+        ``normalize_`` every task is centred and scaled by its support (:func:`_task_frame`).
         Returns ``(supports, targets)``, plus the reference set (``target="marginal"``) or the
         tasks' velocity function (``target="exact"``).
         """
@@ -439,9 +639,8 @@ class LearnedFlowSampler(BaseFlowSampler):
         d = self.n_features_in_
         n = self.n_targets * (MARGINAL_REFERENCE_FACTOR if target == "marginal" else 1)
         extra = {"return_params": True} if target == "exact" else {}
-        drawn = source.sample_tasks(
-            n_tasks, self.support_size, n, random_state=rng, **kwargs, **extra
-        )
+        m = self._support_draw(rng) if m is None else m
+        drawn = source.sample_tasks(n_tasks, m, n, random_state=rng, **kwargs, **extra)
         S, Q = np.asarray(drawn[0]), np.asarray(drawn[1])
         if S.ndim != 3 or S.shape[-1] != d or Q.ndim != 3 or Q.shape[-1] != d:
             raise ValueError(
@@ -450,6 +649,9 @@ class LearnedFlowSampler(BaseFlowSampler):
             )
         if not (np.all(np.isfinite(S)) and np.all(np.isfinite(Q))):
             raise ValueError("the task source returned NaN or infinite values.")
+        if self.normalize_ if normalize is None else normalize:
+            centre, scale = _task_frame(S, self.task_scale_)
+            S, Q = (S - centre) / scale, (Q - centre) / scale
         if target == "marginal":
             return S, Q[:, : self.n_targets], Q
         if target == "exact":
@@ -465,6 +667,18 @@ class LearnedFlowSampler(BaseFlowSampler):
                 f"GaussianMixtureTasks); {type(source).__name__} has none. Use "
                 "target='conditional' or 'marginal'."
             )
+
+    def _task_scale(self, source: Any, kwargs: dict, seed: int) -> float:
+        """Median support spread of the training tasks, in data units: the scale of a
+        one-row support (whose own spread is undefined) under per-task normalisation."""
+        lo, hi = self.support_range_
+        S, _ = self._draw(
+            source, np.random.default_rng(seed), self.batch_tasks, kwargs, m=max(2, hi),
+            normalize=False,
+        )  # fmt: skip
+        _, scale = _task_frame(S, 1.0)
+        value = float(np.median(scale))
+        return value if np.isfinite(value) and value > 1e-12 else 1.0
 
     def _input_scale(self, source: Any, kwargs: dict, seed: int) -> float:
         """Global coordinate scale: RMS spread of targets around their support mean."""
@@ -529,7 +743,7 @@ class LearnedFlowSampler(BaseFlowSampler):
             device=device,
             validation=validation,
             validation_interval=self.validation_interval,
-            n_iter_no_change=self.n_iter_no_change,
+            n_iter_no_change=self._patience(validation is not None),
             tol=float(self.tol),
             max_time=self.max_time,
             verbose=self.verbose,
@@ -603,11 +817,15 @@ class LearnedFlowSampler(BaseFlowSampler):
         source, kw, val_source, val_kw, default = self._task_sources(X, y, rng)
         self._check_target(source)
         seeds = [int(s) for s in rng.randint(0, 2**31 - 1, size=5)]
+        if not (warm and hasattr(self, "task_scale_")):
+            self.task_scale_ = 1.0
+            if self.normalize_:
+                self.task_scale_ = self._task_scale(source, kw, seeds[1])
         run = self._start(source, kw, seeds, device)
         validation = None
         if val_source is not None:
             val_rng = np.random.default_rng(seeds[2])
-            validation = self._draw(val_source, val_rng, self.batch_tasks, val_kw)
+            validation = self._validation_tasks(val_source, val_rng, val_kw)
         task_rng, target = run["task_rng"], self.target
         result = self._train(
             run["model"],
@@ -656,6 +874,10 @@ class LearnedFlowSampler(BaseFlowSampler):
         batched = x.ndim == 3
         if not batched:
             x, support = x[None], support[None]
+        scale = None
+        if getattr(self, "normalize_", False):  # the network works in each support's frame
+            centre, scale = _task_frame(support, self.task_scale_)
+            x, support = (x - centre) / scale, (support - centre) / scale
         if not torch.is_tensor(t) and np.ndim(t) == 0:
             t = float(t)
         else:
@@ -674,11 +896,32 @@ class LearnedFlowSampler(BaseFlowSampler):
                 else:
                     out.append(res)
         v = torch.cat(out, dim=1)
+        if scale is not None:  # velocity of the frame's flow, back in data units
+            v = v * scale
         v = v if batched else v[0]
         if not return_attention:
             return v
         a = torch.cat(attn, dim=-2)  # (n_layers, B, n_heads, n, m)
         return v, (a if batched else a[:, 0])
+
+    def _start_points(self, x0: np.ndarray, support: np.ndarray) -> np.ndarray:
+        """Starting points of the flow: the noise, or with per-task normalisation the noise
+        mapped into the support's frame (``centre + scale * x0``; support (m, d) or (B, m, d))."""
+        if not getattr(self, "normalize_", False):
+            return x0
+        centre, scale = _task_frame(np.asarray(support, dtype=np.float64), self.task_scale_)
+        return (centre + scale * x0).astype(x0.dtype, copy=False)
+
+    def _integrate(self, support, x0, grid, trajectory):
+        return super()._integrate(support, self._start_points(x0, support), grid, trajectory)
+
+    def _task_support_size(self, n_rows: int, label: Any) -> int:
+        from ._base import few_shot_support_size
+
+        if isinstance(self.support_size, int | np.integer):
+            return few_shot_support_size(self.support_size, n_rows, label)
+        hi = getattr(self, "support_range_", _support_bounds(self.support_size))[1]
+        return few_shot_support_size(max(1, min(hi, n_rows // 2)), n_rows, label)
 
     def _field(self, support: Any):
         def velocity(t, x):
