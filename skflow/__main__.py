@@ -96,7 +96,10 @@ def run_demo(
     >>> report["n_eff"][0.0]
     10.0
     """
-    exact = _exact_flow(digit, n_support, n_samples, sigma_min, n_steps, random_state)
+    from .experiments._io import TorchThreads
+
+    with TorchThreads(1):  # see run_few_shot
+        exact = _exact_flow(digit, n_support, n_samples, sigma_min, n_steps, random_state)
     report = {k: v for k, v in exact.items() if k not in ("support", "generated")}
     report["few_shot"], report["figure"], few = None, None, None
     if learned:
@@ -205,9 +208,10 @@ def run_few_shot(
 ) -> dict:
     """Few-shot generation of a held-out digit: plug-in NW field vs a meta-trained model.
 
-    A :class:`~skflow.LearnedFlowSampler` (``d_model=64``, 2 layers) is meta-trained for
-    exactly ``train_iter`` iterations on the nine other classes, each training task a class
-    under a fresh Haar-random rotation of the standardized PCA-16 feature space
+    A :class:`~skflow.LearnedFlowSampler` (``d_model=64``, 2 layers) is meta-trained, on one
+    Torch thread, for exactly ``train_iter`` iterations on the nine other classes, each
+    training task a class under a fresh Haar-random rotation of the standardized PCA-16
+    feature space
     (:class:`skflow.experiments.scarcity.RotatedClassTasks`: the rotations remove the class
     identity, which cannot transfer, and keep the within-class structure, which can). Both it
     and the plug-in :class:`~skflow.NWFlowSampler` (``sigma_min=0.01``, the paper's setting)
@@ -242,6 +246,7 @@ def run_few_shot(
         (the ``n_support`` pixel images of the support, shape (n_support, 64)) and ``images``
         (pixel images of the first ten generated points of each sampler, (10, 64) each).
     """
+    from .experiments._io import TorchThreads
     from .metrics import memorization_ratio, mmd2
     from .samplers import NWFlowSampler
 
@@ -251,14 +256,18 @@ def run_few_shot(
     rows = rng.permutation(np.flatnonzero(y == digit))
     support, held_out = Z[rows[:n_support]], Z[rows[n_support:]]
     n_gen = max(n_samples, 200)
-    learned = _meta_trained_sampler(
-        Z, y, digit, n_support, n_steps, train_iter, random_state, verbose
-    )
-    plugin = NWFlowSampler(sigma_min=0.01, n_steps=n_steps).fit(support)
-    generated = {
-        "plug-in": plugin.sample(n_gen, random_state=random_state),
-        "learned": learned.sample(n_gen, support=support, random_state=random_state),
-    }
+    # One Torch thread: the float sums do not depend on the machine's core count (the same
+    # numbers everywhere), and a small model trains faster on one thread than on two that
+    # contend with other work on a busy machine.
+    with TorchThreads(1):
+        learned = _meta_trained_sampler(
+            Z, y, digit, n_support, n_steps, train_iter, random_state, verbose
+        )
+        plugin = NWFlowSampler(sigma_min=0.01, n_steps=n_steps).fit(support)
+        generated = {
+            "plug-in": plugin.sample(n_gen, random_state=random_state),
+            "learned": learned.sample(n_gen, support=support, random_state=random_state),
+        }
     half = len(held_out) // 2
     return {
         "digit": digit,

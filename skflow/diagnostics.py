@@ -553,7 +553,7 @@ class FailureReport:
         a0.set_xlabel("t")
         a0.set_ylabel("$n_{\\mathrm{eff}}$ along the flow")
         a0.set_title(f"n_eff(t), m={self.n_support}, d={self.n_features}")
-        a0.legend(fontsize=8)
+        a0.legend(fontsize=10)
         lam = np.asarray(self.eigenvalues, dtype=float)
         idx = np.arange(1, lam.size + 1)
         positive = lam > 0

@@ -93,3 +93,26 @@ def test_cli_prints_both_samplers_and_no_loss_lines(tmp_path, capsys):
 def test_cli_has_no_time_cap():
     with pytest.raises(SystemExit):
         main(["demo", "--train-time", "10"])
+
+
+def test_few_shot_trains_on_one_torch_thread(monkeypatch):
+    # one thread: the same float sums on every machine, and no contention on a busy one
+    import torch
+
+    import skflow.__main__ as demo
+
+    seen = []
+    original = demo._meta_trained_sampler
+
+    def spy(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(demo, "_meta_trained_sampler", spy)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        run_few_shot(digit=5, n_support=8, n_samples=20, n_steps=5, train_iter=3, random_state=1)
+        assert seen == [1] and torch.get_num_threads() == 2  # restored afterwards
+    finally:
+        torch.set_num_threads(before)

@@ -94,9 +94,9 @@ PRESETS: dict[str, dict[str, Any]] = {
         "n_support": 50,
         "sigma_min": 0.01,
         "n_seeds": 2,
-        "n_eval_tasks": 10,
-        "n_points": 128,
-        "learned": {**_MODELS_OF["quick"], "max_iter": 60, "warmup": 10, "n_steps": 30},
+        "n_eval_tasks": 6,
+        "n_points": 64,
+        "learned": {**_MODELS_OF["quick"], "max_iter": 40, "warmup": 5, "n_steps": 20},
         "max_time": None,
         "torch_threads": 1,
     },
@@ -308,7 +308,7 @@ def run(
     ----------
     preset : {"tiny", "smoke", "quick", "full"}, default="quick"
         ``"tiny"``: seconds (the end-to-end test). ``"smoke"``: tries the pipeline (2 seeds x
-        10 tasks, 60 iterations per model): not a result. ``"quick"``: d = 2, the library's default
+        6 tasks, 40 iterations per model): not a result. ``"quick"``: d = 2, the library's default
         architecture with 16 tasks x 64 targets per batch, 1500 iterations per model (75 s
         guard), 3 seeds x 100 held-out tasks x 256 points per family, one Torch thread per
         job (24 trainings). ``"full"``: the paper's model configuration, a GPU job.

@@ -87,7 +87,7 @@ def plot_nw_correspondence(
     axes[0].plot(xs, med, "k-o", lw=2, ms=4, label="median over heads")
     axes[0].set_ylim(-1.05, 1.05)
     axes[0].set_ylabel("Spearman (attention vs NW)")
-    axes[0].legend(fontsize=8, loc="lower right")
+    axes[0].legend(fontsize=10, loc="lower right")
     axes[1].plot(xs, frac, "-o", color="C3")
     axes[1].set_ylim(-0.05, 1.05)
     axes[1].set_ylabel(f"fraction of heads with rho > {result.threshold:g}")
