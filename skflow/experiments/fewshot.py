@@ -1,4 +1,4 @@
-"""Few-shot benchmark of the public ``LearnedFlowSampler().fit(X, y)`` on held-out classes.
+"""Few-shot benchmark of the public LearnedFlowSampler().fit(X, y) on held-out classes.
 
 The question a user with a labelled data set asks: trained with its defaults on my classes,
 does :class:`skflow.LearnedFlowSampler` generate new classes from a few examples better than
