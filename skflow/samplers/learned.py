@@ -24,8 +24,9 @@ from ._batch import check_support_batch, is_support_list
 
 __all__ = ["LearnedFlowSampler"]
 
-# Queries per forward pass at inference (bounds the (n, m) attention and (n, width) blocks).
-_INFERENCE_CHUNK = 16384
+# Queries per forward pass at inference, over all tasks of a batch (bounds the (n, m)
+# attention and (n, width) blocks): 256 tasks x 256 samples is one pass per stage.
+_INFERENCE_CHUNK = 65536
 
 
 def _is_task_source(X: Any) -> bool:
