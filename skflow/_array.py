@@ -12,11 +12,14 @@ from typing import Any
 import numpy as np
 
 __all__ = [
-    "AUTO_TORCH_MIN_SUPPORT",
+    "AUTO_NUMPY_MARGIN",
+    "AUTO_NUMPY_SUPPORT_CPU",
+    "AUTO_TORCH_MIN_SUPPORT_ADAPTIVE",
     "BACKENDS",
     "DEVICES",
     "get_namespace",
     "is_torch",
+    "numpy_support_ranges",
     "resolve_device",
     "to_numpy",
     "use_torch_backend",
@@ -25,8 +28,24 @@ __all__ = [
 BACKENDS = ("auto", "numpy", "torch")
 DEVICES = ("auto", "cpu", "cuda")
 
-#: With ``backend="auto"`` on the CPU, supports of at least this many points use Torch.
-AUTO_TORCH_MIN_SUPPORT = 1024
+#: Calibration of ``backend="auto"`` on the CPU: half-open ranges ``[lo, hi)`` of support
+#: sizes ``m`` where NumPy measured faster than Torch (everywhere else: Torch). Produced by
+#: ``python benchmarks/bench_small_support.py --write-docs`` (its calibration grid, m in
+#: {10, 50, 200, 1000, 4000} x n in {256, 8192}, Heun 100 steps, float32; the table and the
+#: literal to paste here are in docs/performance.md, "Backend calibration") through
+#: :func:`numpy_support_ranges`. Empty, i.e. Torch at every size, until that run is made on a
+#: quiet machine: issue 24 measured Torch faster than NumPy at every size it tried (m = 50
+#: on a quiet machine, m = 50 and 1000 on a loaded one).
+AUTO_NUMPY_SUPPORT_CPU: tuple[tuple[int, int], ...] = ()
+#: ``backend="auto"`` on the CPU for adaptive solves (``dopri5`` sampling, the density's
+#: change of variables): NumPy below this many support points. Their late steps evaluate few
+#: rows per call, where NumPy's lower per-call overhead counts most; the calibration above
+#: covers fixed-step sampling only, so these keep the rule measured by
+#: ``benchmarks/bench_field.py`` (Torch 2-5x faster from m ~ 1000 on).
+AUTO_TORCH_MIN_SUPPORT_ADAPTIVE = 1024
+#: A calibration size goes to NumPy only if NumPy was faster than Torch by this factor at
+#: every n of the grid (a tie goes to Torch, the engine that scales).
+AUTO_NUMPY_MARGIN = 1.1
 
 
 def is_torch(x: Any) -> bool:
@@ -240,20 +259,72 @@ def resolve_device(device: str) -> str:
     return device
 
 
-def use_torch_backend(backend: str, device: str, *, n_support: int | None = None) -> bool:
+def numpy_support_ranges(
+    timings: dict[int, list[tuple[float, float]]], margin: float = AUTO_NUMPY_MARGIN
+) -> tuple[tuple[int, int], ...]:
+    """Support-size ranges where NumPy wins, from a calibration grid.
+
+    A grid size ``m`` is NumPy's when ``numpy_time * margin <= torch_time`` for every pair of
+    its timings (one per number of samples). Each such size owns the range from the geometric
+    midpoint with the grid size below it to the one with the size above it (from 1 for the
+    smallest size, without end for the largest); adjacent ranges are merged.
+
+    Parameters
+    ----------
+    timings : dict of int to list of (float, float)
+        Support size -> ``(numpy seconds, torch seconds)`` per measured ``n``.
+    margin : float, default=AUTO_NUMPY_MARGIN
+
+    Returns
+    -------
+    ranges : tuple of (int, int)
+        Half-open ``[lo, hi)`` ranges (``hi = 2**62`` for no end), as
+        :data:`AUTO_NUMPY_SUPPORT_CPU`.
+
+    Examples
+    --------
+    >>> numpy_support_ranges({10: [(1.0, 2.0)], 50: [(1.0, 1.05)], 1000: [(3.0, 1.0)]})
+    ((1, 22),)
+    >>> numpy_support_ranges({50: [(2.0, 1.0), (1.0, 1.0)]})
+    ()
+    """
+    sizes = sorted(timings)
+    wins = [all(tn * margin <= tt for tn, tt in timings[m]) for m in sizes]
+    ranges: list[list[int]] = []
+    for i, m in enumerate(sizes):
+        if not wins[i]:
+            continue
+        lo = 1 if i == 0 else int(round((sizes[i - 1] * m) ** 0.5))
+        hi = 2**62 if i == len(sizes) - 1 else int(round((m * sizes[i + 1]) ** 0.5))
+        if ranges and ranges[-1][1] == lo:
+            ranges[-1][1] = hi
+        else:
+            ranges.append([lo, hi])
+    return tuple((lo, hi) for lo, hi in ranges)
+
+
+def use_torch_backend(
+    backend: str,
+    device: str,
+    *,
+    n_support: int | None = None,
+    numpy_ranges: tuple[tuple[int, int], ...] = AUTO_NUMPY_SUPPORT_CPU,
+    adaptive: bool = False,
+) -> bool:
     """Whether an estimator with these parameters computes with Torch.
 
-    Rule for ``backend="auto"`` (from ``benchmarks/bench_field.py``, see
+    Rule for ``backend="auto"`` (calibrated by ``benchmarks/bench_small_support.py``, see
     ``docs/performance.md``):
 
     * the device resolves to CUDA: Torch;
-    * CPU and ``n_support >= AUTO_TORCH_MIN_SUPPORT`` (1024): Torch. Its attention engine (one
-      fused ``scaled_dot_product_attention`` per block, memory linear in ``n + m``) was 2-5x
-      faster than NumPy's chunked GEMMs from ``m ~ 1000`` on, in float32 and in float64
-      alike, and its float64 results equal the float64 brute force to ~1e-12 just like
-      NumPy's;
-    * otherwise (small supports, or ``n_support`` not given): NumPy, whose per-call overhead
-      is lower, so it wins on small problems such as the paper's ``m = 50``.
+    * CPU: NumPy where ``n_support`` lies in a range of ``numpy_ranges`` (the measured
+      :data:`AUTO_NUMPY_SUPPORT_CPU`, sizes where NumPy's chunked GEMMs beat Torch's fused
+      ``scaled_dot_product_attention``), Torch everywhere else and when ``n_support`` is not
+      given. Both compute the same field; Torch's float64 results equal the float64 brute
+      force to ~1e-12 just like NumPy's;
+    * CPU and ``adaptive`` (a ``dopri5`` solve): NumPy below
+      :data:`AUTO_TORCH_MIN_SUPPORT_ADAPTIVE` support points (or when ``n_support`` is not
+      given), Torch from there on.
 
     ``"numpy"`` and ``"torch"`` are always honoured.
 
@@ -263,6 +334,10 @@ def use_torch_backend(backend: str, device: str, *, n_support: int | None = None
     device : {"auto", "cpu", "cuda"} or "cuda:N"
     n_support : int, optional
         Size of the support the field will be evaluated with.
+    numpy_ranges : tuple of (int, int), default=AUTO_NUMPY_SUPPORT_CPU
+        Half-open ranges of support sizes that use NumPy on the CPU.
+    adaptive : bool, default=False
+        Whether the field serves an adaptive (``dopri5``) solve.
 
     Returns
     -------
@@ -270,9 +345,9 @@ def use_torch_backend(backend: str, device: str, *, n_support: int | None = None
 
     Examples
     --------
-    >>> use_torch_backend("auto", "cpu")
+    >>> use_torch_backend("auto", "cpu", n_support=50, numpy_ranges=((1, 100),))
     False
-    >>> use_torch_backend("auto", "cpu", n_support=4096)
+    >>> use_torch_backend("auto", "cpu", n_support=4096, numpy_ranges=((1, 100),))
     True
     >>> use_torch_backend("numpy", "cpu", n_support=4096)
     False
@@ -285,4 +360,8 @@ def use_torch_backend(backend: str, device: str, *, n_support: int | None = None
         return False
     if resolve_device(device).startswith("cuda"):
         return True
-    return n_support is not None and n_support >= AUTO_TORCH_MIN_SUPPORT
+    if adaptive:
+        return n_support is not None and n_support >= AUTO_TORCH_MIN_SUPPORT_ADAPTIVE
+    if n_support is None:
+        return True
+    return not any(lo <= n_support < hi for lo, hi in numpy_ranges)

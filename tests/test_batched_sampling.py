@@ -260,3 +260,38 @@ def test_torchdiffeq_dopri5_over_nwfield_completes():
             grid,
             method="dopri5",
         )
+
+
+# -- the prepared field's per-call work ---------------------------------------------------
+def test_batched_mask_engine_equals_lift_and_numpy():
+    import torch
+
+    from skflow.field import NWField
+
+    S, X = _supports(), _noise(np.float64)
+    ref = NWField(S).velocity(X, 0.7)
+    for bias in ("mask", "lift"):
+        field = NWField(torch.as_tensor(S), attention_bias=bias)
+        got = field.velocity(torch.as_tensor(X), 0.7).numpy()
+        np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12, err_msg=bias)
+
+
+def test_cached_checks_and_coefficients_stay_correct():
+    import torch
+
+    from skflow.field import NWField
+
+    S, X = _supports()[0], _noise(np.float64)[0]
+    field = NWField(S)
+    first = field.velocity(X, 0.25)
+    np.testing.assert_array_equal(field.velocity(X, 0.25), first)  # cached coefficients
+    x32 = X.astype(np.float32)  # another layout, the same time: float64 (the support's)
+    np.testing.assert_array_equal(field.velocity(x32, 0.25), NWField(S).velocity(x32, 0.25))
+    fresh = NWField(S).velocity(X, 0.5)
+    np.testing.assert_array_equal(field.velocity(X, 0.5), fresh)
+    with pytest.raises(ValueError, match="features"):  # a new layout is checked again
+        field.velocity(X[:, :2], 0.25)
+    with pytest.raises(TypeError, match="real"):
+        field.velocity(X.astype(complex), 0.25)
+    with pytest.raises(TypeError, match="mix"):
+        field.velocity(torch.as_tensor(X), 0.25)

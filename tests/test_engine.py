@@ -10,7 +10,7 @@ from nw_reference import brute_force_field
 from torch.overrides import TorchFunctionMode
 
 from skflow import field
-from skflow._array import AUTO_TORCH_MIN_SUPPORT, use_torch_backend
+from skflow._array import AUTO_NUMPY_SUPPORT_CPU, numpy_support_ranges, use_torch_backend
 from skflow.field import (
     default_chunk_size,
     nw_effective_sample_size,
@@ -303,11 +303,35 @@ def test_default_chunk_size_uses_free_cuda_memory():
     assert chunk * 4096 * 4 <= free
 
 
+def test_numpy_support_ranges_keeps_numpy_only_where_it_wins():
+    grid = {
+        10: [(1.0, 2.0), (1.0, 1.5)],
+        50: [(1.0, 2.0), (1.0, 1.2)],
+        200: [(1.0, 1.0), (1.0, 3.0)],
+        1000: [(1.0, 3.0), (1.0, 3.0)],
+        4000: [(5.0, 1.0), (5.0, 1.0)],
+    }
+    # 10 and 50 win at both n, 200 ties at one n (Torch), 1000 wins, 4000 loses
+    assert numpy_support_ranges(grid) == ((1, 100), (447, 2000))
+    torch_everywhere = {m: [(2.0, 1.0), (1.0, 1.0)] for m in (10, 50, 200, 1000, 4000)}
+    assert numpy_support_ranges(torch_everywhere) == ()
+    assert numpy_support_ranges({10: [(1.0, 2.0)]}) == ((1, 2**62),)
+
+
 def test_use_torch_backend_auto_rule():
     assert use_torch_backend("torch", "cpu") and not use_torch_backend("numpy", "cpu")
-    assert not use_torch_backend("auto", "cpu")
-    assert not use_torch_backend("auto", "cpu", n_support=AUTO_TORCH_MIN_SUPPORT - 1)
-    assert use_torch_backend("auto", "cpu", n_support=AUTO_TORCH_MIN_SUPPORT)
+    ranges = ((1, 22), (447, 2000))
+    for m, torch_ in ((1, False), (21, False), (22, True), (446, True), (447, False), (2000, True)):
+        assert use_torch_backend("auto", "cpu", n_support=m, numpy_ranges=ranges) == torch_
+    assert use_torch_backend("auto", "cpu", n_support=5, numpy_ranges=())
+    assert use_torch_backend("auto", "cpu")  # size unknown: Torch
+    # adaptive solves keep NumPy below AUTO_TORCH_MIN_SUPPORT_ADAPTIVE
+    assert not use_torch_backend("auto", "cpu", n_support=1023, adaptive=True)
+    assert use_torch_backend("auto", "cpu", n_support=1024, adaptive=True)
+    assert not use_torch_backend("auto", "cpu", adaptive=True)
+    assert use_torch_backend("torch", "cpu", n_support=5, adaptive=True)
+    for lo, hi in AUTO_NUMPY_SUPPORT_CPU:  # the calibrated table is well formed
+        assert 1 <= lo < hi and not use_torch_backend("auto", "cpu", n_support=lo)
     assert not use_torch_backend("numpy", "cpu", n_support=10**6)
     with pytest.raises(ValueError, match="backend must be one of"):
         use_torch_backend("jax", "cpu")

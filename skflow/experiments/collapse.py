@@ -224,10 +224,15 @@ def _plugin_job(d: int, seed: int, cfg: dict) -> dict:
     sampler = NWFlowSampler(
         sigma_min=cfg["sigma_min"], solver=model["solver"], n_steps=model["n_steps"]
     )
-    generated = [
-        sampler.fit(S).sample(len(q), random_state=derive_seed(seed, 4, d, b))
-        for b, (S, q) in enumerate(zip(supports, truths, strict=True))
-    ]
+    # one batched call over all tasks, task b from the noise its own seed draws
+    n, width = truths.shape[1], supports.shape[2]
+    noise = np.stack(
+        [
+            np.random.RandomState(derive_seed(seed, 4, d, b)).standard_normal((n, width))
+            for b in range(len(supports))
+        ]
+    )
+    generated = sampler.fit(supports[0]).sample(n, support=supports, noise=noise)
     return {
         "kind": "plugin",
         "d": d,

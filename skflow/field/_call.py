@@ -65,9 +65,16 @@ class FieldCall:
         """Queries per explicit ``(chunk, m)`` logits block (``(chunk, rows)`` if streaming)."""
         if self.user_chunk:
             return int(self.user_chunk)
-        if self.geom.streaming:
-            return max(1, self._budget() // self.geom.rows)
-        return default_chunk_size(self.geom.n_support, self._budget())
+        # planned once per geometry (one support, dtype and device): a solver's stages
+        # would otherwise query the budget (on CUDA, the free memory) at every evaluation
+        rows = getattr(self.geom, "block_rows", None)
+        if rows is None:
+            if self.geom.streaming:
+                rows = max(1, self._budget() // self.geom.rows)
+            else:
+                rows = default_chunk_size(self.geom.n_support, self._budget())
+            self.geom.block_rows = rows
+        return rows
 
     def ranges(self) -> list[tuple[int, int]]:
         """``(start, stop)`` of the query blocks; one empty block when there are no queries."""
@@ -114,6 +121,12 @@ class FieldCall:
 
     def velocity(self, mean: Any) -> Any:
         """``(m(x, t) - (1 - sigma_min) x) / sigma_t`` from the (uncentred) local mean."""
-        if self.xp.name == "torch":  # two passes instead of three
-            return self.xp.torch.sub(mean, self.x, alpha=self.decay).div_(self.sigma_t)
-        return (mean - self.decay * self.x) / self.sigma_t
+        # in place: every engine returns a fresh local mean, of the queries' full shape
+        # (not under autograd, whose backward of SDPA needs its output)
+        if self.xp.name == "torch":
+            if mean.requires_grad:
+                return self.xp.torch.sub(mean, self.x, alpha=self.decay).div_(self.sigma_t)
+            return mean.sub_(self.x, alpha=self.decay).div_(self.sigma_t)
+        mean -= self.decay * self.x
+        mean /= self.sigma_t
+        return mean

@@ -70,7 +70,7 @@ class AttentionKeys:
         else:  # a Python float: one time for every query
             bias = xc.new_full((*xc.shape[:-1], 1), -float(b_col))
         q = _pad(torch.cat([a_col * xc, bias], dim=-1), width)
-        batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+        batch = _broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
         q, k, v = (z.expand(*batch, *z.shape[-2:]).reshape(-1, 1, *z.shape[-2:]) for z in (q, k, v))
         out = tnf.scaled_dot_product_attention(q, k, v, scale=1.0)
         out = out.reshape(*batch, *out.shape[-2:])
@@ -78,21 +78,29 @@ class AttentionKeys:
         return out if out.shape[-1] == dv else out[..., :dv]
 
     def bias_mean(self, xc: Any, a: float, b: float) -> Any:
-        """Local mean (n, dv) for one time shared by all queries of a single support: the
-        per-key bias as a broadcast additive mask, ``a`` as SDPA's scale."""
+        """Local mean (..., n, dv) for one time shared by all queries: the per-key bias as a
+        broadcast additive mask, ``a`` as SDPA's scale. ``xc`` (..., n, k) has the leading
+        dimensions of the keys (one support, or one query block per support of a batch)."""
         import torch.nn.functional as tnf
 
         if self._plain is None:
             width = self._width(max(self.keys.shape[-1], self.values.shape[-1]))
             sq = self.sq if self.sq is not None else (self.keys * self.keys).sum(dim=-1)
-            m = self.keys.shape[-2]
-            k, v = _pad(self.keys, width)[None, None], _pad(self.values, width)[None, None]
-            self._plain = (width, k, v, (-sq).reshape(1, 1, 1, m).to(self.keys.dtype))
+            lead, m = self.keys.shape[:-2], self.keys.shape[-2]
+            g = 1
+            for size in lead:
+                g *= int(size)
+            k = _pad(self.keys, width).reshape(g, 1, m, width)
+            v = _pad(self.values, width).reshape(g, 1, m, width)
+            self._plain = (width, k, v, (-sq).reshape(g, 1, 1, m).to(self.keys.dtype))
         width, k, v, neg_sq = self._plain
-        mask = (neg_sq * b).expand(1, 1, xc.shape[0], k.shape[-2])
-        out = tnf.scaled_dot_product_attention(_pad(xc, width)[None, None], k, v, mask, scale=a)
+        n = xc.shape[-2]
+        mask = (neg_sq * b).expand(k.shape[0], 1, n, k.shape[-2])
+        q = _pad(xc, width).reshape(k.shape[0], 1, n, width)
+        out = tnf.scaled_dot_product_attention(q, k, v, mask, scale=a)
+        out = out.reshape(*xc.shape[:-1], width)
         dv = self.values.shape[-1]
-        return out[0, 0] if width == dv else out[0, 0, :, :dv]
+        return out if width == dv else out[..., :dv]
 
 
 def attention_mean(call: Any, bias: str) -> Any:
@@ -111,8 +119,10 @@ def attention_mean(call: Any, bias: str) -> Any:
     n = call.n
     if n == 0:
         return call.x[..., :0] @ g.values[..., :0, :] + g.mean
-    if bias == "mask" and isinstance(call.a, float) and call.x.ndim == 2 and not call.user_chunk:
-        # one time for all queries of one support (a fixed-step solver's stage): one call
+    same_batch = tuple(call.x.shape[:-2]) == tuple(g.keys.shape[:-2])
+    if bias == "mask" and isinstance(call.a, float) and same_batch and not call.user_chunk:
+        # one time for all queries of one support, or of each support of a batch (a
+        # fixed-step solver's stage): one call
         fused = call.x.device.type == "cpu" or call.x.dtype != call.xp.torch.float64
         if fused:
             return g.attention.bias_mean(call.queries(0, n), call.a, call.b)
@@ -123,11 +133,19 @@ def attention_mean(call: Any, bias: str) -> Any:
         q = call.queries(start, stop)
         a = call.a if isinstance(call.a, float) else call.a[..., start:stop, :]
         b = call.b if isinstance(call.b, float) else call.b[..., start:stop, :]
-        if isinstance(a, float) and bias == "mask" and q.ndim == 2:
+        if isinstance(a, float) and bias == "mask" and same_batch:
             out.append(g.attention.bias_mean(q, a, b))
         else:
             out.append(g.attention.lifted_mean(q, a, b))
     return out[0] if len(out) == 1 else call.xp.concat(out, axis=-2)
+
+
+def _broadcast_shapes(*shapes: Any) -> tuple[int, ...]:
+    """``torch.broadcast_shapes`` of plain shapes (that one imports ``torch._refs``, seconds
+    at its first call)."""
+    import numpy as np
+
+    return tuple(np.broadcast_shapes(*(tuple(int(i) for i in s) for s in shapes)))
 
 
 def _pad(z: Any, width: int) -> Any:

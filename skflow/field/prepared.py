@@ -51,6 +51,8 @@ ATTENTION_BIASES = ("auto", "mask", "lift")
 FALLBACKS = ("screened", "float64")
 #: ``engine="pruned"``: queries of the probe that decides whether an evaluation prunes.
 PRUNE_PROBE_ROWS = 64
+# Scalar times whose coefficients a field keeps (and validated query layouts).
+_MAX_CACHED_TIMES = 1024
 #: ``engine="pruned"``: default ``pruned_max_share``, the evaluated share of pairs above which
 #: an evaluation runs dense (see ``benchmarks/bench_large_support.py --per-t``).
 PRUNED_MAX_SHARE = 0.5
@@ -197,6 +199,10 @@ class NWField:
             )
         self._stream_rows = None if self.engine == "pruned" else self._plan_streaming(rows)
         self._geometries: dict[Any, Any] = {}
+        # Per-call work a solver repeats at every stage, done once: query layouts already
+        # validated (type, shape, dtype, device) and the coefficients of each scalar time.
+        self._checked: set = set()
+        self._coefficients: dict[float, Any] = {}
         # Prepared now, so the field is a snapshot of the support (a streamed support is read
         # at every call instead: no copy of it is made).
         self._geometry(_float(self.xp, 32 if _is_float32(self.xp, self.support) else 64))
@@ -256,15 +262,18 @@ class NWField:
         check32 = both32 and not (xp.name == "torch" and x.device.type == "mps")
         check32 = check32 and self.engine != "pruned"  # which checks its blocks itself
         tol = self.time_tolerance
-        coef = coefficient_columns(
-            xp,
-            x,
-            t,
-            sigma_min=self.sigma_min,
-            bandwidth=self.bandwidth,
-            need_max=check32,
-            tolerance=tol,
-        )
+        coef = self._coefficients.get(t) if type(t) is float else None
+        if coef is None:
+            coef = coefficient_columns(
+                xp,
+                x,
+                t,
+                sigma_min=self.sigma_min,
+                bandwidth=self.bandwidth,
+                need_max=check32,
+                tolerance=tol,
+            )
+            self._remember(t, coef)
         geom = self._geometry(dtype)
         if check32:
             radius2 = geom.radius2()
@@ -294,7 +303,28 @@ class NWField:
         decay = 1.0 - self.sigma_min
         return FieldCall(xp, x, coef, geom, decay, self.chunk_size), out_dtype
 
+    def _remember(self, t: Any, coef: Any) -> None:
+        """Keep the coefficients of a scalar time (a solver meets each stage time twice, and
+        every time again for the next batch of rows); bounded, for long adaptive runs."""
+        if type(t) is float and coef.hard is None and isinstance(coef.sigma_t, float):
+            if len(self._coefficients) >= _MAX_CACHED_TIMES:
+                self._coefficients.clear()
+            self._coefficients[t] = coef
+
     def _check_queries(self, x: Any) -> Any:
+        # A solver passes its own state at every stage: a layout validated once is trusted.
+        torch_x = is_torch(x)
+        if torch_x or (isinstance(x, np.ndarray) and x.dtype.kind in "biuf"):
+            key = (torch_x, tuple(x.shape), x.dtype, x.device if torch_x else None)
+            if key in self._checked:
+                return x
+            x = self._validate_queries(x)
+            if len(self._checked) < _MAX_CACHED_TIMES:
+                self._checked.add(key)
+            return x
+        return self._validate_queries(x)
+
+    def _validate_queries(self, x: Any) -> Any:
         xp, support = self.xp, self.support
         if xp.name == "numpy" or not is_torch(x):
             get_namespace(x, support)  # refuses a mix of NumPy and Torch
@@ -530,7 +560,7 @@ def _float(xp: Any, bits: int) -> Any:
 
 def _cast(xp: Any, a: Any, dtype: Any) -> Any:
     if xp.name == "torch":
-        return a.to(dtype)
+        return a if a.dtype == dtype else a.to(dtype)  # (a no-op .to still costs a call)
     return a.astype(dtype, copy=False)
 
 

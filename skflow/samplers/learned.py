@@ -24,8 +24,11 @@ from ._batch import check_support_batch, is_support_list
 
 __all__ = ["LearnedFlowSampler"]
 
-# Queries per forward pass at inference (bounds the (n, m) attention and (n, width) blocks).
-_INFERENCE_CHUNK = 16384
+# Queries per forward pass at inference, over all tasks of a batch (bounds the (n, width)
+# blocks): 256 tasks x 256 samples is one pass per stage. The (n, m) attention of a head is
+# also bounded: queries x support points x heads <= _INFERENCE_SCORES (64 MiB of float32).
+_INFERENCE_CHUNK = 65536
+_INFERENCE_SCORES = 2**24
 # fit(X, y), validation_fraction="auto": classes are held out for validation from this many
 # classes on (fewer classes are all needed for training).
 _MIN_CLASSES_FOR_VALIDATION = 10
@@ -883,7 +886,9 @@ class LearnedFlowSampler(BaseFlowSampler):
         else:
             t = torch.as_tensor(np.asarray(t) if not torch.is_tensor(t) else t, device=x.device)
             t = t.to(x.dtype).reshape(x.shape[:2])
-        step = max(1, _INFERENCE_CHUNK // x.shape[0])
+        heads = int(getattr(self, "n_heads", 1))
+        rows = min(_INFERENCE_CHUNK, _INFERENCE_SCORES // max(1, support.shape[-2] * heads))
+        step = max(1, rows // x.shape[0])
         out, attn = [], []
         with torch.no_grad():
             for start in range(0, x.shape[1], step):

@@ -12,7 +12,7 @@ from sklearn.base import clone
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .. import field as F
-from .._array import get_namespace, resolve_device, use_torch_backend
+from .._array import get_namespace, is_torch, resolve_device, use_torch_backend
 from .._validation import (
     check_bandwidth,
     check_choice,
@@ -179,10 +179,12 @@ class NWFlowSampler(BaseFlowSampler):
         the error estimate of a row (see :meth:`log_density_with_error`) exceeds this many
         nats.
     backend : {"auto", "numpy", "torch"}, default="auto"
-        Array library of the field and the solver. ``"auto"`` picks Torch on a CUDA device, and
-        on CPU when the fitted support has at least 1024 points (fused attention wins there);
-        NumPy otherwise (see :func:`skflow._array.use_torch_backend`). Inputs and outputs are
-        NumPy arrays whatever the backend.
+        Array library of the field and the solver. ``"auto"`` picks Torch on a CUDA device;
+        on the CPU it picks NumPy only for fitted supports whose size lies where NumPy
+        measured faster (``skflow._array.AUTO_NUMPY_SUPPORT_CPU``, calibrated by
+        ``benchmarks/bench_small_support.py``), Torch (fused attention) otherwise (see
+        :func:`skflow._array.use_torch_backend`). Inputs and outputs are NumPy arrays
+        whatever the backend.
     device : {"cpu", "cuda", "auto"} or "cuda:N", default="cpu"
         Torch device (Torch backend only).
     chunk_size : int, optional
@@ -395,14 +397,17 @@ class NWFlowSampler(BaseFlowSampler):
         return self
 
     # -- backend ---------------------------------------------------------------------------
-    def _use_torch(self) -> bool:
+    def _use_torch(self, adaptive: bool | None = None) -> bool:
         # "auto" decides from the fitted support's size, so one estimator keeps one backend
-        # even when it is conditioned in context on supports of other sizes.
+        # even when it is conditioned in context on supports of other sizes; adaptive solves
+        # (the dopri5 solver, the density's change of variables) have their own rule
         m = self.support_.shape[0] if hasattr(self, "support_") else None
-        return use_torch_backend(self.backend, self.device, n_support=m)
+        if adaptive is None:
+            adaptive = self.solver == "dopri5"
+        return use_torch_backend(self.backend, self.device, n_support=m, adaptive=adaptive)
 
-    def _to_backend(self, a: np.ndarray) -> Any:
-        if not self._use_torch():
+    def _to_backend(self, a: np.ndarray, adaptive: bool | None = None) -> Any:
+        if not self._use_torch(adaptive):
             return a
         import torch
 
@@ -416,15 +421,20 @@ class NWFlowSampler(BaseFlowSampler):
             )
         return torch.as_tensor(a, device=device)
 
-    def _projection(self) -> Any:
+    def _projection(self, like: Any) -> Any:
+        """``projection_`` on the backend (and device) of the support ``like``."""
         P = getattr(self, "projection_", None)
-        return None if P is None else self._to_backend(P)
+        if P is None or not is_torch(like):
+            return P
+        import torch
 
-    def _kwargs(self) -> dict:
+        return torch.as_tensor(P, device=like.device)
+
+    def _kwargs(self, support: Any) -> dict:
         return {
             "sigma_min": self.sigma_min,
             "bandwidth": self.bandwidth,
-            "projection": self._projection(),
+            "projection": self._projection(support),
             "chunk_size": self.chunk_size,
             "support_chunk_size": self.support_chunk_size,
         }
@@ -448,9 +458,9 @@ class NWFlowSampler(BaseFlowSampler):
         """The field of a (backend) support, prepared once for all its evaluations."""
         if self._pruned(support):
             return F.NWField(
-                support, **self._kwargs(), engine="pruned", pruned_rtol=self.pruned_rtol
+                support, **self._kwargs(support), engine="pruned", pruned_rtol=self.pruned_rtol
             )
-        return F.NWField(support, **self._kwargs())
+        return F.NWField(support, **self._kwargs(support))
 
     def _field(self, support: Any):
         field = self._prepared(support)
@@ -663,7 +673,7 @@ class NWFlowSampler(BaseFlowSampler):
         self, X: np.ndarray, support: np.ndarray, rtol: float, atol: float
     ) -> np.ndarray:
         """One adaptive solve of the change of variables in ``s`` (float64 in, float64 out)."""
-        S, d = self._to_backend(support), X.shape[1]
+        S, d = self._to_backend(support, adaptive=True), X.shape[1]
         decay = self.path_.decay
         s_end = -math.log(float(self.sigma_min))
         field = self._prepared(S)
@@ -684,7 +694,7 @@ class NWFlowSampler(BaseFlowSampler):
 
         parts = []
         for start in range(0, X.shape[0], SAMPLING_BATCH_SIZE):
-            xb = self._to_backend(X[start : start + SAMPLING_BATCH_SIZE])
+            xb = self._to_backend(X[start : start + SAMPLING_BATCH_SIZE], adaptive=True)
             xp = get_namespace(xb)
             state0 = xp.concat([xb, xp.full((xb.shape[0], 1), 0.0, xb)], axis=1)
             sol = self._solve_adaptive(rhs, state0, (0.0, s_end), rtol=rtol, atol=atol)
