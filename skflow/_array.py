@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from ._validation import InvalidParameterError
+
 __all__ = [
     "AUTO_TORCH_MIN_SUPPORT",
     "BACKENDS",
@@ -232,7 +234,9 @@ def get_namespace(*arrays: Any):
 def resolve_device(device: str) -> str:
     """Map ``"auto"`` to ``"cuda"`` when a GPU is visible, else ``"cpu"``; validate the rest."""
     if device not in DEVICES and not str(device).startswith("cuda:"):
-        raise ValueError(f"device must be one of {DEVICES} or 'cuda:N', got {device!r}.")
+        raise InvalidParameterError(
+            f"device must be one of {DEVICES} or 'cuda:N', got {device!r}."
+        )
     if device == "auto":
         import torch
 
@@ -278,7 +282,7 @@ def use_torch_backend(backend: str, device: str, *, n_support: int | None = None
     False
     """
     if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}.")
+        raise InvalidParameterError(f"backend must be one of {BACKENDS}, got {backend!r}.")
     if backend == "torch":
         return True
     if backend == "numpy":

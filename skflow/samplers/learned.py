@@ -13,6 +13,7 @@ from .._validation import (
     InvalidParameterError,
     check_bool,
     check_choice,
+    check_data,
     check_int,
     check_random_state,
     check_real,
@@ -388,7 +389,9 @@ class LearnedFlowSampler(BaseFlowSampler):
             val = X if self.validation_fraction > 0 else None
             return X, {}, val, {}, None
 
-        X = validate_data(self, X, dtype=[np.float64, np.float32], ensure_min_samples=1)
+        X = check_data(
+            validate_data, self, X, dtype=[np.float64, np.float32], ensure_min_samples=1
+        )
         if y is None:
             if X.shape[0] < 2:
                 raise ValueError(
@@ -687,6 +690,7 @@ class LearnedFlowSampler(BaseFlowSampler):
 
     def _prepare_call(self, X: Any, t: Any, support: Any):
         check_is_fitted(self)
+        self._validate_params()  # set_params may have changed them since fit
         support = self._check_support(support)
         X = self._check_queries(X)
         t_arr = check_times(t)
@@ -751,7 +755,7 @@ class LearnedFlowSampler(BaseFlowSampler):
         n = check_int(n_samples, "n_samples")
         x0 = self._noise(B * n, d, supports.dtype, random_state)
         S = self._to_backend(supports)
-        self._validate_solver_params()
+        self._validate_params()
 
         x0 = x0.reshape(B, n, d)
         grid = self._time_grid()
