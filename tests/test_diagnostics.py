@@ -439,3 +439,16 @@ def test_diagnose_refuses_a_sampler_without_support():
 
     with pytest.raises(ValueError, match="fitted sampler"):
         diagnose(NWFlowSampler())
+
+
+def test_diagnose_uses_the_samplers_own_samples():
+    """An untrained learned sampler does not copy its support, whatever the KDE of the same
+    support at sigma_min = 0.01 does: the samples diagnosed are the sampler's."""
+    from skflow import LearnedFlowSampler
+
+    S = np.random.default_rng(0).standard_normal((100, 2))
+    untrained = LearnedFlowSampler(max_iter=0, n_steps=2, random_state=0).fit(S)
+    assert diagnose(S, sigma_min=0.01, random_state=0, **FAST).flags["memorization"]
+    report = diagnose(untrained, random_state=0, **FAST)
+    assert report.sigma_min == untrained.sigma_min
+    assert not report.flags["memorization"]
