@@ -97,9 +97,9 @@ class SamplingPipeline(Pipeline):
                 f"support has {Xt.shape[1]} features, but {type(self).__name__} is expecting "
                 f"{n_in} features as input."
             )
-        if hasattr(support, "columns"):
-            # the first step was fitted on named columns (checked above): give it the frame,
-            # not the bare array, or it warns that X has no valid feature names
+        if hasattr(support, "columns") and getattr(self, "feature_names_in_", None) is not None:
+            # the first step was fitted on these named columns (checked above): give it the
+            # frame, not the bare array, or it warns that X has no valid feature names
             Xt = support
         for _, step in transformers:
             Xt = step.transform(Xt)

@@ -49,3 +49,11 @@ def test_support_with_the_fitted_names_samples_without_warnings(frame, sampler):
     # the frame is the same data as its array: the same samples
     plain = sampler.sample(4, support=frame.to_numpy(), random_state=1)
     np.testing.assert_array_equal(named, plain)
+
+
+def test_frame_support_on_a_pipeline_fitted_without_names_does_not_warn(frame):
+    pipe = make_sampling_pipeline(PCA(2), NWFlowSampler(n_steps=4, random_state=0))
+    pipe.fit(frame.to_numpy())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # e.g. "X has feature names, but PCA was fitted without"
+        assert pipe.sample(3, support=frame).shape == (3, 3)
