@@ -331,8 +331,8 @@ def check_data(check: Callable, *args: Any, **kwargs: Any) -> Any:
             shape = np.shape(np.asarray(args[-1], dtype=object))
             raise ValueError(
                 f"{name} must be a 2-D array of shape (n_samples, n_features), got shape "
-                f"{shape}; use .reshape(-1, 1) for a single feature or .reshape(1, -1) for a "
-                "single sample."
+                f"{shape}. Reshape your data with .reshape(-1, 1) for a single feature or "
+                ".reshape(1, -1) for a single sample."
             ) from None
         if "contains NaN" in message.split("\n", 1)[0]:
             raise ValueError(
