@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from ._validation import InvalidParameterError
+
 __all__ = [
     "AUTO_NUMPY_MARGIN",
     "AUTO_NUMPY_SUPPORT_CPU",
@@ -251,7 +253,9 @@ def get_namespace(*arrays: Any):
 def resolve_device(device: str) -> str:
     """Map ``"auto"`` to ``"cuda"`` when a GPU is visible, else ``"cpu"``; validate the rest."""
     if device not in DEVICES and not str(device).startswith("cuda:"):
-        raise ValueError(f"device must be one of {DEVICES} or 'cuda:N', got {device!r}.")
+        raise InvalidParameterError(
+            f"device must be one of {DEVICES} or 'cuda:N', got {device!r}."
+        )
     if device == "auto":
         import torch
 
@@ -353,7 +357,7 @@ def use_torch_backend(
     False
     """
     if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}.")
+        raise InvalidParameterError(f"backend must be one of {BACKENDS}, got {backend!r}.")
     if backend == "torch":
         return True
     if backend == "numpy":

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -45,6 +45,7 @@ __all__ = [
     "as_generator",
     "check_bandwidth",
     "check_bool",
+    "check_data",
     "check_choice",
     "check_finite_output",
     "check_int",
@@ -331,3 +332,40 @@ def check_real_array(a: Any, name: str) -> np.ndarray:
         except (TypeError, ValueError):
             pass
     raise TypeError(f"{name} must be a real numeric array, got dtype {arr.dtype}.")
+
+
+def check_data(check: Callable, *args: Any, **kwargs: Any) -> Any:
+    """``check(*args, **kwargs)`` (scikit-learn's ``check_array`` or ``validate_data``), with
+    its two wordiest messages restated in skflow's words.
+
+    The array is the last positional argument. A 1-D array is reported by its shape (not its
+    values), and NaN keeps scikit-learn's first line (``"Input X contains NaN."``) without the
+    advice about other estimators. Other errors pass through unchanged.
+
+    Examples
+    --------
+    >>> from sklearn.utils import check_array
+    >>> try:
+    ...     check_data(check_array, np.zeros(3), input_name="support")
+    ... except ValueError as exc:
+    ...     print(str(exc)[:62])
+    support must be a 2-D array of shape (n_samples, n_features),
+    """
+    try:
+        return check(*args, **kwargs)
+    except ValueError as exc:
+        message = str(exc)
+        name = kwargs.get("input_name", "X")
+        if message.startswith("Expected 2D array"):
+            shape = np.shape(np.asarray(args[-1], dtype=object))
+            raise ValueError(
+                f"{name} must be a 2-D array of shape (n_samples, n_features), got shape "
+                f"{shape}. Reshape your data with .reshape(-1, 1) for a single feature or "
+                ".reshape(1, -1) for a single sample."
+            ) from None
+        if "contains NaN" in message.split("\n", 1)[0]:
+            raise ValueError(
+                message.split("\n", 1)[0] + " skflow needs finite values: impute the missing "
+                "values or drop those rows first."
+            ) from None
+        raise

@@ -1,4 +1,4 @@
-"""Diagnostics of the three failure regimes of the plug-in (exact Nadaraya-Watson) flow.
+"""Diagnostics of the failure regimes of the plug-in (exact Nadaraya-Watson) flow.
 
 The exact field of a support set ``S = {s_1, ..., s_m}`` is a kernel smoother (see
 :mod:`skflow.field`). The paper behind skflow names three regimes in which it fails:
@@ -29,10 +29,12 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
+from scipy.spatial import cKDTree
 from scipy.special import betaln, gammaln
 
 from ._validation import as_generator, check_int, check_sigma_min, check_times
 from .field import nw_effective_sample_size, nw_velocity
+from .metrics import distance_to_closest_record
 from .solvers import integrate
 
 __all__ = ["FailureReport", "diagnose", "neff_along_path"]
@@ -60,6 +62,10 @@ MIN_GEOMETRY_SUPPORT = 10
 #: Scarcity: ``m < max(SCARCITY_MIN_SUPPORT, SCARCITY_PER_DIM * d)``.
 SCARCITY_MIN_SUPPORT = 10
 SCARCITY_PER_DIM = 2
+#: Memorisation: the median distance of the samples to the support is below this fraction of
+#: that of real points (held-out points, or the support's own leave-one-out nearest
+#: neighbours). Fresh draws of the data's law give about 1; copies give about 0.
+MEMORIZATION_RATIO = 0.5
 
 
 # --------------------------------------------------------------------------------------------
@@ -331,6 +337,51 @@ def _geometry_flags(geo: dict, m: int) -> dict:
 
 
 # --------------------------------------------------------------------------------------------
+# memorisation
+# --------------------------------------------------------------------------------------------
+
+
+def _memorization(support: np.ndarray, samples: np.ndarray, reference: Any) -> dict:
+    """Median DCR of ``samples`` against that of real points (held out, or leave-one-out)."""
+    dcr = float(np.median(distance_to_closest_record(samples, support)))
+    if reference is not None:
+        real = float(np.median(distance_to_closest_record(reference, support)))
+        kind = "held-out"
+        if not real > 0:
+            raise ValueError(
+                "reference points lie on the support (median distance 0): the reference must "
+                "be held-out points, not the support itself."
+            )
+    elif support.shape[0] >= 2:
+        # each support point's distance to its nearest *other* support point: what a new
+        # point of the same law would show, without held-out data
+        real = float(np.median(cKDTree(support).query(support, k=2)[0][:, 1]))
+        kind = "leave-one-out"
+    else:
+        real, kind = float("nan"), "leave-one-out"
+    ratio = dcr / real if real > 0 else float("nan")
+    return {
+        "sample_dcr_median": dcr,
+        "real_dcr_median": real,
+        "memorization_ratio": ratio,
+        "memorization_reference": kind,
+    }
+
+
+def _from_sampler(obj: Any, sigma_min: Any) -> tuple[Any, Any, Any]:
+    """``(support, sigma_min, sampler)`` from a fitted sampler (duck-typed) or an array."""
+    if not (hasattr(obj, "sample") and hasattr(obj, "get_params")):
+        return obj, (0.01 if sigma_min is None else sigma_min), None
+    support = getattr(obj, "support_", None)
+    if support is None:
+        raise ValueError(
+            f"diagnose needs a fitted sampler with a support: {type(obj).__name__} is not "
+            "fitted, or was fitted on tasks (no support_); fit it on a support array first."
+        )
+    return support, (obj.sigma_min if sigma_min is None else sigma_min), obj
+
+
+# --------------------------------------------------------------------------------------------
 # the report
 # --------------------------------------------------------------------------------------------
 
@@ -399,8 +450,19 @@ class FailureReport:
         Factor by which ``radial_ratio`` must differ from 1 (either way) to be flagged.
     support_ratio : float
         ``m / d``.
+    sample_dcr_median : float
+        Median distance of the samples (``n_trajectories`` of them) to their closest support
+        point.
+    real_dcr_median : float
+        The same for real points: held-out ``reference`` points when given, else each support
+        point's distance to its nearest other support point (NaN when ``m = 1``).
+    memorization_ratio : float
+        ``sample_dcr_median / real_dcr_median``: about 1 for new points, near 0 for copies
+        (:func:`skflow.metrics.memorization_ratio` when a reference is given).
+    memorization_reference : {"held-out", "leave-one-out"}
+        Which real points ``real_dcr_median`` uses.
     flags : dict
-        ``{"collapse": bool, "mismatch": bool, "scarcity": bool}``.
+        ``{"collapse": bool, "mismatch": bool, "scarcity": bool, "memorization": bool}``.
     details : dict
         Sub-flags ``"anisotropic"``, ``"radial"``, ``"shell_like"`` and ``"geometry_assessed"``
         (False when ``m < 10``: the geometric statistics are reported but not flagged).
@@ -428,6 +490,10 @@ class FailureReport:
     radial_tolerance: float
     radial_metric: str
     support_ratio: float
+    sample_dcr_median: float
+    real_dcr_median: float
+    memorization_ratio: float
+    memorization_reference: str
     flags: dict = field(default_factory=dict)
     details: dict = field(default_factory=dict)
     mid_time: float = MID_TIME
@@ -496,6 +562,10 @@ class FailureReport:
             f"kernel n_eff at t={self.mid_time:g}: {_fmt(self.neff_mid)}",
             f"      rule: m < max({SCARCITY_MIN_SUPPORT}, {SCARCITY_PER_DIM}*d) = "
             f"{max(SCARCITY_MIN_SUPPORT, SCARCITY_PER_DIM * d)}",
+            f"[{mark('memorization')}] memorization: samples lie {_fmt(self.sample_dcr_median)} "
+            f"from the support (median), real points {_fmt(self.real_dcr_median)} "
+            f"({self.memorization_reference}); ratio {_fmt(self.memorization_ratio)}",
+            f"      rule: ratio < {MEMORIZATION_RATIO:g}",
             "flags: " + ", ".join(f"{k}={bool(v)}" for k, v in self.flags.items()),
         ]
         return "\n".join(lines)
@@ -575,13 +645,14 @@ class FailureReport:
 def diagnose(
     support: Any,
     *,
-    sigma_min: float = 0.01,
+    sigma_min: float | None = None,
     times: Any = None,
     n_trajectories: int = 256,
     n_steps: int = 50,
+    reference: Any = None,
     random_state: Any = None,
 ) -> FailureReport:
-    """Measure the three failure regimes of the plug-in flow for a support set.
+    """Measure the failure regimes of the plug-in flow for a support set or a fitted sampler.
 
     **Collapse.** ``n_eff(t)`` of the NW weights along the flow's own trajectories
     (:func:`neff_along_path`): median and quartiles per time, the first time at which the
@@ -644,20 +715,41 @@ def diagnose(
     The kernel's ``n_eff`` at mid-path (``neff_mid``) is reported beside these numbers: it is
     the number of support points a velocity estimate actually averages.
 
+    **Memorisation.** The median distance of ``n_trajectories`` samples to their closest
+    support point (DCR), over that of real points; the flag is
+
+        ``memorization = memorization_ratio < 0.5``.
+
+    The samples are those of the sampler when one is given (``sampler.sample``), else exact
+    draws of the plug-in flow's terminal law (the Gaussian KDE of the support with bandwidth
+    ``sigma_min``). The real points are the held-out ``reference`` when given
+    (:func:`skflow.metrics.memorization_ratio`), else the support itself, each point against
+    its nearest *other* support point (leave-one-out; no held-out data needed). New points
+    of the data's law give a ratio near 1; a sampler that copies the support (a terminal
+    bandwidth tiny against the spacing of the data, e.g. ``sigma_min = 0.01`` on raw 0-16
+    pixel values) gives a ratio near 0, which MMD² does not penalise. 0.5 means the samples
+    sit at half the distance real points do, well outside the spread of the medians of a
+    few hundred distances.
+
     Parameters
     ----------
-    support : array-like of shape (m, d)
-        Support set (finite, non-empty, 2-D).
-    sigma_min : float in (0, 1), default=0.01
-        Noise level of the OT path at ``t = 1``.
+    support : array-like of shape (m, d) or fitted sampler
+        Support set (finite, non-empty, 2-D), or a fitted sampler
+        (:class:`~skflow.NWFlowSampler`, :class:`~skflow.LearnedFlowSampler`): its
+        ``support_`` and ``sigma_min`` are used, and its own samples for memorisation (the
+        ``n_eff`` statistics are those of the isotropic plug-in flow of that support).
+    sigma_min : float in (0, 1), optional
+        Noise level of the OT path at ``t = 1``; default: the sampler's, or 0.01.
     times : array-like of float in [0, 1], optional
         Times at which ``n_eff`` is reported; see :func:`neff_along_path`.
     n_trajectories : int, default=256
-        Number of flow trajectories started from ``N(0, I)``.
+        Number of flow trajectories started from ``N(0, I)`` (and of samples).
     n_steps : int, default=50
         Number of uniform Heun steps on [0, 1].
+    reference : array-like of shape (n_reference, d), optional
+        Real points held out from the support, for the memorisation ratio.
     random_state : None, int, numpy Generator or RandomState, default=None
-        Source of the initial noise (the only randomness).
+        Source of the initial noise and of the samples (the only randomness).
 
     Returns
     -------
@@ -678,12 +770,24 @@ def diagnose(
     >>> S = np.random.default_rng(0).standard_normal((200, 2))
     >>> report = diagnose(S, n_trajectories=32, n_steps=10, random_state=0)
     >>> report.flags
-    {'collapse': False, 'mismatch': False, 'scarcity': False}
+    {'collapse': False, 'mismatch': False, 'scarcity': False, 'memorization': True}
     >>> bool(report.neff_mid > 50), report.collapse_time is not None
     (True, True)
     >>> print(report.summary().splitlines()[0])
     FailureReport: m=200 support points in d=2 (m/d=100), sigma_min=0.01
+    >>> diagnose(S, sigma_min=0.1, n_trajectories=32, n_steps=10, random_state=0).flags[
+    ...     "memorization"
+    ... ]
+    False
+
+    A fitted sampler is diagnosed with its own support, ``sigma_min`` and samples:
+
+    >>> from skflow import NWFlowSampler
+    >>> sampler = NWFlowSampler(sigma_min=0.1, n_steps=10).fit(S)
+    >>> diagnose(sampler, n_trajectories=32, n_steps=10, random_state=0).sigma_min
+    0.1
     """
+    support, sigma_min, sampler = _from_sampler(support, sigma_min)
     support = _check_support(support)
     sigma_min = check_sigma_min(sigma_min)
     times = _check_times(times)
@@ -696,7 +800,8 @@ def diagnose(
     base = _default_times(n_steps)
     report_times = base if times is None else times
     grid = np.union1d(base, report_times)
-    neff = _path_neff(support, sigma_min, n_steps, grid, n_trajectories, random_state)
+    rng = as_generator(random_state)
+    neff = _path_neff(support, sigma_min, n_steps, grid, n_trajectories, rng)
     q25, med, q75 = np.percentile(neff, [25.0, 50.0, 75.0], axis=1)
     below = np.flatnonzero(med[np.searchsorted(grid, base)] < COLLAPSE_NEFF)
     collapse_time = float(base[below[0]]) if below.size else None
@@ -710,6 +815,13 @@ def diagnose(
         "mismatch": details["anisotropic"] or details["radial"],
         "scarcity": bool(m < max(SCARCITY_MIN_SUPPORT, SCARCITY_PER_DIM * d)),
     }
+    if sampler is None:  # exact draws of the plug-in flow's terminal law (the KDE)
+        picks = rng.integers(0, m, size=n_trajectories)
+        samples = support[picks] + sigma_min * rng.standard_normal((n_trajectories, d))
+    else:
+        samples = sampler.sample(n_trajectories, random_state=int(rng.integers(2**31)))
+    memo = _memorization(support, np.asarray(samples, dtype=np.float64), reference)
+    flags["memorization"] = bool(memo["memorization_ratio"] < MEMORIZATION_RATIO)
     return FailureReport(
         n_support=m,
         n_features=d,
@@ -726,4 +838,5 @@ def diagnose(
         flags=flags,
         details=details,
         **geo,
+        **memo,
     )

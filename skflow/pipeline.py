@@ -17,7 +17,13 @@ import numpy as np
 from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.utils.validation import check_array, check_is_fitted
 
-from .samplers._base import BaseFlowSampler, few_shot_support_size, sampling_score
+from ._validation import check_data
+from .samplers._base import (
+    BaseFlowSampler,
+    check_support_names,
+    few_shot_support_size,
+    sampling_score,
+)
 
 __all__ = ["SamplingPipeline", "make_sampling_pipeline"]
 
@@ -83,13 +89,18 @@ class SamplingPipeline(Pipeline):
     def _transform_support(self, support: Any, transformers) -> Any:
         if support is None:
             return None
-        Xt = check_array(support, dtype=[np.float64, np.float32], input_name="support")
+        check_support_names(self, support)
+        Xt = check_data(check_array, support, dtype=[np.float64, np.float32], input_name="support")
         n_in = getattr(self, "n_features_in_", None)
         if n_in is not None and Xt.shape[1] != n_in:
             raise ValueError(
                 f"support has {Xt.shape[1]} features, but {type(self).__name__} is expecting "
                 f"{n_in} features as input."
             )
+        if hasattr(support, "columns") and getattr(self, "feature_names_in_", None) is not None:
+            # the first step was fitted on these named columns (checked above): give it the
+            # frame, not the bare array, or it warns that X has no valid feature names
+            Xt = support
         for _, step in transformers:
             Xt = step.transform(Xt)
         return Xt
@@ -190,7 +201,7 @@ class SamplingPipeline(Pipeline):
     # -- scoring (input space; the protocol of BaseFlowSampler.score) -----------------------
     def _check_queries(self, X: Any) -> np.ndarray:
         self._check_sampling_steps()
-        X = check_array(X, dtype=[np.float64, np.float32])
+        X = check_data(check_array, X, dtype=[np.float64, np.float32])
         n_in = getattr(self, "n_features_in_", None)
         if n_in is not None and X.shape[1] != n_in:
             raise ValueError(
@@ -202,7 +213,8 @@ class SamplingPipeline(Pipeline):
     # The protocol of BaseFlowSampler.score, with samples drawn by ``self.sample`` (input
     # space) and the few-shot split set by the final sampler's ``support_size``.
     def _score_one(self, reference: np.ndarray, support: Any) -> float:
-        return sampling_score(self, reference, support)
+        seed = getattr(self._final_estimator, "random_state", None)
+        return sampling_score(self, reference, support, seed)
 
     def _task_support_size(self, n_rows: int, label: Any) -> int:
         size = getattr(self._final_estimator, "support_size", None)
@@ -218,8 +230,8 @@ class SamplingPipeline(Pipeline):
         the fitted transformers, and the remaining rows the reference; the mean over tasks.
         Samples are mapped back to input space and the Gaussian kernel's bandwidth is the median
         heuristic of ``X`` alone, so scores of pipelines with different transformers (e.g.
-        different ``pca__n_components``) are comparable. Deterministic for a fixed sampler
-        ``random_state``.
+        different ``pca__n_components``) are comparable. Deterministic: sampling uses the
+        sampler's ``random_state``, or the fixed seed 0 when it is None.
 
         Parameters
         ----------

@@ -22,7 +22,7 @@ from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 from . import field as F
 from ._array import resolve_device
 from ._threads import limit_threads
-from ._validation import check_int, check_random_state, check_real
+from ._validation import check_data, check_int, check_random_state, check_real
 from .field import NWField
 from .paths import OTPath
 
@@ -289,7 +289,7 @@ class FlowProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         self : FlowProjection
         """
         self._validate_params()
-        X = validate_data(self, X, dtype=[np.float64, np.float32])
+        X = check_data(validate_data, self, X, dtype=[np.float64, np.float32])
         n, d = X.shape
         groups = self._tasks(X, y)
         k = self.n_components
@@ -390,7 +390,7 @@ class FlowProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
             float32 for float32 input, float64 otherwise.
         """
         check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        X = check_data(validate_data, self, X, reset=False, dtype=[np.float64, np.float32])
         with np.errstate(over="ignore", invalid="ignore"):
             Z = (X - self.mean_.astype(X.dtype)) @ self.components_.T.astype(X.dtype)
         return _check_finite(Z, X.dtype)

@@ -1,4 +1,4 @@
-"""Tests of skflow.diagnostics: the three failure regimes of the plug-in flow."""
+"""Tests of skflow.diagnostics: the failure regimes of the plug-in flow, and memorisation."""
 
 import json
 import math
@@ -187,7 +187,14 @@ def test_geometry_numbers():
 def test_nothing_flagged_on_low_dimensional_gaussian():
     S = np.random.default_rng(0).standard_normal((500, 2))
     report = diagnose(S, random_state=0, **FAST)
-    assert report.flags == {"collapse": False, "mismatch": False, "scarcity": False}
+    # the KDE of bandwidth 0.01 copies 500 points in 2-D (samples 0.01 * sqrt(2) from a support
+    # point, support points about 0.08 apart): memorisation is the only flag
+    assert report.flags == {
+        "collapse": False,
+        "mismatch": False,
+        "scarcity": False,
+        "memorization": True,
+    }
     assert report.neff_mid > 50
     assert report.collapse_time is not None and report.collapse_time > 0.8
 
@@ -205,7 +212,12 @@ def test_tiny_support_whose_variance_squared_underflows():
     assert report.effective_dimension == 1.0 and report.anisotropy == 1.0
     assert report.eigenvalues[0] == pytest.approx(2.557e-159**2 / 2, rel=1e-4)
     assert report.radial_cv2 == 0.0  # two points at the same distance from their mean
-    assert report.flags == {"collapse": False, "mismatch": False, "scarcity": True}
+    assert report.flags == {
+        "collapse": False,
+        "mismatch": False,
+        "scarcity": True,
+        "memorization": False,  # samples 0.01 away, the two support points 2.6e-159 apart
+    }
 
 
 @pytest.mark.parametrize("scale", [1e-160, 1e-80, 1e80, 1e150])
@@ -259,10 +271,15 @@ def test_non_numeric_support():
         diagnose(np.array([["a", "b"]]))
 
 
-@pytest.mark.parametrize("sigma_min", [0.0, 1.0, -0.1, 1.5, float("nan"), "0.1", True, None])
+@pytest.mark.parametrize("sigma_min", [0.0, 1.0, -0.1, 1.5, float("nan"), "0.1", True])
 def test_bad_sigma_min(sigma_min):
     with pytest.raises(ValueError, match="sigma_min"):
         diagnose(np.zeros((3, 2)), sigma_min=sigma_min)
+
+
+def test_sigma_min_none_is_the_default():
+    # None: the sampler's sigma_min for a sampler, 0.01 for an array
+    assert diagnose(np.eye(3), sigma_min=None, **FAST).sigma_min == 0.01
 
 
 @pytest.mark.parametrize("times", [[-0.1, 0.5], [0.5, 1.2], [float("nan")], [], [[0.1, 0.2]]])
@@ -363,3 +380,75 @@ def test_plot_without_matplotlib(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", fake_import)
     with pytest.raises(ImportError, match="pip install matplotlib"):
         report.plot()
+
+
+# --------------------------------------------------------------------------------------------
+# memorisation, and fitted samplers
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def digits_split():
+    from sklearn.datasets import load_digits
+
+    X = load_digits().data  # raw pixels, 0-16
+    order = np.random.default_rng(0).permutation(X.shape[0])
+    return X[order[:400]], X[order[400:800]]
+
+
+@pytest.mark.filterwarnings("ignore::skflow.exceptions.MemorizationWarning")
+def test_diagnose_accepts_a_fitted_sampler_and_flags_copies(digits_split):
+    """Raw digit pixels with sigma_min = 0.01: samples are near-copies (issue 22)."""
+    from sklearn.preprocessing import StandardScaler
+
+    from skflow import NWFlowSampler
+
+    S, held_out = digits_split
+    raw = NWFlowSampler(n_steps=10).fit(S)
+    for reference in (held_out, None):
+        report = diagnose(raw, reference=reference, random_state=0, **FAST)
+        assert report.sigma_min == 0.01 and report.n_support == 400
+        assert report.flags["memorization"] and report.memorization_ratio < 0.05
+    assert report.memorization_reference == "leave-one-out"
+    held = diagnose(raw, reference=held_out, random_state=0, **FAST)
+    assert held.memorization_reference == "held-out"
+    assert held.real_dcr_median == pytest.approx(
+        np.median(np.min(np.linalg.norm(held_out[:, None] - S[None], axis=2), axis=1))
+    )
+    assert "memorization" in held.summary() and "memorization=True" in held.summary()
+    # standardised, with a terminal bandwidth of half a unit: new points, nothing copied
+    scaler = StandardScaler().fit(S)
+    good = NWFlowSampler(sigma_min=0.5, n_steps=10).fit(scaler.transform(S))
+    for reference in (scaler.transform(held_out), None):
+        report = diagnose(good, reference=reference, random_state=0, **FAST)
+        assert not report.flags["memorization"] and report.memorization_ratio > 0.7
+
+
+def test_memorization_of_arrays_uses_exact_kde_draws():
+    """Without a sampler, the samples are the terminal KDE's: ratio ~ sigma_min sqrt(d) / NN."""
+    S = np.random.default_rng(0).standard_normal((300, 2))
+    copies = diagnose(S, sigma_min=0.001, random_state=0, **FAST)
+    spread = diagnose(S, sigma_min=0.5, random_state=0, **FAST)
+    assert copies.flags["memorization"] and copies.memorization_ratio < 0.05
+    assert not spread.flags["memorization"]
+    assert copies.memorization_reference == "leave-one-out"
+
+
+def test_diagnose_refuses_a_sampler_without_support():
+    from skflow import NWFlowSampler
+
+    with pytest.raises(ValueError, match="fitted sampler"):
+        diagnose(NWFlowSampler())
+
+
+def test_diagnose_uses_the_samplers_own_samples():
+    """An untrained learned sampler does not copy its support, whatever the KDE of the same
+    support at sigma_min = 0.01 does: the samples diagnosed are the sampler's."""
+    from skflow import LearnedFlowSampler
+
+    S = np.random.default_rng(0).standard_normal((100, 2))
+    untrained = LearnedFlowSampler(max_iter=0, n_steps=2, random_state=0).fit(S)
+    assert diagnose(S, sigma_min=0.01, random_state=0, **FAST).flags["memorization"]
+    report = diagnose(untrained, random_state=0, **FAST)
+    assert report.sigma_min == untrained.sigma_min
+    assert not report.flags["memorization"]

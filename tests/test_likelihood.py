@@ -179,3 +179,38 @@ def test_solver_does_not_change_the_likelihood():
     a = NWFlowSampler(bandwidth=0.7, solver="euler", n_steps=3).fit(TRIANGLE).score_samples(X)
     b = NWFlowSampler(bandwidth=0.7, solver="rk4", n_steps=500).fit(TRIANGLE).score_samples(X)
     np.testing.assert_array_equal(a, b)
+
+
+def _constant_bandwidth(t):
+    return np.full(np.shape(t), 0.5)
+
+
+def test_bounded_callable_bandwidth_has_a_density():
+    """A callable bounded at t = 0 (here constant, issue 22) starts the flow from the hard
+    argmax of <x, s_i>: the change of variables diverges at t = 0 on rows the flow never
+    reaches. score_samples runs, returns -inf there (density 0), and still integrates to 1."""
+    X = 3 * np.random.default_rng(0).uniform(size=(20, 3))
+    log_p, err = NWFlowSampler(bandwidth=_constant_bandwidth).fit(X).log_density_with_error(X)
+    assert log_p.shape == (20,) and np.all(np.isfinite(log_p) | np.isneginf(log_p))
+    assert np.isfinite(log_p).any() and np.all(err[np.isneginf(log_p)] == 0.0)
+    # 1-D: support points 1.3 and 0.9 apart, farther than 2 h(0) = 1, so the flow leaves gaps
+    S = np.array([[-1.0], [0.3], [1.2]])
+    sampler = NWFlowSampler(bandwidth=_constant_bandwidth, sigma_min=0.2).fit(S)
+    grid = np.linspace(-4.0, 4.0, 801)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", AccuracyWarning)
+        log_p = sampler.set_params(density_rtol=1e-6, density_atol=1e-6).score_samples(
+            grid[:, None]
+        )
+    assert np.isneginf(log_p).sum() > 50  # the gaps
+    assert np.trapezoid(np.exp(log_p), grid) == pytest.approx(1.0, abs=5e-3)
+
+
+def test_bounded_callable_bandwidth_on_a_spread_out_support_is_refused_up_front():
+    """Support points 1e3 apart against h(0) = 0.5: the solve near t = 0 would exhaust its
+    step budget; the refusal says why instead of giving the sampling solver's advice."""
+    S = 1e3 * np.random.default_rng(0).uniform(size=(5, 2))
+    sampler = NWFlowSampler(bandwidth=_constant_bandwidth).fit(S)
+    with pytest.raises(ValueError, match=r"bounded at t = 0 .* too stiff") as info:
+        sampler.score_samples(S[:2])
+    assert "fixed-step solver" not in str(info.value)

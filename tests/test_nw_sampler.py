@@ -176,6 +176,24 @@ def test_score_is_negative_mmd_and_deterministic(support):
     assert s.score(near) > s.score(far)
 
 
+def test_score_is_deterministic_without_a_random_state(support):
+    """random_state=None: score draws its samples with the fixed seed SCORE_RANDOM_STATE."""
+    from sklearn.decomposition import PCA
+
+    from skflow.pipeline import make_sampling_pipeline
+    from skflow.samplers._base import SCORE_RANDOM_STATE
+
+    near = support + 0.3 * np.random.default_rng(5).normal(size=support.shape)
+    y = np.repeat([0, 1], len(near) // 2)
+    s = NWFlowSampler(n_steps=5).fit(support)
+    assert s.score(near) == s.score(near)
+    assert s.score(near, y) == s.score(near, y)
+    seeded = NWFlowSampler(n_steps=5, random_state=SCORE_RANDOM_STATE).fit(support)
+    assert s.score(near) == seeded.score(near)
+    pipe = make_sampling_pipeline(PCA(2), NWFlowSampler(n_steps=5)).fit(support)
+    assert pipe.score(near) == pipe.score(near)
+
+
 def _oracle_mmd2(X, Y):
     """Unbiased Gaussian MMD^2, bandwidth the median distance of Y's rows (the reference)."""
     h = np.median(pdist(Y))
@@ -238,7 +256,7 @@ def test_bad_inputs(support):
         NWFlowSampler().fit(np.empty((0, 2)))
     with pytest.raises(ValueError, match="0 sample"):
         s.sample(3, support=np.empty((0, 2)))
-    with pytest.raises(ValueError, match="2D array"):
+    with pytest.raises(ValueError, match="2-D array"):
         NWFlowSampler().fit(np.ones(3))
     with pytest.raises(ValueError, match="features"):
         s.velocity(np.ones((2, 3)), 0.5)
@@ -252,3 +270,67 @@ def test_bad_inputs(support):
         s.velocity(np.ones((2, 2)), 1.2)
     with pytest.raises(ValueError, match="could not convert|numeric"):
         NWFlowSampler().fit(np.array([["a", "b"]]))
+
+
+@pytest.mark.parametrize("cls", ["nw", "learned", "pipeline"])
+def test_input_messages_are_short_and_in_our_words(support, cls):
+    """NaN: no scikit-learn paragraph about other estimators; 1-D: the shape, not the values."""
+    from sklearn.decomposition import PCA
+
+    from skflow import LearnedFlowSampler
+    from skflow.pipeline import make_sampling_pipeline
+
+    make = {
+        "nw": lambda: NWFlowSampler(n_steps=2),
+        "learned": lambda: LearnedFlowSampler(max_iter=0, n_steps=2),
+        "pipeline": lambda: make_sampling_pipeline(PCA(2), NWFlowSampler(n_steps=2)),
+    }[cls]
+    fitted = make().fit(support)
+    long_1d = np.arange(1000.0)
+    calls = [lambda: fitted.sample(2, support=long_1d), lambda: fitted.score(long_1d)]
+    if cls != "pipeline":  # the pipeline's fit is PCA's (scikit-learn's own message)
+        calls.append(lambda: make().fit(long_1d))
+    for call in calls:
+        with pytest.raises(ValueError, match=r"2-D array .* got shape \(1000,\)") as info:
+            call()
+        assert len(str(info.value)) < 200
+    with_nan = support.copy()
+    with_nan[0, 0] = np.nan
+    calls = [lambda: fitted.sample(2, support=with_nan)]
+    if cls != "pipeline":
+        calls.append(lambda: make().fit(with_nan))
+    for call in calls:
+        with pytest.raises(ValueError, match="contains NaN") as info:
+            call()
+        assert "HistGradientBoosting" not in str(info.value)
+        assert "impute" in str(info.value)
+
+
+def test_fit_warns_once_when_sigma_min_makes_samples_copies():
+    """Raw 0-16 digit pixels with the default sigma_min: samples lie 0.08 from a support point,
+    support points about 16 apart. One MemorizationWarning names the cause and the fix;
+    standardised digits (default or a sensible sigma_min) and a callable bandwidth do not warn."""
+    import warnings
+
+    from sklearn.datasets import load_digits
+    from sklearn.preprocessing import StandardScaler
+
+    from skflow.exceptions import MemorizationWarning
+
+    X = load_digits().data[:500]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        NWFlowSampler().fit(X)
+    memo = [w for w in caught if issubclass(w.category, MemorizationWarning)]
+    assert len(memo) == 1
+    message = str(memo[0].message)
+    for words in ("sigma_min=0.01", "near-copies", "StandardScaler", "raise sigma_min"):
+        assert words in message
+    assert memo[0].filename == __file__  # points at the user's fit call
+    Z = StandardScaler().fit_transform(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", MemorizationWarning)
+        NWFlowSampler().fit(Z)
+        NWFlowSampler(sigma_min=0.5).fit(Z)
+        NWFlowSampler(bandwidth=lambda t: np.full(np.shape(t), 0.5)).fit(X)
+        NWFlowSampler().fit(X[:1])  # one point: no spacing to compare with

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from skflow import FlowProjection, LearnedFlowSampler, NWFlowSampler
-from skflow._validation import InvalidParameterError
 from skflow.diagnostics import diagnose, neff_along_path
+from skflow.exceptions import InvalidParameterError
 from skflow.field import NWField, nw_velocity
 from skflow.inspection import AttentionRecorder
 from skflow.metrics import mmd2, mmd2_test
@@ -124,3 +124,73 @@ def test_invalid_parameter_error_is_both_value_and_type_error():
     for caught in (ValueError, TypeError):
         with pytest.raises(caught, match="n_steps must be"):
             NWFlowSampler(n_steps=1.5).fit(S)
+
+
+def test_invalid_parameter_error_is_public():
+    from skflow import _validation
+
+    assert InvalidParameterError is _validation.InvalidParameterError
+
+
+def _learned():
+    return LearnedFlowSampler(max_iter=0, n_steps=2, random_state=0).fit(S)
+
+
+#: (estimator factory, bad parameter values, public calls that run after set_params)
+AFTER_SET_PARAMS = [
+    (
+        lambda: NWFlowSampler(n_steps=2, random_state=0).fit(S),
+        [
+            {"engine": "bogus"},
+            {"kernel_reg": -1},
+            {"pruned_rtol": 5},
+            {"kernel": "foo"},
+            {"backend": "foo"},
+            {"device": "tpu"},
+            {"density_rtol": 0.0},
+        ],
+        [
+            lambda s: s.sample(2),
+            lambda s: s.sample_trajectories(2),
+            lambda s: s.score(X),
+            lambda s: s.velocity(X, 0.5),
+            lambda s: s.score_samples(X),
+        ],
+    ),
+    (
+        _learned,
+        [{"solver": "bogus"}, {"n_steps": 0}, {"device": "tpu"}, {"sigma_min": 2.0}],
+        [
+            lambda s: s.sample(2),
+            lambda s: s.sample_trajectories(2),
+            lambda s: s.score(X),
+            lambda s: s.velocity(X, 0.5),
+            lambda s: s.attention_weights(X, 0.5),
+            lambda s: s.sample_batch(2, S[None]),
+        ],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("make", "params", "call"),
+    [
+        pytest.param(make, params, call, id=f"{type(make()).__name__}-{list(params)[0]}-{i}")
+        for make, bad, calls in AFTER_SET_PARAMS
+        for params in bad
+        for i, call in enumerate(calls)
+    ],
+)
+def test_every_public_call_validates_after_set_params(make, params, call):
+    """A parameter set after fit is checked by each public call, as in fit."""
+    sampler = make().set_params(**params)
+    name = list(params)[0]
+    with pytest.raises(InvalidParameterError, match=rf"^{name} must be"):
+        call(sampler)
+
+
+@pytest.mark.parametrize("params", [{"kernel": "foo"}, {"backend": "foo"}, {"kernel_reg": -1}])
+def test_choice_parameters_raise_invalid_parameter_error_at_fit(params):
+    name = list(params)[0]
+    with pytest.raises(InvalidParameterError, match=rf"^{name} must be"):
+        NWFlowSampler(**params).fit(S)

@@ -17,6 +17,7 @@ from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 from .._array import to_numpy
 from .._validation import (
     check_choice,
+    check_data,
     check_finite_output,
     check_int,
     check_random_state,
@@ -33,7 +34,13 @@ from ._batch import (
     work_items,
 )
 
-__all__ = ["ADAPTIVE_MAX_STEPS", "SAMPLING_BATCH_SIZE", "BaseFlowSampler"]
+__all__ = [
+    "ADAPTIVE_MAX_STEPS",
+    "SAMPLING_BATCH_SIZE",
+    "SCORE_RANDOM_STATE",
+    "BaseFlowSampler",
+    "check_support_names",
+]
 
 # Step budget of the adaptive solver (dopri5) per integration. Well-posed problems take a few
 # hundred steps even at tight tolerances; far more means the field is too stiff to resolve
@@ -46,6 +53,10 @@ ADAPTIVE_MAX_STEPS = 10_000
 # ``n_jobs`` is, so serial and parallel runs do exactly the same arithmetic.
 SAMPLING_BATCH_SIZE = 4096
 
+#: Seed of the samples drawn by ``score`` when the estimator's ``random_state`` is None, so
+#: that ``score`` (and a ``GridSearchCV`` over it) is deterministic by default.
+SCORE_RANDOM_STATE = 0
+
 
 class BaseFlowSampler(BaseEstimator):
     """Base class of skflow samplers (not for direct use).
@@ -56,6 +67,10 @@ class BaseFlowSampler(BaseEstimator):
     """
 
     # -- validation -------------------------------------------------------------------------
+    def _validate_params(self) -> None:
+        """Check every parameter (subclasses check theirs too); run by each public call."""
+        self._validate_solver_params()
+
     def _validate_solver_params(self) -> None:
         check_choice(self.solver, "solver", METHODS)
         check_int(self.n_steps, "n_steps")
@@ -67,9 +82,16 @@ class BaseFlowSampler(BaseEstimator):
         check_is_fitted(self)
         if support is None:
             return self.support_
-        support = check_array(
-            support, dtype=[np.float64, np.float32], input_name="support", ensure_min_samples=1
+        check_support_names(self, support)
+        support = check_data(
+            check_array,
+            support,
+            dtype=[np.float64, np.float32],
+            input_name="support",
+            ensure_min_samples=1,
         )
+        if not support.flags.writeable:  # a read-only view of a DataFrame: Torch warns on it
+            support = support.copy()
         if support.shape[1] != self.n_features_in_:
             raise ValueError(
                 f"support has {support.shape[1]} features, but {type(self).__name__} is "
@@ -79,7 +101,8 @@ class BaseFlowSampler(BaseEstimator):
 
     def _check_queries(self, X: Any) -> np.ndarray:
         check_is_fitted(self)
-        return validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        X = check_data(validate_data, self, X, reset=False, dtype=[np.float64, np.float32])
+        return X if X.flags.writeable else X.copy()  # Torch warns on read-only arrays
 
     # -- backend hooks (NumPy by default) ----------------------------------------------------
     def _to_backend(self, a: np.ndarray) -> Any:
@@ -150,7 +173,7 @@ class BaseFlowSampler(BaseEstimator):
     def _integrate(self, support, x0, grid, trajectory):
         """Integrate ``x0`` (n, d) with the field of ``support`` (m, d), or a batch: ``x0``
         (G, n, d) with ``support`` (G, m, d); returns (n, d) / (G, n, d), or (T, ...)."""
-        self._validate_solver_params()
+        self._validate_params()  # set_params may have changed any of them since fit
         items = work_items(x0, support.shape[-2], SAMPLING_BATCH_SIZE)
         n_jobs = getattr(self, "n_jobs", None)
         # a bound of an earlier call (another engine) must not survive this one
@@ -342,7 +365,7 @@ class BaseFlowSampler(BaseEstimator):
 
     # -- scoring ---------------------------------------------------------------------------
     def _score_one(self, reference: np.ndarray, support: Any) -> float:
-        return sampling_score(self, reference, support)
+        return sampling_score(self, reference, support, self.random_state)
 
     def score(self, X: Any, y: Any = None) -> float:
         """Negative MMD^2 between generated samples and ``X`` (higher is better).
@@ -352,8 +375,10 @@ class BaseFlowSampler(BaseEstimator):
         ``support_size`` rows (half the rows when ``support_size`` is None) are the support and
         the remaining rows the reference; the score is the mean over tasks. The Gaussian
         kernel's bandwidth is the median heuristic of the reference rows alone, so scores are
-        comparable across models; sampling uses ``random_state``, so the score is deterministic
-        for a fixed seed.
+        comparable across models. Sampling uses ``random_state``, or the fixed seed
+        :data:`SCORE_RANDOM_STATE` (0) when it is None, so the score is deterministic: two
+        calls with the same data give the same value (a ``RandomState`` instance is advanced
+        by each call, as everywhere in scikit-learn).
 
         Parameters
         ----------
@@ -384,19 +409,44 @@ class BaseFlowSampler(BaseEstimator):
         return few_shot_support_size(getattr(self, "support_size", None), n_rows, label)
 
 
-def sampling_score(sampler: Any, reference: np.ndarray, support: Any) -> float:
+def sampling_score(
+    sampler: Any, reference: np.ndarray, support: Any, random_state: Any = None
+) -> float:
     """``-MMD^2`` between ``len(reference)`` samples of ``sampler`` and ``reference``.
 
-    Samples are drawn with ``sampler.sample(n, support=support)`` (so a pipeline scores in
-    input space); the Gaussian kernel's bandwidth is the median heuristic of ``reference``
-    alone, so scores of different models are comparable.
+    Samples are drawn with ``sampler.sample(n, support=support, random_state=...)`` (so a
+    pipeline scores in input space), seeded by ``random_state`` (the estimator's), or by
+    :data:`SCORE_RANDOM_STATE` when it is None so that the score is deterministic; the
+    Gaussian kernel's bandwidth is the median heuristic of ``reference`` alone, so scores of
+    different models are comparable.
     """
     from ..metrics import mmd2
 
     if reference.shape[0] < 2:
         raise ValueError("score needs at least 2 reference rows to estimate MMD^2.")
-    generated = sampler.sample(reference.shape[0], support=support, random_state=None)
+    seed = SCORE_RANDOM_STATE if random_state is None else random_state
+    generated = sampler.sample(reference.shape[0], support=support, random_state=seed)
     return -float(mmd2(generated, reference, bandwidth="median", reference=reference))
+
+
+def check_support_names(estimator: Any, support: Any) -> None:
+    """Refuse an in-context ``support`` whose column names differ from those seen in ``fit``.
+
+    Only supports with column names (a DataFrame) are checked, against the estimator's
+    ``feature_names_in_`` (when it was fitted with names): like scikit-learn does for ``X``,
+    other names or the same names in another order raise ``ValueError``, since the columns
+    would otherwise be matched by position.
+    """
+    columns = getattr(support, "columns", None)
+    fitted = getattr(estimator, "feature_names_in_", None)
+    if columns is None or fitted is None:
+        return
+    got = np.asarray([str(c) for c in columns], dtype=object)
+    if got.shape != fitted.shape or np.any(got != fitted):
+        raise ValueError(
+            "support's column names must be the feature names seen in fit, in the same order: "
+            f"expected {list(fitted)}, got {list(got)}."
+        )
 
 
 def few_shot_support_size(support_size: Any, n_rows: int, label: Any) -> int:

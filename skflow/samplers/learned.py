@@ -13,6 +13,7 @@ from .._validation import (
     InvalidParameterError,
     check_bool,
     check_choice,
+    check_data,
     check_int,
     check_random_state,
     check_real,
@@ -485,7 +486,9 @@ class LearnedFlowSampler(BaseFlowSampler):
             val = X if self._validation_share() > 0 else None
             return X, {}, val, {}, None
 
-        X = validate_data(self, X, dtype=[np.float64, np.float32], ensure_min_samples=1)
+        X = check_data(
+            validate_data, self, X, dtype=[np.float64, np.float32], ensure_min_samples=1
+        )
         if y is None:
             if X.shape[0] < 2:
                 raise ValueError(
@@ -936,6 +939,7 @@ class LearnedFlowSampler(BaseFlowSampler):
 
     def _prepare_call(self, X: Any, t: Any, support: Any):
         check_is_fitted(self)
+        self._validate_params()  # set_params may have changed them since fit
         batch = self._batch_inputs(X, t, support)
         if batch is not None:
             return batch

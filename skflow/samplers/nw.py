@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import numbers
 import warnings
 from typing import Any
 
@@ -12,17 +11,18 @@ from sklearn.base import clone
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .. import field as F
-from .._array import get_namespace, is_torch, resolve_device, use_torch_backend
+from .._array import BACKENDS, get_namespace, is_torch, resolve_device, use_torch_backend
 from .._validation import (
     check_bandwidth,
     check_choice,
+    check_data,
     check_finite_output,
     check_int,
     check_real,
     check_real_array,
     check_times,
 )
-from ..exceptions import AccuracyWarning
+from ..exceptions import AccuracyWarning, MemorizationWarning
 from ..paths import OTPath
 from ._base import SAMPLING_BATCH_SIZE, BaseFlowSampler
 from ._batch import DENSE_SUPPORT_ELEMENTS
@@ -30,6 +30,26 @@ from ._batch import DENSE_SUPPORT_ELEMENTS
 __all__ = ["NWFlowSampler"]
 
 KERNELS = ("isotropic", "diagonal", "mahalanobis")
+#: ``fit`` warns (:class:`~skflow.exceptions.MemorizationWarning`) when the terminal KDE's
+#: typical displacement ``sigma_min * sqrt(d)`` is below this fraction of the support's median
+#: nearest-neighbour distance: samples are then the support points up to a perturbation 100
+#: times smaller than the spacing of the data (e.g. raw 0-16 digit pixels at the default
+#: ``sigma_min``: 0.08 in d = 64, against pixel values 0-16).
+COPY_FRACTION = 0.01
+#: A callable bandwidth bounded at ``t = 0`` (finite ``h(0)``) starts the flow from a hard
+#: argmax, so the change of variables of ``score_samples`` is integrated down to this time only
+#: (see :meth:`NWFlowSampler.log_density_with_error`) ...
+DENSITY_T_FLOOR = 1e-8
+#: ... and a row whose log-determinant still grows faster than this many nats per e-fold of
+#: ``t`` there has density 0 (``log_density = -inf``).
+DENSITY_ZERO_RATE = 1e-3
+#: Near ``t = 0`` the rows between two argmax cells relax at a rate of about
+#: ``|s_i - s_j|^2 / (2 h(0)^2)`` per e-fold of ``t``, which an explicit solver needs about as
+#: many steps for: beyond this bound (estimated from the support's radius) ``score_samples``
+#: refuses a bounded callable bandwidth up front instead of exhausting its step budget.
+DENSITY_MAX_STIFFNESS = 1000.0
+#: Cost cap (query rows x support rows x features) of the nearest-neighbour check in ``fit``.
+_COPY_CHECK_BUDGET = 2**28
 #: Velocity engines of :class:`NWFlowSampler` (its ``engine`` parameter).
 SAMPLER_ENGINES = ("auto", "dense", "pruned")
 
@@ -57,6 +77,31 @@ def _kernel_shape(cov: np.ndarray, kernel: str, reg: float) -> np.ndarray | None
         G = (evecs / np.sqrt(evals)) @ evecs.T
     scale2 = total / float(np.trace(G.T @ G @ cov))
     return np.sqrt(scale2) * G
+
+
+def _median_nn_distance(X: np.ndarray) -> float:
+    """Median distance from evenly spaced rows of ``X`` (m, d) to their nearest other row.
+
+    At most 256 query rows (fewer on large supports, so the brute-force cost stays under
+    ``_COPY_CHECK_BUDGET``); the support is centred and scanned in blocks. Duplicates count
+    (distance 0). NaN when ``m < 2``.
+    """
+    m, d = X.shape
+    if m < 2:
+        return float("nan")
+    n_q = int(np.clip(_COPY_CHECK_BUDGET // (m * d), 16, 256))
+    rows = np.unique(np.linspace(0, m - 1, min(m, n_q)).astype(np.intp))
+    Xc = X.astype(np.float64) - X.mean(axis=0, dtype=np.float64)
+    Q = Xc[rows]
+    q2 = np.einsum("ij,ij->i", Q, Q)[:, None]
+    best = np.full(rows.shape[0], np.inf)
+    for start in range(0, m, 8192):
+        B = Xc[start : start + 8192]
+        d2 = q2 - 2.0 * (Q @ B.T) + np.einsum("ij,ij->i", B, B)[None, :]
+        own = np.flatnonzero((rows >= start) & (rows < start + B.shape[0]))
+        d2[own, rows[own] - start] = np.inf  # a row is not its own neighbour
+        best = np.minimum(best, d2.min(axis=1))
+    return float(np.sqrt(max(float(np.median(best)), 0.0)))
 
 
 def _is_transformer(obj: Any) -> bool:
@@ -317,17 +362,13 @@ class NWFlowSampler(BaseFlowSampler):
             check_real(getattr(self, name), name, low=0.0, low_open=True)
         check_choice(self.engine, "engine", SAMPLER_ENGINES)
         check_real(self.pruned_rtol, "pruned_rtol", low=0.0, high=1.0, low_open=True)
+        check_choice(self.backend, "backend", BACKENDS)
         use_torch_backend(self.backend, self.device)
         for name in ("chunk_size", "support_chunk_size"):
             if getattr(self, name) is not None:
                 check_int(getattr(self, name), name)
-        if not isinstance(self.kernel, str) or self.kernel not in KERNELS:
-            raise ValueError(f"kernel must be one of {KERNELS}, got {self.kernel!r}.")
-        reg = self.kernel_reg
-        if isinstance(reg, bool) or not isinstance(reg, numbers.Real) or not reg > 0:
-            raise ValueError(f"kernel_reg must be a positive float, got {reg!r}.")
-        if not np.isfinite(reg):
-            raise ValueError(f"kernel_reg must be finite, got {reg!r}.")
+        check_choice(self.kernel, "kernel", KERNELS)
+        check_real(self.kernel_reg, "kernel_reg", low=0.0, low_open=True)
         proj = self.projection
         if proj is not None and not _is_transformer(proj):
             if isinstance(proj, str) or hasattr(proj, "fit"):
@@ -391,10 +432,38 @@ class NWFlowSampler(BaseFlowSampler):
         self : NWFlowSampler
         """
         self._validate_params()
-        X = validate_data(self, X, dtype=[np.float64, np.float32], ensure_min_samples=1)
+        X = check_data(
+            validate_data, self, X, dtype=[np.float64, np.float32], ensure_min_samples=1
+        )
         self._fit_geometry(X)
         self.support_ = X.copy()
+        self._warn_if_copier(X)
         return self
+
+    def _warn_if_copier(self, X: np.ndarray) -> None:
+        """One :class:`MemorizationWarning` when ``sigma_min`` makes the terminal law copy ``X``.
+
+        With the OT bandwidth (or a float scale of it) the terminal law is the Gaussian KDE of
+        the support with bandwidth ``sigma_min``: a sample is a support point plus noise of
+        norm about ``sigma_min * sqrt(d)``. Below ``COPY_FRACTION`` of the median
+        nearest-neighbour distance of the support, samples are copies (a callable bandwidth
+        keeps the weights wide at ``t = 1`` and is not checked).
+        """
+        if callable(self.bandwidth):
+            return
+        spacing = _median_nn_distance(X)
+        spread = float(self.sigma_min) * math.sqrt(X.shape[1])
+        if spacing > 0 and spread < COPY_FRACTION * spacing:
+            warnings.warn(
+                f"sigma_min={self.sigma_min:g} is tiny against the scale of the data: samples "
+                f"lie about sigma_min*sqrt(d)={spread:.3g} from a support point, while support "
+                f"points lie {spacing:.3g} apart (median nearest-neighbour distance), so the "
+                "samples are near-copies of the support. sigma_min is in the units of the "
+                "data: standardise it (sklearn.preprocessing.StandardScaler, e.g. in a "
+                "SamplingPipeline) or raise sigma_min (a fraction of that distance).",
+                MemorizationWarning,
+                stacklevel=3,
+            )
 
     # -- backend ---------------------------------------------------------------------------
     def _use_torch(self, adaptive: bool | None = None) -> bool:
@@ -655,7 +724,10 @@ class NWFlowSampler(BaseFlowSampler):
             X64, S64 = X.astype(np.float64), support.astype(np.float64)
             rtol, atol = float(self.density_rtol), float(self.density_atol)
             log_p = self._flow_log_density(X64, S64, rtol, atol)
-            err = np.abs(log_p - self._flow_log_density(X64, S64, 10.0 * rtol, 10.0 * atol))
+            loose = self._flow_log_density(X64, S64, 10.0 * rtol, 10.0 * atol)
+            both_zero = np.isneginf(log_p) & np.isneginf(loose)  # density 0 in both solves
+            with np.errstate(invalid="ignore"):
+                err = np.where(both_zero, 0.0, np.abs(log_p - loose))
         if out32:  # float64 values beyond float32's range would silently become -inf
             with np.errstate(over="ignore"):
                 log_p = check_finite_output(log_p.astype(np.float32), "score_samples (float32)")
@@ -675,7 +747,9 @@ class NWFlowSampler(BaseFlowSampler):
         """One adaptive solve of the change of variables in ``s`` (float64 in, float64 out)."""
         S, d = self._to_backend(support, adaptive=True), X.shape[1]
         decay = self.path_.decay
-        s_end = -math.log(float(self.sigma_min))
+        t_floor = DENSITY_T_FLOOR if self._bounded_bandwidth(support) else 0.0
+        # sigma_t = sigma_min e^s = 1 - decay t: the end of the solve is t = t_floor
+        s_end = -math.log(float(self.sigma_min)) + math.log1p(-decay * t_floor)
         field = self._prepared(S)
 
         def rhs(s, state):
@@ -697,12 +771,69 @@ class NWFlowSampler(BaseFlowSampler):
             xb = self._to_backend(X[start : start + SAMPLING_BATCH_SIZE], adaptive=True)
             xp = get_namespace(xb)
             state0 = xp.concat([xb, xp.full((xb.shape[0], 1), 0.0, xb)], axis=1)
-            sol = self._solve_adaptive(rhs, state0, (0.0, s_end), rtol=rtol, atol=atol)
+            try:
+                sol = self._solve_adaptive(rhs, state0, (0.0, s_end), rtol=rtol, atol=atol)
+            except ValueError as exc:  # the sampling advice (solver, rtol) does not apply here
+                raise ValueError(
+                    f"score_samples: the change-of-variables solve failed ({exc}) Lower "
+                    "density_rtol/density_atol, or rescale the data (e.g. StandardScaler)."
+                ) from exc
             parts.append(self._to_numpy(sol.y).astype(np.float64))
         end = np.concatenate(parts, axis=0) if parts else np.zeros((0, d + 1))
-        x0 = end[:, :d] / float(self.sigma_min)
+        x0, log_det = end[:, :d] * math.exp(s_end), end[:, d]
+        zero = np.zeros(X.shape[0], dtype=bool)
+        if t_floor > 0:
+            x0, log_det, zero = self._density_floor(field, x0, log_det, t_floor)
         log_p0 = -0.5 * np.sum(x0**2, axis=1) - 0.5 * d * np.log(2 * np.pi)
-        return check_finite_output(log_p0 - end[:, d], "score_samples")
+        log_p = check_finite_output(np.where(zero, 0.0, log_p0 - log_det), "score_samples")
+        return np.where(zero, -np.inf, log_p)
+
+    def _bounded_bandwidth(self, support: np.ndarray) -> bool:
+        """Whether the bandwidth is a callable with a finite ``h(0)`` (hard argmax at 0);
+        ``ValueError`` when the support is too spread out against ``h(0)`` to integrate."""
+        if not callable(self.bandwidth):
+            return False
+        a0, b0, _ = F.kernel_coefficients(0.0, sigma_min=self.sigma_min, bandwidth=self.bandwidth)
+        if not np.isinf(a0):
+            return False
+        h0 = math.sqrt(0.5 / float(b0))  # b(0) = 1 / (2 h(0)^2)
+        Z = support - support.mean(axis=0)
+        P = getattr(self, "projection_", None)
+        with np.errstate(over="ignore", invalid="ignore"):
+            radius = float(np.max(np.linalg.norm(Z if P is None else Z @ P.T, axis=1)))
+            stiffness = 2.0 * radius * radius / (h0 * h0)  # (2 radius)^2 / (2 h(0)^2)
+        if not stiffness <= DENSITY_MAX_STIFFNESS:
+            raise ValueError(
+                f"score_samples: the bandwidth is bounded at t = 0 (h(0) = {h0:.3g}), so the "
+                "flow starts from the hard argmax of <x, s_i>, and support points up to "
+                f"{2 * radius:.3g} apart make the change of variables near t = 0 too stiff "
+                f"to integrate (rate about {stiffness:.3g} per e-fold of t, limit "
+                f"{DENSITY_MAX_STIFFNESS:g}). Rescale the data (e.g. StandardScaler), use a "
+                "larger h(0), or a bandwidth growing like 1/t at 0 (e.g. c * sigma_t / t)."
+            )
+        return True
+
+    def _density_floor(self, field, x, log_det, t):
+        """Close the change of variables from ``t = DENSITY_T_FLOOR`` down to 0.
+
+        With a finite ``h(0)`` the weights at ``t -> 0`` tend to the hard argmax of
+        ``<x, s_i>``, and ``t div u -> tr Cov_w / h(0)^2`` (the metric included): the
+        log-determinant grows by that rate per e-fold of ``t``. A row whose weights are
+        one-hot at ``t`` (inside an argmax cell) has a rate that vanishes like ``e^(-c/t)``:
+        the rest of the integral is below it, and one Euler step from ``t`` to 0 closes the
+        state. A row still shared between support points (on a boundary layer between cells,
+        which the flow from ``t = 0`` leaves empty when the support points are farther apart
+        than about ``2 h(0)``) never stops growing: its density is 0.
+        """
+        d, decay = x.shape[1], self.path_.decay
+        xb = self._to_backend(x)
+        v, div = field.velocity_and_divergence(xb, np.full(x.shape[0], t))
+        v, div = self._to_numpy(v).astype(np.float64), self._to_numpy(div).astype(np.float64)
+        sigma = 1.0 - decay * t
+        rate = t * (div + d * decay / sigma)  # t a tr(Cov_w P^T P) / sigma_t
+        zero = rate > DENSITY_ZERO_RATE
+        # the rest of int_0^t div dt for one-hot weights: div = -d decay / sigma_t
+        return x - t * v, log_det - d * decay * t, zero
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
