@@ -344,7 +344,8 @@ def test_report_reproducible():
 
 
 def test_report_plot_agg():
-    matplotlib = pytest.importorskip("matplotlib")
+    import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

@@ -600,7 +600,8 @@ def test_nw_correspondence_validation():
 
 
 def test_plot_returns_two_panels():
-    matplotlib = pytest.importorskip("matplotlib")
+    import matplotlib
+
     matplotlib.use("Agg")
     model = QKModule()
     with AttentionRecorder(model) as rec:

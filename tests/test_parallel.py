@@ -1,5 +1,6 @@
 """Scale-out: sampling split over joblib workers (and a Dask cluster) gives identical samples."""
 
+import distributed
 import numpy as np
 import pytest
 from joblib import parallel_config
@@ -28,7 +29,6 @@ def test_n_jobs_two_equals_serial(fitted):
 
 
 def test_dask_cluster_equals_serial(fitted):
-    distributed = pytest.importorskip("distributed")
     n = 2 * SAMPLING_BATCH_SIZE + 10
     serial = _with_jobs(fitted, 1).sample(n, random_state=5)
     with (
