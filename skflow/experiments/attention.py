@@ -52,6 +52,7 @@ from typing import Any
 import numpy as np
 
 from skflow import LearnedFlowSampler, NWFlowSampler
+from skflow._threads import parallel_map
 from skflow.field import nw_logits
 from skflow.inspection import AttentionRecorder, attention_weights, nw_correspondence
 from skflow.metrics import nw_weight_correlation
@@ -443,8 +444,6 @@ def run(
     >>> len(res["summary"]["no_head"]["best_median_per_t"])  # doctest: +SKIP
     6
     """
-    from joblib import Parallel, delayed
-
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)}.")
     if seeds not in (None, 1):
@@ -459,8 +458,8 @@ def run(
 
     t_start = time.perf_counter()
     with TorchThreads(cfg["torch_threads"]):
-        outputs = Parallel(n_jobs=n_jobs)(
-            delayed(_model_job)(bool(head), cfg, seed) for head in cfg["exact_heads"]
+        outputs = parallel_map(
+            _model_job, [(bool(head), cfg, seed) for head in cfg["exact_heads"]], n_jobs
         )
     wall = time.perf_counter() - t_start
 

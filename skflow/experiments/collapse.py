@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from skflow import LearnedFlowSampler, NWFlowSampler
+from skflow._threads import parallel_map
 from skflow.diagnostics import neff_along_path
 from skflow.tasks import GaussianMixtureTasks
 
@@ -421,16 +422,14 @@ def run(
     >>> res = collapse.run("tiny", output_dir="out/collapse")  # doctest: +SKIP
     >>> res["summary"]["median_neff_at_0.5"]  # doctest: +SKIP
     """
-    from joblib import Parallel, delayed
-
     cfg = preset_config(PRESETS, preset, seeds=seeds, n_tasks=n_tasks)
     out = prepare_output(output_dir)
     dims = [int(d) for d in cfg["dims"]]
     seed_list = [int(random_state) + k for k in range(cfg["n_seeds"])]
     machine_start, t_start = machine_info(), time.perf_counter()
     with TorchThreads(cfg["torch_threads"]):
-        outputs = Parallel(n_jobs=n_jobs)(
-            delayed(_dispatch)(job, cfg, int(random_state)) for job in _jobs(dims, seed_list)
+        outputs = parallel_map(
+            _dispatch, [(job, cfg, int(random_state)) for job in _jobs(dims, seed_list)], n_jobs
         )
     wall = time.perf_counter() - t_start
     neff = {str(o["d"]): o for o in outputs if o["kind"] == "neff"}

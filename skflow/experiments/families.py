@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from skflow import LearnedFlowSampler, NWFlowSampler
+from skflow._threads import parallel_map
 from skflow.tasks import GaussianMixtureTasks, MixedTasks, MoonsTasks, RingTasks, SpiralTasks
 
 from ._io import (
@@ -323,13 +324,11 @@ def run(
     >>> res = families.run("tiny", output_dir="out/families")  # doctest: +SKIP
     >>> res["summary"]["rings"]["true"]["ratio_plugin_over_left_out"]  # doctest: +SKIP
     """
-    from joblib import Parallel, delayed
-
     cfg = preset_config(PRESETS, preset, seeds=seeds, n_tasks=n_tasks)
     out = prepare_output(output_dir)
     seed_list = [int(random_state) + k for k in range(cfg["n_seeds"])]
     machine_start, t_start = machine_info(), time.perf_counter()
-    outputs = Parallel(n_jobs=n_jobs)(delayed(_dispatch)(job, cfg) for job in _jobs(seed_list))
+    outputs = parallel_map(_dispatch, [(job, cfg) for job in _jobs(seed_list)], n_jobs)
     wall = time.perf_counter() - t_start
     per_family = {f: _compare_family(f, outputs, seed_list) for f in FAMILIES}
     figure = _plot(per_family, _figure_data(outputs, seed_list[0]), out)
