@@ -105,7 +105,12 @@ def _call_limited(func: Callable, args: tuple, n_threads: int, parent: int) -> A
         return func(*args)
 
 
-def parallel_map(func: Callable, arguments: Iterable[tuple], n_jobs: int | None) -> list:
+def parallel_map(
+    func: Callable,
+    arguments: Iterable[tuple],
+    n_jobs: int | None,
+    on_result: Callable[[Any], None] | None = None,
+) -> list:
     """``[func(*args) for args in arguments]`` on joblib workers, each held to its share of cores.
 
     Each worker runs with at most :func:`worker_threads` ``(n_jobs)`` threads per pool (Torch
@@ -121,6 +126,8 @@ def parallel_map(func: Callable, arguments: Iterable[tuple], n_jobs: int | None)
         Positional arguments of each call.
     n_jobs : int or None
         joblib's ``n_jobs``.
+    on_result : callable, optional
+        Called with each result as it arrives, in order (e.g. to advance a progress bar).
 
     Returns
     -------
@@ -138,7 +145,12 @@ def parallel_map(func: Callable, arguments: Iterable[tuple], n_jobs: int | None)
 
     n_threads = worker_threads(n_jobs)
     parent = os.getpid()
+    results = []
     with limit_threads(n_threads):
-        return Parallel(n_jobs=n_jobs)(
-            delayed(_call_limited)(func, tuple(args), n_threads, parent) for args in arguments
-        )
+        parallel = Parallel(n_jobs=n_jobs, return_as="generator")
+        calls = (delayed(_call_limited)(func, tuple(args), n_threads, parent) for args in arguments)
+        for result in parallel(calls):
+            results.append(result)
+            if on_result is not None:
+                on_result(result)
+    return results

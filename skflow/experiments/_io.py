@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from skflow._threads import parallel_map
+
 
 def prepare_output(output_dir: str | Path) -> Path:
     """Create ``output_dir`` (and parents) and return it as a Path."""
@@ -207,21 +209,15 @@ def run_jobs(func: Any, jobs: list[tuple], *, n_jobs: int | None, bar: Any) -> l
     """``[func(*job) for job in jobs]`` through joblib, advancing ``bar`` as each job ends.
 
     Results come back in the order of ``jobs`` (joblib's ordered generator), whatever the
-    backend (processes, threads or a Dask cluster under ``joblib.parallel_config``).
+    backend (processes, threads or a Dask cluster under ``joblib.parallel_config``); each
+    worker is held to its share of the cores (:func:`skflow._threads.parallel_map`).
 
     Examples
     --------
     >>> run_jobs(pow, [(2, 3), (3, 2)], n_jobs=None, bar=progress_bar(2, "x", enabled=False))
     [8, 9]
     """
-    from joblib import Parallel, delayed
-
-    results = []
-    parallel = Parallel(n_jobs=n_jobs, return_as="generator")
-    for result in parallel(delayed(func)(*job) for job in jobs):
-        results.append(result)
-        bar.update(1)
-    return results
+    return parallel_map(func, jobs, n_jobs, on_result=lambda _: bar.update(1))
 
 
 def recorded_wall_times(path: str | Path = RESULTS_PAGE) -> dict[str, dict[str, float]]:

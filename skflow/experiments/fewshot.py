@@ -39,7 +39,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from joblib import Parallel, delayed
 from sklearn.datasets import load_digits
 from sklearn.decomposition import PCA
 from sklearn.preprocessing import StandardScaler
@@ -181,9 +180,10 @@ def _tune(Z, y, train, cfg: dict, n_jobs, seed: int) -> tuple[dict, dict]:
     classes = np.unique(y[train])
     n = len(classes) * cfg["n_tune_repeats"]
     splits = _splits(Z, y, classes, n, max(ms), derive_seed(seed, 2))
-    rows = Parallel(n_jobs=n_jobs)(
-        delayed(_plugin_scores)(pool, ref, ms, grid, cfg["n_generated"], i)
-        for i, (pool, ref) in enumerate(splits)
+    rows = parallel_map(
+        _plugin_scores,
+        [(pool, ref, ms, grid, cfg["n_generated"], i) for i, (pool, ref) in enumerate(splits)],
+        n_jobs,
     )
     tuning = {
         str(m): {f"{s:g}": float(np.mean([r[(m, s)]["true"] for r in rows])) for s in grid}
@@ -197,9 +197,13 @@ def _evaluate(Z, y, model, spec, best: dict, cfg: dict, n_jobs, seed: int) -> di
     ms = cfg["support_sizes"]
     splits = _splits(Z, y, spec["test_classes"], cfg["n_eval_tasks"], max(ms), derive_seed(seed, 3))
     sigmas = sorted({_SIGMA_MIN, *best.values()})
-    plug = Parallel(n_jobs=n_jobs)(
-        delayed(_plugin_scores)(pool, ref, ms, sigmas, cfg["n_generated"], derive_seed(seed, 4, i))
-        for i, (pool, ref) in enumerate(splits)
+    plug = parallel_map(
+        _plugin_scores,
+        [
+            (pool, ref, ms, sigmas, cfg["n_generated"], derive_seed(seed, 4, i))
+            for i, (pool, ref) in enumerate(splits)
+        ],
+        n_jobs,
     )
     pools = np.stack([pool for pool, _ in splits])
     floor = [scores_both_conventions(pool, ref) for pool, ref in splits]

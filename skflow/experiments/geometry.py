@@ -37,10 +37,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from joblib import Parallel, delayed
 from sklearn.decomposition import PCA
 
 from skflow import LearnedFlowSampler, NWFlowSampler
+from skflow._threads import parallel_map
 from skflow.paths import OTPath
 from skflow.tasks import SphericalShellTasks
 
@@ -179,9 +179,13 @@ def _tune_sigma_min(tasks, cfg, solver, n_jobs, seed) -> tuple[float, dict[str, 
         cfg["n_tune_tasks"], cfg["n_support"], cfg["n_points"], random_state=derive_seed(seed, 2)
     )
     methods = {f"plugin_tuned@{s:g}": s for s in grid}
-    rows = Parallel(n_jobs=n_jobs)(
-        delayed(_eval_plugins)(supports[b], truths[b], methods, cfg["n_steps"], solver, b)
-        for b in range(len(supports))
+    rows = parallel_map(
+        _eval_plugins,
+        [
+            (supports[b], truths[b], methods, cfg["n_steps"], solver, b)
+            for b in range(len(supports))
+        ],
+        n_jobs,
     )
     scores = {
         f"{s:g}": float(np.mean([r[f"plugin_tuned@{s:g}"]["true"] for r in rows])) for s in grid
@@ -233,11 +237,20 @@ def _run_seed(d: int, cfg: dict, n_jobs, seed: int) -> dict[str, Any]:
     best_sigma, tune_scores = _tune_sigma_min(tasks, cfg, learned.solver, n_jobs, seed)
     supports, truths, floors = _held_out(tasks, cfg, derive_seed(seed, 3, d))
     methods = {name: _SIGMA_MIN for name in _PLUGINS} | {"plugin_tuned": best_sigma}
-    rows = Parallel(n_jobs=n_jobs)(
-        delayed(_eval_plugins)(
-            supports[b], truths[b], methods, cfg["n_steps"], learned.solver, derive_seed(seed, 4, b)
-        )
-        for b in range(len(supports))
+    rows = parallel_map(
+        _eval_plugins,
+        [
+            (
+                supports[b],
+                truths[b],
+                methods,
+                cfg["n_steps"],
+                learned.solver,
+                derive_seed(seed, 4, b),
+            )
+            for b in range(len(supports))
+        ],
+        n_jobs,
     )
     generated = learned.sample_batch(cfg["n_points"], supports, random_state=derive_seed(seed, 5))
     for b, row in enumerate(rows):

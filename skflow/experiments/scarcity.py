@@ -61,12 +61,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from joblib import Parallel, delayed
 from sklearn.datasets import load_digits
 from sklearn.decomposition import PCA
 from sklearn.preprocessing import StandardScaler
 
 from skflow import LearnedFlowSampler, NWFlowSampler
+from skflow._threads import parallel_map
 from skflow.tasks import ClassTasks, RotatedTasks
 
 from ._io import (
@@ -292,9 +292,13 @@ def _tune(Z, y, cfg: dict, n_jobs, seed: int) -> tuple[dict, dict]:
     splits = _splits(
         Z, y, classes, len(classes) * cfg["n_tune_repeats"], max(ms), derive_seed(seed, 2)
     )
-    rows = Parallel(n_jobs=n_jobs)(
-        delayed(_plugin_scores)(pool, ref, ms, grid, cfg["n_generated"], cfg["n_steps"], i)
-        for i, (_, pool, ref) in enumerate(splits)
+    rows = parallel_map(
+        _plugin_scores,
+        [
+            (pool, ref, ms, grid, cfg["n_generated"], cfg["n_steps"], i)
+            for i, (_, pool, ref) in enumerate(splits)
+        ],
+        n_jobs,
     )
     tuning = {
         str(m): {f"{s:g}": float(np.mean([r[(m, s)]["true"] for r in rows])) for s in grid}
@@ -309,11 +313,13 @@ def _evaluate(Z, y, models: dict, best_sigma: dict, cfg: dict, n_jobs, seed: int
     ms = cfg["support_sizes"]
     splits = _splits(Z, y, cfg["test_classes"], cfg["n_eval_tasks"], max(ms), derive_seed(seed, 3))
     sigmas = sorted({_SIGMA_MIN, *best_sigma.values()})
-    plug = Parallel(n_jobs=n_jobs)(
-        delayed(_plugin_scores)(
-            pool, ref, ms, sigmas, cfg["n_generated"], cfg["n_steps"], derive_seed(seed, 4, i)
-        )
-        for i, (_, pool, ref) in enumerate(splits)
+    plug = parallel_map(
+        _plugin_scores,
+        [
+            (pool, ref, ms, sigmas, cfg["n_generated"], cfg["n_steps"], derive_seed(seed, 4, i))
+            for i, (_, pool, ref) in enumerate(splits)
+        ],
+        n_jobs,
     )
     pools = np.stack([pool for _, pool, _ in splits])
     floor = [scores_both_conventions(pool, ref) for _, pool, ref in splits]

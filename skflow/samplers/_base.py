@@ -15,6 +15,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from .._array import to_numpy
+from .._threads import parallel_map
 from .._validation import (
     check_choice,
     check_data,
@@ -186,16 +187,13 @@ class BaseFlowSampler(BaseEstimator):
                 start = _pick(x0, task)[..., rows, :]
                 results.append(self._integrate_batch(None, start, grid, trajectory, field))
         else:
-            from joblib import Parallel, delayed
-
             # The estimator itself is shipped to the workers (it pickles), so this also runs
-            # under joblib's dask backend on a cluster.
-            results = Parallel(n_jobs=n_jobs)(
-                delayed(_integrate_batch)(
-                    self, _pick(support, task), _pick(x0, task)[..., rows, :], grid, trajectory
-                )
+            # under joblib's dask backend on a cluster; each worker gets its share of cores.
+            jobs = [
+                (self, _pick(support, task), _pick(x0, task)[..., rows, :], grid, trajectory)
                 for task, rows in items
-            )
+            ]
+            results = parallel_map(_integrate_batch, jobs, n_jobs)
         bounds = [bound for _, bound in results if bound is not None]
         if bounds:  # the workers' fields (copies of the sampler) each kept their own
             self.sampling_error_bound_ = max(bounds)
