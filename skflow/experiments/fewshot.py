@@ -44,6 +44,7 @@ from sklearn.decomposition import PCA
 from sklearn.preprocessing import StandardScaler
 
 from skflow import LearnedFlowSampler, NWFlowSampler
+from skflow._threads import parallel_map
 from skflow.metrics import memorization_ratio
 
 from ._io import (
