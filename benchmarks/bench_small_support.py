@@ -78,22 +78,28 @@ QUICK = {
 
 # -- the bare contenders ----------------------------------------------------------------------
 def bare_heun(support, x0, n_steps, sigma_min=SIGMA_MIN):
-    """Heun from ``x0`` (..., n, d) with one SDPA call per stage on ``support`` (..., m, d)."""
-    mu = support.mean(dim=-2, keepdim=True)
-    keys = (support - mu).unsqueeze(-3)  # (..., 1, m, d)
-    values = support.unsqueeze(-3)
-    neg_sq = -(keys * keys).sum(-1).unsqueeze(-2)  # (..., 1, 1, m)
+    """Heun from ``x0`` (n, d) or (B, n, d) with one SDPA call per stage on ``support``
+    (m, d) or (B, m, d): 4-D inputs and a broadcast (B, 1, 1, m) bias mask, the fastest
+    form of the call on the CPU (an expanded (n, m) mask or 3-D inputs measured about 2x
+    slower at m = 50)."""
+    single = support.ndim == 2
+    if single:
+        support, x0 = support[None], x0[None]
+    mu = support.mean(dim=-2, keepdim=True)  # (B, 1, d)
+    keys = (support - mu).unsqueeze(1)  # (B, 1, m, d)
+    values = support.unsqueeze(1)
+    neg_sq = -(keys * keys).sum(-1).unsqueeze(-2)  # (B, 1, 1, m)
     decay = 1.0 - sigma_min
 
     def velocity(t, x):
         sigma = 1.0 - decay * t
         a, b = t / sigma**2, 0.5 * t * t / sigma**2
-        q = (x - t * mu).unsqueeze(-3)
-        mask = (neg_sq * b).expand(*q.shape[:-1], keys.shape[-2])
-        mean = tnf.scaled_dot_product_attention(q, keys, values, mask, scale=a).squeeze(-3)
-        return (mean - decay * x) / sigma
+        q = (x - t * mu).unsqueeze(1)  # (B, 1, n, d)
+        mean = tnf.scaled_dot_product_attention(q, keys, values, neg_sq * b, scale=a)
+        return (mean.squeeze(1) - decay * x) / sigma
 
-    return _heun(velocity, x0, n_steps)
+    out = _heun(velocity, x0, n_steps)
+    return out[0] if single else out
 
 
 def bare_learned(model, support, x0, n_steps):

@@ -222,8 +222,10 @@ def test_single_dataset_tasks_validation():
         SingleDatasetTasks(np.array([[0.0], [np.nan]])).sample_tasks(1, 1, 1)
 
 
-def test_fit_xy_warns_and_never_leaks():
-    """LearnedFlowSampler.fit(X, y) trains on ClassTasks draws: small classes shrink targets."""
+def test_fit_xy_keeps_its_targets_and_never_leaks():
+    """LearnedFlowSampler.fit(X, y) trains on FewShotClassTasks draws: a small class keeps its
+    target count (targets drawn with replacement from its non-support rows), so no warning;
+    ClassTasks, used directly, shrinks the targets with a warning and never leaks."""
     from skflow.samplers.learned import LearnedFlowSampler
 
     X = np.column_stack([np.arange(60.0), np.zeros(60)])
@@ -239,10 +241,10 @@ def test_fit_xy_warns_and_never_leaks():
         n_steps=2,
         random_state=0,
     )
-    with pytest.warns(UserWarning, match=r"class 0 has 20 rows .*8 \+ 30.*n_query=12"):
-        lf.fit(X, y)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
+        warnings.simplefilter("error", UserWarning)
+        lf.fit(X, y)
+    with pytest.warns(UserWarning, match=r"class 0 has 20 rows .*8 \+ 30.*n_query=12"):
         Ss, Qs = ClassTasks(X, y).sample_tasks(40, 8, 30, random_state=0)
     for S, Q in zip(Ss, Qs, strict=True):
         assert not np.isin(Q[:, 0], S[:, 0]).any()

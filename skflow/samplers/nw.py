@@ -826,8 +826,9 @@ class NWFlowSampler(BaseFlowSampler):
         than about ``2 h(0)``) never stops growing: its density is 0.
         """
         d, decay = x.shape[1], self.path_.decay
-        xb = self._to_backend(x)
-        v, div = field.velocity_and_divergence(xb, np.full(x.shape[0], t))
+        xb = self._to_backend(x, adaptive=True)  # the backend the density solve runs on
+        times = self._to_backend(np.full(x.shape[0], t), adaptive=True)
+        v, div = field.velocity_and_divergence(xb, times)
         v, div = self._to_numpy(v).astype(np.float64), self._to_numpy(div).astype(np.float64)
         sigma = 1.0 - decay * t
         rate = t * (div + d * decay / sigma)  # t a tr(Cov_w P^T P) / sigma_t
