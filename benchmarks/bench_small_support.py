@@ -66,12 +66,17 @@ DOCS = ROOT / "docs" / "performance.md"
 SIGMA_MIN = 0.01
 D, M = 16, 50
 TARGETS = {"one support": 1.25, "many supports": 1.3, "learned": 1.2, "prepared": 1.3}
+# The learned comparison and the calibration grid integrate fewer steps than the NW
+# comparisons (a ratio of per-step costs; every call costs the same per step): 100 Heun steps
+# of the learned network over 256 x 256 queries take about 100 s on one core.
 FULL = {
     "n": 8192, "tasks": 256, "per_task": 256, "steps": 100, "rounds": 5,
+    "learned_steps": 10, "learned_rounds": 3, "grid_steps": 20,
     "grid_m": (10, 50, 200, 1000, 4000), "grid_n": (256, 8192), "grid_rounds": 3,
 }  # fmt: skip
 QUICK = {
     "n": 1024, "tasks": 32, "per_task": 64, "steps": 10, "rounds": 3,
+    "learned_steps": 5, "learned_rounds": 2, "grid_steps": 10,
     "grid_m": (10, 50, 200), "grid_n": (256, 1024), "grid_rounds": 2,
 }  # fmt: skip
 
@@ -164,17 +169,18 @@ def bench_learned(cfg, device):
     from skflow.tasks import GaussianMixtureTasks
 
     B, n = cfg["tasks"], cfg["per_task"]
+    steps = cfg["learned_steps"]
     lf = LearnedFlowSampler(
-        max_iter=0, support_size=M, n_steps=cfg["steps"], device=device, random_state=0
+        max_iter=0, support_size=M, n_steps=steps, device=device, random_state=0
     ).fit(GaussianMixtureTasks(n_features=D))
     S = _data((B, M, D), 4)
     x0 = torch.from_numpy(_data((B, n, D), 5)).to(device)
     s = torch.from_numpy(S).to(device)
     fns = {
         "skflow": lambda: lf.sample(n, support=S),
-        "bare": lambda: bare_learned(lf.model_, s, x0, cfg["steps"]),
+        "bare": lambda: bare_learned(lf.model_, s, x0, steps),
     }
-    return _ratio(fns, device, cfg["rounds"])
+    return _ratio(fns, device, cfg["learned_rounds"])
 
 
 def bench_prepared(device):
@@ -190,7 +196,7 @@ def calibrate(cfg):
         pair = {}
         for backend in ("numpy", "torch"):
             pair[backend] = NWFlowSampler(
-                n_steps=cfg["steps"], backend=backend, random_state=0
+                n_steps=cfg["grid_steps"], backend=backend, random_state=0
             ).fit(S)
         for n in cfg["grid_n"]:
             fns = {b: (lambda s=s, n=n: s.sample(n)) for b, s in pair.items()}
@@ -213,8 +219,8 @@ def render_ratios(results, cfg):
         f"(auto picked {results['one support'].get('backend')}) vs bare SDPA loop",
         "many supports": f"(b) {B} tasks x {k} samples, `sample({k}, support=S)` vs one "
         "batched bare SDPA loop",
-        "learned": f"(c) `LearnedFlowSampler` ({B} x {k}, batched call) vs bare batched "
-        "forward loop",
+        "learned": f"(c) `LearnedFlowSampler` ({B} x {k}, batched call, "
+        f"{cfg['learned_steps']} Heun steps) vs bare batched forward loop",
         "prepared": f"(d) `NWField` at (2048, {M}, {D}), mean over 25 t, vs one SDPA call",
     }
     lines = [
@@ -230,9 +236,10 @@ def render_ratios(results, cfg):
     return lines
 
 
-def render_calibration(rows, ranges):
+def render_calibration(rows, ranges, cfg):
     lines = [
-        "Backend calibration (`NWFlowSampler(backend=...).sample(n)`, d = 16, float32; "
+        f"Backend calibration (`NWFlowSampler(backend=..., n_steps={cfg['grid_steps']})"
+        ".sample(n)`, d = 16, float32; "
         f"NumPy is kept for a support size only if it is {AUTO_NUMPY_MARGIN}x faster than "
         "Torch at every n):",
         "",
@@ -263,7 +270,7 @@ def render(results, calibration, cfg, command, info, load, elapsed):
     ]
     lines += render_ratios(results, cfg)
     if calibration is not None:
-        lines += [""] + render_calibration(*calibration)
+        lines += [""] + render_calibration(*calibration, cfg)
     return "\n".join(lines)
 
 

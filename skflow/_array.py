@@ -358,11 +358,12 @@ def use_torch_backend(
     """
     if backend not in BACKENDS:
         raise InvalidParameterError(f"backend must be one of {BACKENDS}, got {backend!r}.")
+    device = resolve_device(device)  # a misspelt device is an error whatever the backend
     if backend == "torch":
         return True
     if backend == "numpy":
         return False
-    if resolve_device(device).startswith("cuda"):
+    if device.startswith("cuda"):
         return True
     if adaptive:
         return n_support is not None and n_support >= AUTO_TORCH_MIN_SUPPORT_ADAPTIVE
