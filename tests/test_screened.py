@@ -118,3 +118,21 @@ def test_small_or_narrow_supports_and_other_methods_are_not_screened():
     field = NWField(S32, sigma_min=SIGMA_MIN)
     assert field._call(x32, 0.99)[0].screen is None
     assert NWField(S32, float32_fallback="float64")._call(x32, 0.99, screen=True)[0].screen is None
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+@pytest.mark.parametrize("scale", [100.0, 300.0])
+def test_large_logits_keep_the_float32_error_allowance_and_stay_finite(backend, scale):
+    """At a(t) R^2 ~ 1e9-1e10 the float32 logits are off by tens of nats: the screen must
+    widen its window by that error (2 Delta), and the float64 weights must be shifted by their
+    own row maximum (shifting by the float32 maximum overflowed to NaN at scale 100). The
+    float64 reference rounds at about 1e-16 a(t) R^2 (1e-7 relative here)."""
+    S32, x32 = _case(t=0.999)
+    S32, x32 = (S32 * scale).astype(np.float32), (x32 * scale).astype(np.float32)
+    S, x = _convert(backend, S32, x32)
+    call, _ = NWField(S, sigma_min=SIGMA_MIN)._call(x, 0.999, screen=True)
+    assert call.screen is not None
+    got = np.asarray(screened_local_mean(call, *call.screen))
+    ref = _float64_mean(S32, x32, 0.999)
+    assert np.all(np.isfinite(got))
+    assert np.abs(got - ref).max() <= 1e-6 * np.abs(ref).max()

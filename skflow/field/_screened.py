@@ -123,7 +123,9 @@ def _block_mean(call, x32, geom32, start, stop, scale, cap) -> Any:
     a_r = a if isinstance(a, float) else a[rows, 0]
     b_r = b if isinstance(b, float) else b[rows, 0]
     exact = a_r * xp.sum(q64[rows] * g.keys[cols], axis=-1) - b_r * g.sq_norms[0, cols]
-    w = xp.exp(exact - xp.to_float64(top)[rows, 0])
+    # shift by each row's float64 maximum: the float32 ``top`` can sit hundreds of nats away
+    # from it at large a(t) R^2, where exp(exact - top) overflows
+    w = xp.exp(exact - _segment_max(xp, rows, exact, stop - start)[rows])
     return _segment_sum(xp, rows, w[:, None] * g.values[cols], stop - start) / _segment_sum(
         xp, rows, w[:, None], stop - start
     )
@@ -150,6 +152,16 @@ def _segment_sum(xp: Any, rows: Any, values: Any, n_rows: int) -> Any:
         return out.index_add_(0, rows, values)
     starts = np.searchsorted(rows, np.arange(n_rows))
     return np.add.reduceat(values, starts, axis=0)
+
+
+def _segment_max(xp: Any, rows: Any, values: Any, n_rows: int) -> Any:
+    """Per-row maxima (n_rows,) of ``values`` (nnz,) grouped by ``rows`` (sorted; every row
+    has at least one entry: its own top pair)."""
+    if xp.name == "torch":
+        out = values.new_full((n_rows,), float("-inf"))
+        return out.scatter_reduce(0, rows, values, reduce="amax", include_self=True)
+    starts = np.searchsorted(rows, np.arange(n_rows))
+    return np.maximum.reduceat(values, starts)
 
 
 def _all_finite(xp: Any, a: Any) -> bool:
