@@ -86,7 +86,7 @@ CASES: Counter = Counter()
 
 #: test name -> max_examples before SKFLOW_FUZZ_SCALE (recorded by ``_fuzz``'s callers).
 MAX_EXAMPLES = {
-    "NWFlowSampler": 400,
+    "NWFlowSampler": 250,
     "SamplingPipeline": 120,
     "FlowProjection": 60,
     "LearnedFlowSampler": 25,

@@ -210,12 +210,31 @@ def _generic_rows(s: dict, prefix: str = "") -> list[tuple[str, str]]:
     return rows
 
 
+def _fewshot_rows(s: dict) -> list[tuple[str, str]]:
+    rows = []
+    for name, d in s.items():
+        if not isinstance(d, dict) or "true" not in d:
+            continue
+        copy = d["memorization_ratio_median"]
+        for m in map(str, d["support_sizes"]):
+            rows.append(
+                (
+                    f"{name}, m = {m}: learned MMD² below tuned plug-in",
+                    _pct(d["true"]["learned_vs_plugin_tuned"][m]),
+                )
+            )
+            ratios = " / ".join(f"{copy[k][m]:.2f}" for k in ("plugin", "plugin_tuned", "learned"))
+            rows.append((f"{name}, m = {m}: memorisation ratio plug-in / tuned / learned", ratios))
+    return rows
+
+
 _HEADLINES = {
     "collapse": _collapse_rows,
     "geometry": _geometry_rows,
     "scarcity": _scarcity_rows,
     "attention": _attention_rows,
     "families": _families_rows,
+    "fewshot": _fewshot_rows,
 }
 
 

@@ -391,7 +391,10 @@ def run(
             "experiment": "fewshot",
             "preset": preset,
             "seeds": seed_list,
-            "summary": {name: d["summary"] for name, d in datasets.items()},
+            "summary": {
+                **{name: d["summary"] for name, d in datasets.items()},
+                "wall_seconds": round(wall, 1),
+            },
             "datasets": datasets,
             "config": cfg,
             "seconds": {"total": round(wall, 1)},
