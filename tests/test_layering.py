@@ -39,6 +39,8 @@ LAYERS = (
     ("projection", "projection"),
     ("pipeline", "pipeline"),
     ("experiments", "experiments"),
+    ("pretrain", "experiments"),  # the priors' training: public API only, like experiments
+    ("pretrained", "helpers"),  # weights and model cards: a data package, imports nothing
     ("__main__", "app"),
     ("__init__", "app"),
 )

@@ -272,6 +272,59 @@ class CrossAttentionVelocity(nn.Module):
             layer.weight.zero_()
             layer.bias.zero_()
 
+    # -- fewer features ----------------------------------------------------------------------
+    @torch.no_grad()
+    def restrict_features(self, n_features: int) -> CrossAttentionVelocity:
+        """The same network for the first ``n_features`` coordinates only.
+
+        Zero-padded coordinates add nothing to any linear map, distance or mean, so the
+        network fed ``d``-column inputs padded with zeros to :attr:`n_features` equals a
+        ``d``-feature network whose input layers keep the first ``d`` columns of every
+        coordinate block and whose output layer keeps the first ``d`` rows. This builds that
+        network (a new module with copied weights; ``self`` is unchanged).
+
+        Parameters
+        ----------
+        n_features : int
+            Features of the new network, ``1 <= n_features <= self.n_features``.
+
+        Returns
+        -------
+        net : CrossAttentionVelocity
+            In eval mode if ``self`` is, on ``self``'s device and dtype.
+
+        Examples
+        --------
+        >>> import torch
+        >>> net = CrossAttentionVelocity(4, d_model=8, n_heads=2, n_layers=1)
+        >>> small = net.restrict_features(2)
+        >>> x, S = torch.randn(1, 3, 2), torch.randn(1, 5, 2)
+        >>> bool(torch.allclose(small(x, S, 0.5), net(x, S, 0.5), atol=1e-6))
+        True
+        """
+        d, full = check_int(n_features, "n_features"), self.n_features
+        if d > full:
+            raise InvalidParameterError(
+                f"n_features={d} exceeds the network's {full} features."
+            )
+        with torch.random.fork_rng(devices=[]):  # construction must not move the global RNG
+            net = type(self)(**{**self.config, "n_features": d})
+        keep = torch.arange(d)
+        blocks = 2 if self.exact_head else 1
+        columns = torch.cat([keep + b * full for b in range(blocks)])
+        state = {}
+        for key, value in self.state_dict().items():
+            if key == "query_embed.weight":
+                value = value[:, columns]
+            elif key in ("support_embed.weight", "mean_embed.weight"):
+                value = value[:, :d]
+            elif key in ("out.weight", "out.bias"):
+                value = value[:d]
+            state[key] = value.clone()
+        net.load_state_dict(state)
+        param = next(self.parameters())
+        return net.to(device=param.device, dtype=param.dtype).train(self.training)
+
     # -- forward ----------------------------------------------------------------------------
     def _times(self, t: Any, x: torch.Tensor) -> torch.Tensor:
         tt = torch.as_tensor(t, device=x.device, dtype=x.dtype)
@@ -295,6 +348,8 @@ class CrossAttentionVelocity(nn.Module):
         Parameters
         ----------
         x : tensor of shape (B, n, d)
+            ``d <= n_features``: fewer features are zero-padded, which is exactly the network
+            :meth:`restrict_features` ``(d)`` returns.
         support : tensor of shape (B, m, d)
         t : float or tensor broadcastable to (B, n)
         return_attention : bool, default=False
@@ -312,11 +367,21 @@ class CrossAttentionVelocity(nn.Module):
                 f"x and support must have shape (B, n, d) and (B, m, d); got {tuple(x.shape)} "
                 f"and {tuple(support.shape)}."
             )
-        if x.shape[-1] != self.n_features or support.shape[-1] != self.n_features:
+        d = x.shape[-1]
+        if d > self.n_features or support.shape[-1] != d:
             raise ValueError(
-                f"expected {self.n_features} features, got x {tuple(x.shape)} and support "
-                f"{tuple(support.shape)}."
+                f"expected {self.n_features} features (or fewer, the same for x and support), "
+                f"got x {tuple(x.shape)} and support {tuple(support.shape)}."
             )
+        if d < self.n_features:
+            # zero columns add nothing to any linear map, distance or mean: the padded network
+            # is the network of the first d coordinates (see restrict_features)
+            pad = self.n_features - d
+            x, support = tnf.pad(x, (0, pad)), tnf.pad(support, (0, pad))
+            out = self.forward(x, support, t, return_attention=return_attention)
+            if return_attention:
+                return out[0][..., :d], out[1]
+            return out[..., :d]
         if support.shape[1] == 0:
             raise ValueError("support is empty: at least one support point is required.")
         io_dtype = x.dtype

@@ -355,6 +355,90 @@ class LearnedFlowSampler(BaseFlowSampler):
         self.random_state = random_state
         self.verbose = verbose
 
+    # -- shipped priors --------------------------------------------------------------------
+    @staticmethod
+    def pretrained_models() -> dict[str, dict]:
+        """The priors shipped with skflow: ``{name: model card}``.
+
+        A card holds the network and estimator parameters, the SHA-256 of the weights, and
+        the training command, budget, machine and curves (see ``docs/pretrained.md``).
+
+        Examples
+        --------
+        >>> from skflow import LearnedFlowSampler
+        >>> "general-16" in LearnedFlowSampler.pretrained_models()
+        True
+        """
+        from ._pretrained import pretrained_cards
+
+        return pretrained_cards()
+
+    @classmethod
+    def from_pretrained(cls, name: str, *, n_features: int | None = None) -> LearnedFlowSampler:
+        """A fitted sampler with the weights of a shipped prior: no training, no download.
+
+        Parameters
+        ----------
+        name : str
+            A key of :meth:`pretrained_models`, e.g. ``"general-16"``.
+        n_features : int, optional
+            Features of the data, at most the prior's width; default the width. A prior
+            trained on tasks of 1 to ``width`` features serves ``d < width`` through the
+            network restricted to the first ``d`` coordinates
+            (:meth:`~skflow.nn.transformer.CrossAttentionVelocity.restrict_features`: exactly
+            the zero-padded network).
+
+        Returns
+        -------
+        sampler : LearnedFlowSampler
+            Fitted, with per-task normalisation: ``sample(n, support=S)``, ``velocity``,
+            ``attention_weights``, ``score`` and pickling work at once. Its parameters are
+            the card's fine-tuning parameters (``warm_start=True``): ``fit(X, y)`` or
+            ``fit(task_source)`` continues training the prior on your data.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from skflow import LearnedFlowSampler
+        >>> prior = LearnedFlowSampler.from_pretrained("general-16", n_features=3)
+        >>> S = np.random.default_rng(0).normal(size=(10, 3))
+        >>> prior.sample(5, support=S, random_state=0).shape
+        (5, 3)
+        """
+        import torch
+
+        from ..nn.transformer import CrossAttentionVelocity
+        from ._pretrained import read_prior
+
+        card, state = read_prior(name)
+        width = int(card["network"]["n_features"])
+        d = width if n_features is None else check_int(n_features, "n_features")
+        if d > width:
+            raise InvalidParameterError(
+                f"the prior {name!r} serves at most {width} features, got n_features={d}; "
+                "reduce the data first (e.g. sklearn.decomposition.PCA)."
+            )
+        net = _build_model(CrossAttentionVelocity, card["network"])
+        net.load_state_dict({k: torch.from_numpy(v) for k, v in state.items()})
+        params = {**card["estimator_params"], **card["finetune_params"]}
+        params = {k: tuple(v) if isinstance(v, list) else v for k, v in params.items()}
+        sampler = cls(**params)
+        fitted = card["fitted"]
+        sampler.model_ = (net if d == width else net.restrict_features(d)).eval()
+        sampler.n_features_in_ = d
+        sampler.support_ = None
+        sampler.support_range_ = tuple(fitted["support_range_"])
+        sampler.task_scale_ = float(fitted["task_scale_"])
+        sampler.normalize_ = bool(fitted["normalize_"])
+        sampler.augment_ = fitted["augment_"]
+        sampler.n_iter_ = int(fitted["n_iter_"])
+        sampler.training_time_ = float(fitted["training_time_"])
+        sampler.loss_curve_ = []  # the prior's curves are in its model card
+        sampler.validation_scores_ = None
+        sampler.best_validation_score_ = None
+        sampler.validation_classes_ = None
+        return sampler
+
     # -- presets ---------------------------------------------------------------------------
     @classmethod
     def paper_config(cls) -> dict:
@@ -648,6 +732,8 @@ class LearnedFlowSampler(BaseFlowSampler):
         m = self._support_draw(rng) if m is None else m
         drawn = source.sample_tasks(n_tasks, m, n, random_state=rng, **kwargs, **extra)
         S, Q = np.asarray(drawn[0]), np.asarray(drawn[1])
+        if getattr(source, "variable_n_features", False):  # tasks of 1..d features
+            d = min(d, S.shape[-1]) if S.ndim == 3 else d
         if S.ndim != 3 or S.shape[-1] != d or Q.ndim != 3 or Q.shape[-1] != d:
             raise ValueError(
                 f"the task source returned supports {S.shape} and targets {Q.shape}; "

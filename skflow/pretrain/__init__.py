@@ -1,0 +1,11 @@
+"""Training of the shipped in-context priors (``python -m skflow.pretrain NAME``).
+
+:class:`PriorTasks` is the synthetic meta-distribution, :data:`RECIPES` the named recipes,
+:func:`train_prior` the resumable training run that writes a prior's weights and model card.
+Loading a shipped prior needs none of this: :meth:`skflow.LearnedFlowSampler.from_pretrained`.
+"""
+
+from .meta_distribution import FAMILIES, EllipticalMixtureTasks, PriorTasks
+from .recipes import RECIPES
+
+__all__ = ["FAMILIES", "RECIPES", "EllipticalMixtureTasks", "PriorTasks"]

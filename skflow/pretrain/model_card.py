@@ -1,0 +1,119 @@
+"""Model-card pages of the shipped priors, written from their cards (``docs/pretrained.md``).
+
+``python -m skflow.pretrain --write-docs`` rewrites the page from the ``.json`` cards in
+``skflow/pretrained/``: every number on it is a field of a card that the training command
+wrote, so the page cannot drift from the weights (``tests/test_pretrained.py`` checks it).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from skflow.samplers._pretrained import PRETRAINED_DIR, pretrained_cards
+
+__all__ = ["card_markdown", "write_docs"]
+
+DOCS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "pretrained.md"
+_INTRO = """# Pretrained priors
+
+skflow ships in-context priors: meta-trained {class} networks whose weights live inside the
+package (`skflow/pretrained/`, a few hundred kB each; nothing is downloaded). Load one and sample
+from a few examples with no training:
+
+```python
+from skflow import LearnedFlowSampler
+prior = LearnedFlowSampler.from_pretrained("general-16", n_features=X.shape[1])  # d <= 16
+X_new = prior.sample(200, support=X[:10], random_state=0)
+```
+
+`LearnedFlowSampler.pretrained_models()` lists the priors with their cards. A prior is a fitted
+`LearnedFlowSampler` with `warm_start=True`: `prior.fit(X_train, y_train)` fine-tunes it on your
+own classes (set `max_iter` or `max_time`). How the priors compare with the plug-in field on
+real data sets they never saw, and what fine-tuning adds, is in {results}.
+
+Each card below is written from the prior's `.json` card by `python -m skflow.pretrain
+--write-docs`; the card itself is written by the training command it names.
+"""
+
+
+def _fmt(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else f"`{value!r}`"
+
+
+def _curve_rows(curve: list, n_rows: int = 12) -> list[list]:
+    """At most ``n_rows`` evenly spaced points of a ``[iteration, value]`` curve (ends kept)."""
+    if len(curve) <= n_rows:
+        return curve
+    idx = np.unique(np.round(np.linspace(0, len(curve) - 1, n_rows)).astype(int))
+    return [curve[i] for i in idx]
+
+
+def _machine(info: dict) -> str:
+    load = " / ".join(f"{v:.2f}" for v in info["load_average_1_5_15"])
+    return (
+        f"{info['cpu_count']} cores, {info['platform']}, Python {info['python']}, Torch "
+        f"{info['torch']} on {info['torch_threads']} thread(s); load average (1 / 5 / 15 min) "
+        f"{load}"
+    )
+
+
+def _training_lines(tr: dict) -> list[str]:
+    return [
+        f"- Command: `{tr['command']}`" + (" (resumed from a checkpoint)" if tr["resumed"] else ""),
+        f"- Iterations: {tr['iterations']}; wall time {tr['wall_time_s'] / 60:.1f} min, CPU "
+        f"time {tr['cpu_time_s'] / 60:.1f} min (one Torch thread, one BLAS thread).",
+        f"- Machine at the start: {_machine(tr['machine_start'])}.",
+        f"- Machine at the end: {_machine(tr['machine_end'])}.",
+    ]
+
+
+def card_markdown(name: str, card: dict) -> str:
+    """The markdown section of one prior's model card."""
+    tr, net = card["training"], card["network"]
+    lines = [f"## `{name}`", "", tr["description"], ""]
+    lines += [
+        f"- Network: `CrossAttentionVelocity` of width {net['n_features']} (serves 1 to "
+        f"{net['n_features']} features), d_model {net['d_model']}, {net['n_heads']} heads, "
+        f"{net['n_layers']} layers, exact NW head {net['exact_head']}, sigma_min "
+        f"{net['sigma_min']}; {card['n_parameters']} parameters.",
+        f"- Weights: `skflow/pretrained/{card['weights_file']}`, float32, SHA-256 "
+        f"`{card['weights_sha256']}`.",
+        f"- Support sizes seen in training: {card['fitted']['support_range_'][0]} to "
+        f"{card['fitted']['support_range_'][1]}; per-task normalisation "
+        f"{card['fitted']['normalize_']}; task scale {card['fitted']['task_scale_']:.4g}.",
+        "- Training task law: `skflow.pretrain.PriorTasks(" + ", ".join(
+            f"{k}={v!r}" for k, v in tr["recipe"]["tasks"].items()
+        ) + ")`.",
+        "- Estimator parameters of training: " + ", ".join(
+            f"{k}={_fmt(v)}" for k, v in sorted(card["estimator_params"].items())
+        ) + ".",
+        "- Set by `from_pretrained` (fine-tuning): " + ", ".join(
+            f"{k}={_fmt(v)}" for k, v in sorted(card["finetune_params"].items())
+        ) + ".",
+        *_training_lines(tr),
+        "",
+        "| iteration | training loss (mean of the interval) |",
+        "|---:|---:|",
+        *[f"| {int(i)} | {v:.4g} |" for i, v in _curve_rows(tr["loss_curve"])],
+        "",
+        "| iteration | validation loss (fixed synthetic tasks, m = 2, 14, 100) |",
+        "|---:|---:|",
+        *[f"| {int(i)} | {v:.4g} |" for i, v in _curve_rows(tr["validation_curve"])],
+        "",
+    ]  # fmt: skip
+    return "\n".join(lines)
+
+
+def write_docs(path: str | Path | None = None, folder: str | Path | None = None) -> Path:
+    """Write the model-card page from the cards in ``folder`` (default: the shipped ones)."""
+    path = DOCS_PAGE if path is None else Path(path)
+    cards = pretrained_cards(PRETRAINED_DIR if folder is None else folder)
+    text = _INTRO.format(
+        **{"class": "`CrossAttentionVelocity`", "results": "[the results page](results.md)"}
+    )
+    text += "\n" + "\n".join(card_markdown(n, c) for n, c in cards.items())
+    path.write_text(text)
+    return path

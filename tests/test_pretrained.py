@@ -1,0 +1,168 @@
+"""The shipped priors: cards, hashes, rebuilt weights, sampling at several d and m, fine-tuning,
+and the training command (deterministic, resumable) on a tiny budget."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import shutil
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as tnf
+from sklearn.datasets import load_iris
+
+from skflow import LearnedFlowSampler
+from skflow.exceptions import InvalidParameterError
+from skflow.nn.transformer import CrossAttentionVelocity
+from skflow.pretrain import FAMILIES, EllipticalMixtureTasks, PriorTasks
+from skflow.pretrain.training import train_prior
+from skflow.samplers._pretrained import PRETRAINED_DIR, file_sha256, read_prior
+
+CARDS = LearnedFlowSampler.pretrained_models()
+NAMES = sorted(CARDS)
+CARD_KEYS = ("command", "iterations", "wall_time_s", "cpu_time_s", "machine_start",
+             "loss_curve", "validation_curve")  # fmt: skip
+
+
+def test_at_least_one_prior_is_shipped():
+    assert "general-16" in NAMES
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_card_and_hash(name):
+    card = CARDS[name]
+    weights = PRETRAINED_DIR / card["weights_file"]
+    assert file_sha256(weights) == card["weights_sha256"]
+    assert weights.stat().st_size < 5 * 2**20  # a few MB at most, inside the package
+    for key in CARD_KEYS:
+        assert key in card["training"], key
+    assert card["training"]["iterations"] == card["fitted"]["n_iter_"] > 0
+    assert card["training"]["command"].startswith("python -m skflow.pretrain " + name)
+    assert len(card["training"]["loss_curve"]) > 0
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_loaded_model_equals_rebuilt_model(name):
+    card = CARDS[name]
+    net = CrossAttentionVelocity(**card["network"])
+    with np.load(PRETRAINED_DIR / card["weights_file"]) as data:
+        net.load_state_dict({k: torch.from_numpy(data[k]) for k in data.files})
+    loaded = LearnedFlowSampler.from_pretrained(name).model_
+    for (k, a), (k2, b) in zip(net.state_dict().items(), loaded.state_dict().items(), strict=True):
+        assert k == k2 and torch.equal(a, b), k
+    assert card["n_parameters"] == sum(p.numel() for p in net.state_dict().values())
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("d", [1, 4, 13, 16])
+def test_samples_at_several_d_and_m(name, d):
+    prior = LearnedFlowSampler.from_pretrained(name, n_features=d)
+    assert prior.n_features_in_ == d and prior.model_.n_features == d
+    rng = np.random.default_rng(d)
+    for m in (2, 10, 100):
+        S = rng.normal(size=(m, d)) * 3.0 + 5.0
+        X = prior.sample(20, support=S, random_state=0)
+        assert X.shape == (20, d) and np.all(np.isfinite(X))
+        # per-task normalisation: the samples live where the support lies
+        assert abs(X.mean() - 5.0) < 5.0
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_narrow_prior_is_the_zero_padded_network(name):
+    full = LearnedFlowSampler.from_pretrained(name).model_
+    narrow = LearnedFlowSampler.from_pretrained(name, n_features=3).model_
+    gen = torch.Generator().manual_seed(0)
+    S, X = torch.randn(1, 12, 3, generator=gen), torch.randn(1, 5, 3, generator=gen)
+    pad = full.n_features - 3
+    padded = full(tnf.pad(X, (0, pad)), tnf.pad(S, (0, pad)), 0.3)
+    torch.testing.assert_close(narrow(X, S, 0.3), padded[..., :3], atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(full(X, S, 0.3), narrow(X, S, 0.3))  # forward pads by itself
+
+
+def test_restrict_features_equals_padding_with_trained_like_weights():
+    net = CrossAttentionVelocity(6, d_model=16, n_heads=2, n_layers=2)
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for p in net.parameters():
+            p.copy_(0.3 * torch.randn(p.shape, generator=gen))
+    small = net.restrict_features(2)
+    x, S, t = torch.randn(2, 5, 2), torch.randn(2, 7, 2), torch.rand(2, 5)
+    torch.testing.assert_close(small(x, S, t), net(x, S, t), atol=2e-5, rtol=1e-4)
+    with pytest.raises(InvalidParameterError):
+        net.restrict_features(7)
+
+
+def test_errors_name_width_and_corrupted_weights(tmp_path):
+    with pytest.raises(InvalidParameterError, match="general-16"):
+        LearnedFlowSampler.from_pretrained("no-such-prior")
+    width = CARDS["general-16"]["network"]["n_features"]
+    with pytest.raises(InvalidParameterError, match="PCA"):
+        LearnedFlowSampler.from_pretrained("general-16", n_features=width + 1)
+    for suffix in (".json", ".npz"):
+        shutil.copy(PRETRAINED_DIR / f"general-16{suffix}", tmp_path)
+    card, _ = read_prior("general-16", folder=tmp_path)
+    card["weights_sha256"] = "0" * 64
+    (tmp_path / "general-16.json").write_text(json.dumps(card))
+    with pytest.raises(ValueError, match="corrupted"):
+        read_prior("general-16", folder=tmp_path)
+
+
+def test_pickle_and_fine_tune_on_labelled_data():
+    prior = LearnedFlowSampler.from_pretrained("general-16", n_features=4)
+    X, y = load_iris(return_X_y=True)
+    X = (X - X.mean(0)) / X.std(0)
+    S = X[y == 0][:10]
+    before = prior.sample(30, support=S, random_state=0)
+    clone = pickle.loads(pickle.dumps(prior))
+    np.testing.assert_array_equal(clone.sample(30, support=S, random_state=0), before)
+    n0 = prior.n_iter_
+    prior.set_params(max_iter=3).fit(X, y)  # warm_start=True: the prior's weights continue
+    assert prior.n_iter_ == n0 + 3
+    after = prior.sample(30, support=S, random_state=0)
+    assert not np.array_equal(after, before)
+    assert np.max(np.abs(after - before)) < 5.0  # a few small steps, not a new network
+
+
+def test_prior_tasks_vary_dimension_family_and_scale():
+    tasks = PriorTasks(max_features=6)
+    dims = {tasks.sample_tasks(4, 5, 3, random_state=s)[0].shape[-1] for s in range(40)}
+    assert dims == set(range(1, 7))
+    S1, Q1 = tasks.sample_tasks(4, 5, 3, random_state=3)
+    S2, Q2 = tasks.sample_tasks(4, 5, 3, random_state=3)
+    np.testing.assert_array_equal(S1, S2)
+    assert tasks.variable_n_features and tasks.n_features == 6
+    with pytest.raises(InvalidParameterError, match="no family"):
+        PriorTasks(weights={"rings": 1.0}).families(1)
+    with pytest.raises(InvalidParameterError):
+        PriorTasks(weights={"cubes": 1.0}).sample_tasks(2, 3, 3, random_state=0)
+    assert set(FAMILIES) >= {"gaussian", "student", "lognormal", "rings", "shells"}
+
+
+@pytest.mark.parametrize("law", ["gaussian", "student", "lognormal"])
+def test_elliptical_laws_are_standardized(law):
+    tasks = EllipticalMixtureTasks(3, law=law, n_components=(1, 1), decay=(0.0, 0.0))
+    S, _ = tasks.sample_tasks(400, 200, 0, random_state=0)
+    centred = S - S.mean(axis=1, keepdims=True)
+    assert abs(np.mean(centred**2) - 1.0) < 0.15
+
+
+def test_train_prior_is_deterministic_and_resumable(tmp_path):
+    a = train_prior("general-16", max_iter=3, folder=tmp_path / "a", progress=False)
+    b = train_prior("general-16", max_iter=3, folder=tmp_path / "b", progress=False)
+    card_a, card_b = json.loads(a.read_text()), json.loads(b.read_text())
+    assert card_a["weights_sha256"] == card_b["weights_sha256"]
+    assert card_a["training"]["iterations"] == 3
+    assert not (tmp_path / "a" / "general-16.checkpoint.pkl").exists()
+    # an interrupted run: the checkpoint of 3 iterations, resumed to 5
+    ckpt = tmp_path / "ckpt.pkl"
+    prior = LearnedFlowSampler.from_pretrained("general-16")
+    with open(ckpt, "wb") as f:
+        pickle.dump({"sampler": prior.set_params(warm_start=False), "log": {
+            "loss": [1.0] * 3, "validation": [], "wall_s": 1.0, "cpu_s": 1.0}}, f)
+    n0 = prior.n_iter_
+    card = train_prior("general-16", max_iter=n0 + 2, folder=tmp_path / "c", checkpoint=ckpt,
+                       resume=True, progress=False)  # fmt: skip
+    resumed = json.loads(card.read_text())
+    assert resumed["training"]["iterations"] == n0 + 2 and resumed["training"]["resumed"]
