@@ -78,6 +78,7 @@ def to_numpy(a: Any) -> Any:
 
 class _NumpyNamespace:
     name = "numpy"
+    float32, float64 = np.float32, np.float64
 
     @staticmethod
     def logsumexp(a, axis):
@@ -220,6 +221,7 @@ class _TorchNamespace:
         import torch
 
         self.torch = torch
+        self.float32, self.float64 = torch.float32, torch.float64
 
     def logsumexp(self, a, axis):
         return self.torch.logsumexp(a, dim=axis)

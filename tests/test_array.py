@@ -65,3 +65,10 @@ def test_row_helpers_agree():
         rows = xp.from_host(np.array([[1.0, 2.0], [3.0, 4.0]]), target, "float64")
         xp.put_rows(target, idx, rows)
         assert np.asarray(target).tolist() == [[0, 0], [3, 4], [0, 0], [1, 2]]
+
+
+def test_float_dtypes_are_the_library_ones():
+    for lib, a in (("numpy", np.zeros(2, np.float32)), ("torch", torch.zeros(2))):
+        xp = get_namespace(a)
+        assert xp.name == lib and a.dtype == xp.float32 and a.dtype != xp.float64
+        assert xp.astype(a, "float64").dtype == xp.float64
