@@ -78,6 +78,7 @@ def to_numpy(a: Any) -> Any:
 
 class _NumpyNamespace:
     name = "numpy"
+    float32, float64 = np.float32, np.float64
 
     @staticmethod
     def logsumexp(a, axis):
@@ -104,24 +105,44 @@ class _NumpyNamespace:
         return np.concatenate(arrays, axis=axis)
 
     @staticmethod
-    def empty(shape, like):
-        return np.empty(shape, dtype=like.dtype)
+    def stack(arrays, axis=0):
+        return np.stack(arrays, axis=axis)
 
     @staticmethod
-    def full(shape, value, like):
-        return np.full(shape, value, dtype=like.dtype)
+    def full(shape, value, like, dtype=None):
+        return np.full(shape, value, dtype=like.dtype if dtype is None else dtype)
 
     @staticmethod
     def asarray(a, like):
         return np.asarray(a, dtype=like.dtype)
 
     @staticmethod
+    def from_host(a, like, dtype):
+        return np.asarray(a, dtype=dtype)
+
+    @staticmethod
+    def index(idx, like):
+        return idx
+
+    @staticmethod
     def to_float64(a):
         return np.asarray(a, dtype=np.float64)
 
     @staticmethod
+    def astype(a, dtype):
+        return np.asarray(a, dtype=dtype)
+
+    @staticmethod
     def astype_like(a, like):
         return a.astype(like.dtype, copy=False)
+
+    @staticmethod
+    def as_floating(a):
+        return a if a.dtype.kind == "f" else a.astype(np.float64)
+
+    @staticmethod
+    def copy(a):
+        return np.array(a, copy=True)
 
     @staticmethod
     def sqrt(a):
@@ -132,12 +153,28 @@ class _NumpyNamespace:
         return np.exp(a)
 
     @staticmethod
-    def clip_min(a, lo):
-        return np.maximum(a, lo)
+    def clip(a, lo, hi=None):
+        return np.clip(a, lo, hi)
 
     @staticmethod
     def maximum(a, b):
         return np.maximum(a, b)
+
+    @staticmethod
+    def minimum(a, b):
+        return np.minimum(a, b)
+
+    @staticmethod
+    def isfinite(a):
+        return np.isfinite(a)
+
+    @staticmethod
+    def all(a, axis=None):
+        return np.all(a, axis=axis)
+
+    @staticmethod
+    def argmax(a, axis):
+        return np.argmax(a, axis=axis)
 
     @staticmethod
     def amax(a, axis, keepdims=False):
@@ -156,6 +193,23 @@ class _NumpyNamespace:
         return np.where(cond, a, b)
 
     @staticmethod
+    def nonzero(mask, size=None):
+        return np.flatnonzero(mask)
+
+    @staticmethod
+    def put_rows(target, idx, values):
+        target[idx] = values
+
+    @staticmethod
+    def add_scaled_(acc, c, a):
+        acc += c * a
+        return acc
+
+    @staticmethod
+    def shifted_exp_(a, shift, low):
+        return np.exp(np.maximum(np.subtract(a, shift, out=a), low, out=a), out=a)
+
+    @staticmethod
     def mT(a):  # noqa: N802 - the array-API name of the matrix transpose
         return np.swapaxes(a, -1, -2)
 
@@ -167,6 +221,7 @@ class _TorchNamespace:
         import torch
 
         self.torch = torch
+        self.float32, self.float64 = torch.float32, torch.float64
 
     def logsumexp(self, a, axis):
         return self.torch.logsumexp(a, dim=axis)
@@ -187,20 +242,37 @@ class _TorchNamespace:
     def concat(self, arrays, axis=0):
         return self.torch.cat(list(arrays), dim=axis)
 
-    def empty(self, shape, like):
-        return self.torch.empty(shape, dtype=like.dtype, device=like.device)
+    def stack(self, arrays, axis=0):
+        return self.torch.stack(list(arrays), dim=axis)
 
-    def full(self, shape, value, like):
-        return self.torch.full(shape, value, dtype=like.dtype, device=like.device)
+    def full(self, shape, value, like, dtype=None):
+        dtype = like.dtype if dtype is None else getattr(self.torch, dtype)
+        return self.torch.full(shape, value, dtype=dtype, device=like.device)
 
     def asarray(self, a, like):
         return self.torch.as_tensor(a, dtype=like.dtype, device=like.device)
 
+    def from_host(self, a, like, dtype):
+        a = np.ascontiguousarray(a)
+        return self.torch.as_tensor(a, dtype=getattr(self.torch, dtype), device=like.device)
+
+    def index(self, idx, like):
+        return self.torch.as_tensor(idx, dtype=self.torch.int64, device=like.device)
+
     def to_float64(self, a):
         return a.to(self.torch.float64)
 
+    def astype(self, a, dtype):
+        return a.to(getattr(self.torch, dtype))
+
     def astype_like(self, a, like):
         return a.to(like.dtype)
+
+    def as_floating(self, a):
+        return a if a.is_floating_point() else a.to(self.torch.float64)
+
+    def copy(self, a):
+        return a.clone()
 
     def sqrt(self, a):
         return self.torch.sqrt(a)
@@ -208,11 +280,23 @@ class _TorchNamespace:
     def exp(self, a):
         return self.torch.exp(a)
 
-    def clip_min(self, a, lo):
-        return self.torch.clamp(a, min=lo)
+    def clip(self, a, lo, hi=None):
+        return a.clamp(min=lo, max=hi)
 
     def maximum(self, a, b):
         return self.torch.maximum(a, b)
+
+    def minimum(self, a, b):
+        return self.torch.minimum(a, b)
+
+    def isfinite(self, a):
+        return self.torch.isfinite(a)
+
+    def all(self, a, axis=None):
+        return a.all() if axis is None else a.all(dim=axis)
+
+    def argmax(self, a, axis):
+        return a.argmax(axis)
 
     def amax(self, a, axis, keepdims=False):
         return self.torch.amax(a, dim=axis, keepdim=keepdims)
@@ -226,6 +310,21 @@ class _TorchNamespace:
     def where(self, cond, a, b):
         return self.torch.where(cond, a, b)
 
+    def nonzero(self, mask, size=None):
+        # a known ``size`` spares the host synchronisation of a data-dependent shape
+        if size is None:
+            return mask.nonzero().squeeze(1)
+        return self.torch.nonzero_static(mask, size=size).squeeze(1)
+
+    def put_rows(self, target, idx, values):
+        target.index_copy_(0, idx, values)
+
+    def add_scaled_(self, acc, c, a):
+        return acc.add_(a, alpha=c)
+
+    def shifted_exp_(self, a, shift, low):
+        return a.sub_(shift).clamp_(min=low).exp_()
+
     def mT(self, a):  # noqa: N802 - the array-API name of the matrix transpose
         return a.transpose(-1, -2)
 
@@ -237,7 +336,17 @@ _TORCH = None
 def get_namespace(*arrays: Any):
     """Return the namespace of the inputs: Torch if any is a tensor, NumPy otherwise.
 
-    Mixing the two is refused rather than silently copied across devices.
+    The one NumPy/Torch dispatch of skflow: the field, the solvers and the pruned engine call
+    the few library-specific operations they need (``where``, ``clip``, ``concat``,
+    ``nonzero``, ``put_rows``, in-place updates, dtype casts, ...) on this object, and write
+    everything else as operator arithmetic, which both libraries share. Mixing the two is
+    refused rather than silently copied across devices.
+
+    Examples
+    --------
+    >>> xp = get_namespace(np.array([1.0, -2.0]))
+    >>> xp.name, xp.clip(np.array([1.0, -2.0]), 0.0).tolist()
+    ('numpy', [1.0, 0.0])
     """
     flags = [is_torch(a) for a in arrays if a is not None and not np.isscalar(a)]
     if any(flags) and not all(flags):

@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from ._array import is_torch
+from ._array import get_namespace
 
 __all__ = [
     "FIXED_STEP_METHODS",
@@ -193,16 +193,12 @@ def _combine(coeffs: tuple, ks: list) -> Any:
 
     The coefficients stay Python floats, so nothing is copied to the device.
     """
+    xp = get_namespace(ks[0])
     acc = 0.0
     for c, k in zip(coeffs, ks, strict=False):
         if c == 0.0:
             continue
-        if isinstance(acc, float):
-            acc = k * c
-        elif is_torch(acc):
-            acc.add_(k, alpha=c)
-        else:
-            acc += c * k
+        acc = k * c if isinstance(acc, float) else xp.add_scaled_(acc, c, k)
     return acc
 
 
@@ -232,61 +228,17 @@ def _fixed_step(tab: ButcherTableau, func: Callable, t: float, h: float, y: Any)
 # --------------------------------------------------------------------------------------------
 
 
-def _torch():
-    import torch
-
-    return torch
-
-
 def _where(cond: Any, a: Any, b: Any) -> Any:
     """Row-wise select: ``cond`` of shape (n,) against ``a``, ``b`` of shape (n,) or (n, d)."""
     if cond.ndim < max(getattr(a, "ndim", 0), getattr(b, "ndim", 0)):
         cond = cond[:, None]
-    return (_torch().where if is_torch(cond) else np.where)(cond, a, b)
-
-
-def _maximum(a: Any, b: Any) -> Any:
-    return (_torch().maximum if is_torch(a) else np.maximum)(a, b)
-
-
-def _minimum(a: Any, b: Any) -> Any:
-    return (_torch().minimum if is_torch(a) else np.minimum)(a, b)
-
-
-def _clip(a: Any, lo: float, hi: float | None = None) -> Any:
-    if is_torch(a):
-        return a.clamp(min=lo, max=hi)
-    return np.clip(a, lo, hi)
-
-
-def _isfinite_rows(a: Any) -> Any:
-    """Whether every entry of each row is finite, shape (n,)."""
-    if is_torch(a):
-        return _torch().isfinite(a).all(dim=1)
-    return np.isfinite(a).all(axis=1)
+    return get_namespace(cond).where(cond, a, b)
 
 
 def _row_rms(a: Any) -> Any:
     """Root mean square of every row, in float64."""
-    if is_torch(a):
-        return (a * a).mean(dim=1).sqrt().to(_torch().float64)
-    return np.sqrt(np.mean(a * a, axis=1)).astype(np.float64)
-
-
-def _times_like(y: Any, value: float) -> Any:
-    """A float64 vector ``(n,)`` filled with ``value``, on ``y``'s device."""
-    if is_torch(y):
-        return _torch().full((y.shape[0],), value, dtype=_torch().float64, device=y.device)
-    return np.full(y.shape[0], value)
-
-
-def _column(h: Any, y: Any) -> Any:
-    """Per-row steps as a column in ``y``'s dtype."""
-    return (h.to(y.dtype) if is_torch(h) else h.astype(y.dtype))[:, None]
-
-
-def _copy(y: Any) -> Any:
-    return y.clone() if is_torch(y) else np.array(y, copy=True)
+    xp = get_namespace(a)
+    return xp.to_float64(xp.sqrt(xp.mean(a * a, axis=1)))
 
 
 def _gather(a: Any, idx: Any) -> Any:
@@ -297,28 +249,8 @@ def _scatter(target: Any, idx: Any, values: Any) -> None:
     """``target[idx] = values`` in place (all rows when ``idx`` is None)."""
     if idx is None:
         target[...] = values
-    elif is_torch(target):
-        target.index_copy_(0, idx, values)
     else:
-        target[idx] = values
-
-
-def _rows(active: Any, count: int) -> Any:
-    """Indices of the ``count`` True entries of ``active``, without a further host sync."""
-    if is_torch(active):
-        return _torch().nonzero_static(active, size=count).squeeze(1)
-    return np.flatnonzero(active)
-
-
-def _host_rows(mask: Any) -> list[int]:
-    """Indices of the True entries of ``mask``, on the host (only used to report failures)."""
-    if is_torch(mask):
-        return mask.nonzero().squeeze(1).tolist()
-    return np.flatnonzero(mask).tolist()
-
-
-def _stack(states: list) -> Any:
-    return _torch().stack(states) if is_torch(states[0]) else np.stack(states)
+        get_namespace(target).put_rows(target, idx, values)
 
 
 # --------------------------------------------------------------------------------------------
@@ -358,6 +290,7 @@ class _RowState:
     n_accepted: Any
     n_rejected: Any
     n_evals: int
+    xp: Any  # the array namespace of ``y`` (skflow._array.get_namespace)
 
 
 def _initial_step(func, t, y, k1, span, order, rtol, atol):
@@ -366,29 +299,28 @@ def _initial_step(func, t, y, k1, span, order, rtol, atol):
     One extra evaluation of the field on the whole batch; each row's step depends on that row
     only. Non-finite rows get a small step and fail on their first attempt.
     """
+    xp = get_namespace(y)
     scale = atol + rtol * abs(y)
     d0, d1 = _row_rms(y / scale), _row_rms(k1 / scale)
-    h0 = _where((d0 >= 1e-5) & (d1 >= 1e-5), 0.01 * d0 / _clip(d1, 1e-5), 1e-6)
-    h0 = _clip(h0, 0.0, span)
-    k2 = func(t + h0, y + _column(h0, y) * k1)
-    dmax = _maximum(d1, _row_rms((k2 - k1) / scale) / h0)
+    h0 = _where((d0 >= 1e-5) & (d1 >= 1e-5), 0.01 * d0 / xp.clip(d1, 1e-5), 1e-6)
+    h0 = xp.clip(h0, 0.0, span)
+    k2 = func(t + h0, y + xp.astype_like(h0, y)[:, None] * k1)
+    dmax = xp.maximum(d1, _row_rms((k2 - k1) / scale) / h0)
     h1 = _where(
         dmax > 1e-15,
-        (0.01 / _clip(dmax, 1e-15)) ** (1.0 / (order + 1)),
-        _clip(h0 * 1e-3, 1e-6),
+        (0.01 / xp.clip(dmax, 1e-15)) ** (1.0 / (order + 1)),
+        xp.clip(h0 * 1e-3, 1e-6),
     )
-    return _clip(_minimum(100.0 * h0, h1), 0.0, span)
+    return xp.clip(xp.minimum(100.0 * h0, h1), 0.0, span)
 
 
 def _start(tab, func, y0, grid, rtol, atol) -> _RowState:
     """Copy of ``y0`` (in a floating dtype), its field and every row's first step."""
-    y = _copy(y0)
-    if not is_torch(y) and y.dtype.kind != "f":
-        y = y.astype(np.float64)
-    elif is_torch(y) and not y.is_floating_point():
-        y = y.to(_torch().float64)
-    t = _times_like(y, float(grid[0]))
-    k1 = func(_copy(t), _copy(y))  # the field may keep its arguments; the state changes in place
+    xp = get_namespace(y0)
+    y = xp.as_floating(xp.copy(y0))
+    t = xp.full((y.shape[0],), float(grid[0]), y, dtype="float64")
+    # the field may keep its arguments; the state changes in place
+    k1 = func(xp.copy(t), xp.copy(y))
     h = _initial_step(func, t, y, k1, float(grid[-1] - grid[0]), tab.order, rtol, atol)
     flags = t != t  # all False, on the device
     zero = flags.sum()
@@ -397,13 +329,14 @@ def _start(tab, func, y0, grid, rtol, atol) -> _RowState:
         k1=k1,
         t=t,
         h=h,
-        err_prev=_times_like(y, 1.0),
-        retry=_copy(flags),
-        nonfinite=_copy(flags),
-        collapsed=_copy(flags),
+        err_prev=xp.full((y.shape[0],), 1.0, y, dtype="float64"),
+        retry=xp.copy(flags),
+        nonfinite=xp.copy(flags),
+        collapsed=xp.copy(flags),
         n_accepted=zero,
-        n_rejected=_copy(zero),
+        n_rejected=xp.copy(zero),
         n_evals=2,
+        xp=xp,
     )
 
 
@@ -419,13 +352,13 @@ def _running_rows(st: _RowState, t1: float, method: str, max_steps: int):
         _raise_failure(st, method, max_steps)
     if code in (0, n):
         return None, code
-    return _rows(st.t < t1, code), code
+    return st.xp.nonzero(st.t < t1, size=code), code
 
 
 def _raise_failure(st: _RowState, method: str, max_steps: int):
     """Raise the error of the failed rows, naming them and the times they reached."""
-    bad = _host_rows(st.nonfinite)
-    rows = bad or _host_rows(st.collapsed)
+    bad = st.xp.nonzero(st.nonfinite).tolist()
+    rows = bad or st.xp.nonzero(st.collapsed).tolist()
     times = [round(v, 6) for v in _gather(st.t, rows).tolist()]
     where = f"{len(rows)} row(s) {rows[:8]}{'...' if len(rows) > 8 else ''} at t = {times[:8]}"
     if bad:
@@ -443,32 +376,34 @@ def _raise_failure(st: _RowState, method: str, max_steps: int):
 
 def _step_factor(err, accept, err_prev, retry, order: int) -> Any:
     """Per-row factor of the next step size (see the controller constants above)."""
-    err = _clip(err, 1e-10)
+    xp = get_namespace(err)
+    err = xp.clip(err, 1e-10)
     pi = _SAFETY * err ** (-_ALPHA / order) * err_prev ** (_BETA / order)
     factor = _where(accept, pi, _SAFETY * err ** (-1.0 / order))
-    factor = _where(accept & retry, _clip(factor, 0.0, 1.0), factor)
-    return _clip(factor, _MIN_FACTOR, _MAX_FACTOR)
+    factor = _where(accept & retry, xp.clip(factor, 0.0, 1.0), factor)
+    return xp.clip(factor, _MIN_FACTOR, _MAX_FACTOR)
 
 
 def _attempt(tab, func, st: _RowState, idx, t1: float, rtol: float, atol: float) -> None:
     """One step of every running row (``idx``), accepted or rejected row by row, in place."""
+    xp = st.xp
     ta, hp, err_prev = _gather(st.t, idx), _gather(st.h, idx), _gather(st.err_prev, idx)
     last = hp >= t1 - ta  # the step lands on t1 exactly
     ha = _where(last, t1 - ta, hp)
     ya, ka = _gather(st.y, idx), _gather(st.k1, idx)
-    h_y = _column(ha, ya)
+    h_y = xp.astype_like(ha, ya)[:, None]
     ks, y_new = _stages(tab, func, ta, ha, h_y, ya, ka)
     st.n_evals += len(ks) - 1
-    scale = atol + rtol * _maximum(abs(ya), abs(y_new))
+    scale = atol + rtol * xp.maximum(abs(ya), abs(y_new))
     err = _row_rms(h_y * _combine(tab.error, ks) / scale)
-    bad = ~(_isfinite_rows(y_new) & (err == err) & (err < math.inf))
+    bad = ~(xp.all(xp.isfinite(y_new), axis=1) & (err == err) & (err < math.inf))
     accept = (err <= 1.0) & ~bad
     h_new = ha * _step_factor(err, accept, err_prev, _gather(st.retry, idx), tab.order)
-    resolution = _COLLAPSE_ULPS * np.finfo(np.float64).eps * _clip(abs(ta), abs(t1))
+    resolution = _COLLAPSE_ULPS * np.finfo(np.float64).eps * xp.clip(abs(ta), abs(t1))
     _scatter(st.collapsed, idx, ~accept & ~bad & (h_new < resolution))
     _scatter(st.nonfinite, idx, bad)
     _scatter(st.retry, idx, ~accept)
-    _scatter(st.err_prev, idx, _where(accept, _clip(err, 1e-4), err_prev))
+    _scatter(st.err_prev, idx, _where(accept, xp.clip(err, 1e-4), err_prev))
     _scatter(st.y, idx, _where(accept, y_new, ya))
     _scatter(st.k1, idx, _where(accept, ks[-1], ka))
     _scatter(st.t, idx, _where(accept, _where(last, t1, ta + ha), ta))
@@ -479,7 +414,8 @@ def _attempt(tab, func, st: _RowState, idx, t1: float, rtol: float, atol: float)
 
 def _integrate_adaptive(tab, func, y0, grid, *, trajectory, rtol, atol, max_steps):
     st = _start(tab, func, y0, grid, rtol, atol)
-    states = [_copy(st.y)] if trajectory else None
+    xp = st.xp
+    states = [xp.copy(st.y)] if trajectory else None
     for t1 in grid[1:]:
         t1 = float(t1)
         for _ in range(max_steps):
@@ -494,11 +430,9 @@ def _integrate_adaptive(tab, func, y0, grid, *, trajectory, rtol, atol, max_step
                     "raise max_steps or rtol."
                 )
         if trajectory:
-            states.append(_copy(st.y))
-    y = _stack(states) if trajectory else st.y
-    counts = (st.n_accepted, st.n_rejected)
-    if is_torch(st.y):  # one read of both counters
-        counts = _torch().stack(counts).tolist()
+            states.append(xp.copy(st.y))
+    y = xp.stack(states) if trajectory else st.y
+    counts = xp.stack((st.n_accepted, st.n_rejected)).tolist()  # one read of both counters
     return ODESolution(grid, y, st.n_evals, int(counts[0]), int(counts[1]))
 
 
@@ -511,7 +445,9 @@ def _integrate_fixed(tab, func, y0, grid, *, trajectory):
         n_evals += evals
         if trajectory:
             states.append(y)
-    return ODESolution(grid, _stack(states) if trajectory else y, n_evals)
+    if trajectory:
+        y = get_namespace(y).stack(states)
+    return ODESolution(grid, y, n_evals)
 
 
 def _tableau(method: Any) -> ButcherTableau:

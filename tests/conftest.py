@@ -16,6 +16,11 @@ Two things made the examples of a derandomized test depend on the run order:
 ``HYPOTHESIS_PROFILE=random python -m pytest ...`` draws fresh random examples instead (for
 deeper local runs; CI uses the default profile).
 
+**Fixtures** shared by the test files: ``gaussian_support`` (a factory of a standard normal
+support and queries, the data most field tests build) and ``one_torch_thread`` (one Torch
+intra-op thread for a module of tiny tensors). The brute-force NW reference is a module,
+``tests/nw_reference.py``, imported by the tests that compare with it.
+
 **Threads.** Torch, NumPy's BLAS and OpenMP start one thread per core by default; beside
 other work (another test run, a build) those threads oversubscribe the cores and a test that
 takes seconds alone takes minutes. The suite therefore runs with a deliberate thread count,
@@ -34,6 +39,7 @@ import importlib
 import os
 import pkgutil
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import settings
@@ -73,3 +79,25 @@ def _import_all_skflow_modules() -> None:
 
 
 _import_all_skflow_modules()
+
+
+@pytest.fixture
+def gaussian_support():
+    """Factory ``(m, n, d, seed=0) -> (support, x)``: standard normal draws of shapes (m, d)
+    and (n, d), the support first, from ``np.random.default_rng(seed)``."""
+
+    def make(m: int, n: int, d: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        rng = np.random.default_rng(seed)
+        return rng.normal(size=(m, d)), rng.normal(size=(n, d))
+
+    return make
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """One Torch intra-op thread for the module, restored after it: on a busy CPU, thread
+    hand-offs would dominate the run time of tiny tensors."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

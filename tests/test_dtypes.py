@@ -17,13 +17,8 @@ SIGMA_MIN = 0.01
 FIELD_FUNCTIONS = [name for name in F.__all__ if name.startswith("nw_")]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    """Tiny tensors: on a busy CPU, intra-op thread hand-offs would dominate the run time."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+# tiny tensors: one Torch thread (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

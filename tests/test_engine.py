@@ -130,9 +130,8 @@ def test_attention_engine_is_differentiable():
     )
 
 
-def test_bandwidth_callable_with_per_row_tensor_times():
-    rng = np.random.default_rng(14)
-    support, x = rng.normal(size=(30, 4)), rng.normal(size=(20, 4))
+def test_bandwidth_callable_with_per_row_tensor_times(gaussian_support):
+    support, x = gaussian_support(30, 20, 4, seed=14)
     t = np.linspace(0.0, 1.0, 20)
 
     def bw(s):

@@ -40,17 +40,15 @@ def test_velocity_equals_brute_force(m, d, t):
     _assert_close(nw_local_mean(x, support, t), w_ref @ support)
 
 
-def test_per_row_times_equal_brute_force():
-    rng = np.random.default_rng(1)
-    support, x = rng.normal(size=(30, 5)), rng.normal(size=(25, 5))
+def test_per_row_times_equal_brute_force(gaussian_support):
+    support, x = gaussian_support(30, 25, 5, seed=1)
     t = np.linspace(0.0, 1.0, 25)
     _, v_ref = brute_force_field(x, support, t, 0.05)
     _assert_close(nw_velocity(x, support, t, sigma_min=0.05), v_ref)
 
 
-def test_torch_matches_numpy_in_float64():
-    rng = np.random.default_rng(2)
-    support, x = rng.normal(size=(60, 8)), rng.normal(size=(33, 8))
+def test_torch_matches_numpy_in_float64(gaussian_support):
+    support, x = gaussian_support(60, 33, 8, seed=2)
     for t in TIMES:
         v_np = nw_velocity(x, support, t)
         v_t = nw_velocity(torch.from_numpy(x), torch.from_numpy(support), t)
@@ -58,16 +56,11 @@ def test_torch_matches_numpy_in_float64():
         _assert_close(v_t.numpy(), v_np)
 
 
-def test_scaled_bandwidth_changes_only_the_weights():
-    rng = np.random.default_rng(3)
-    support, x = rng.normal(size=(20, 3)), rng.normal(size=(10, 3))
+def test_scaled_bandwidth_changes_only_the_weights(gaussian_support):
+    support, x = gaussian_support(20, 10, 3, seed=3)
     t, c, smin = 0.6, 2.0, 0.01
-    sigma_t = 1 - (1 - smin) * t
     # brute force with kernel width c * sigma_t in x-space
-    logits = -np.sum((x[:, None] - t * support[None]) ** 2, axis=2) / (2 * (c * sigma_t) ** 2)
-    w = np.exp(logits - logits.max(1, keepdims=True))
-    w /= w.sum(1, keepdims=True)
-    expected = (w @ support - (1 - smin) * x) / sigma_t
+    _, expected = brute_force_field(x, support, t, smin, width=lambda t, sigma_t: c * sigma_t)
     _assert_close(nw_velocity(x, support, t, bandwidth=c), expected)
     # a callable returning c * sigma_t / t is the same kernel
     same = nw_velocity(x, support, t, bandwidth=lambda s: c * (1 - (1 - smin) * s) / s)
@@ -117,11 +110,10 @@ def test_divergence_equals_autograd_trace(t, projection):
     _assert_close(div2.numpy(), div.numpy())
 
 
-def test_log_density_at_one_is_the_kde():
+def test_log_density_at_one_is_the_kde(gaussian_support):
     from sklearn.neighbors import KernelDensity
 
-    rng = np.random.default_rng(6)
-    support, x = rng.normal(size=(40, 3)), rng.normal(size=(20, 3))
+    support, x = gaussian_support(40, 20, 3, seed=6)
     kde = KernelDensity(bandwidth=0.2).fit(support)
     np.testing.assert_allclose(
         nw_log_density(x, support, 1.0, sigma_min=0.2), kde.score_samples(x), rtol=1e-12
@@ -195,9 +187,8 @@ def test_effective_sample_size_is_m_at_time_zero(problem):
     assert np.all(n_eff_late >= 1 - 1e-12) and np.all(n_eff_late <= support.shape[0] + 1e-9)
 
 
-def test_limits_at_both_ends():
-    rng = np.random.default_rng(7)
-    support, x = rng.normal(size=(10, 2)), rng.normal(size=(5, 2))
+def test_limits_at_both_ends(gaussian_support):
+    support, x = gaussian_support(10, 5, 2, seed=7)
     # t = 0: global average, velocity = mean(S) - (1 - sigma_min) x
     np.testing.assert_allclose(nw_velocity(x, support, 0.0), support.mean(0) - 0.99 * x)
     # t = 1: weights concentrate on the nearest support point

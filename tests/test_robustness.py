@@ -136,9 +136,8 @@ def test_per_row_times_including_both_ends(dtype):
         assert _normwise(got, v_ref) < TOL[dtype]
 
 
-def test_t_zero_is_the_support_mean_and_t_one_the_nearest_neighbour():
-    rng = np.random.default_rng(2)
-    S, X = rng.normal(size=(25, 3)), rng.normal(size=(8, 3))
+def test_t_zero_is_the_support_mean_and_t_one_the_nearest_neighbour(gaussian_support):
+    S, X = gaussian_support(25, 8, 3, seed=2)
     np.testing.assert_allclose(nw_local_mean(X, S, 0.0), np.tile(S.mean(0), (8, 1)), atol=1e-14)
     w = nw_weights(S[:5] + 1e-4, S, 1.0, sigma_min=1e-3)  # next to support points
     np.testing.assert_allclose(w[np.arange(5), np.arange(5)], 1.0, atol=1e-12)
@@ -296,9 +295,8 @@ def test_streaming_equals_dense(library, projected, t):
     np.testing.assert_allclose(streamed, logits, rtol=1e-12, atol=1e-12 * np.abs(logits).max())
 
 
-def test_streaming_log_density_equals_dense():
-    rng = np.random.default_rng(5)
-    S, X = rng.normal(size=(150, 4)), rng.normal(size=(20, 4))
+def test_streaming_log_density_equals_dense(gaussian_support):
+    S, X = gaussian_support(150, 20, 4, seed=5)
     for t in (0.0, 0.5, 1.0):
         dense = nw_log_density(X, S, t)
         np.testing.assert_allclose(nw_log_density(X, S, t, support_chunk_size=7), dense, rtol=1e-13)

@@ -163,7 +163,7 @@ def test_posterior_mean_is_the_conditional_expectation(t, anisotropic):
     sigma_min, n = 0.01, 200_000
     tasks, X1, params = _mixture_sample(2, n, 0, anisotropic=anisotropic, n_components=3, box=2.0)
     x0 = np.random.default_rng(1).standard_normal(X1.shape)
-    xt = OTPath(sigma_min).sample_xt(x0, X1, t)
+    xt = OTPath(sigma_min).sample_conditional(x0, X1, t)
     resid = X1 - tasks.posterior_mean(xt, t, params, sigma_min=sigma_min)
     tests = [np.ones(xt.shape[:2]), xt[..., 0], xt[..., 1], np.tanh(xt[..., 0] * xt[..., 1])]
     for h in tests:
@@ -172,7 +172,7 @@ def test_posterior_mean_is_the_conditional_expectation(t, anisotropic):
         assert np.all(np.abs(z) < 4.5), z
     # the velocity is the same statement: u_cond - u_exact is orthogonal to functions of x_t
     u = tasks.velocity(xt, t, params, sigma_min=sigma_min)
-    gap = OTPath(sigma_min).conditional_target(x0, X1) - u
+    gap = OTPath(sigma_min).conditional_velocity(x0, X1) - u
     z = gap[0].mean(axis=0) / (gap[0].std(axis=0) / np.sqrt(n))
     assert np.all(np.abs(z) < 4.5)
 
@@ -182,7 +182,8 @@ def test_velocity_matches_the_nw_field_of_a_large_sample(t):
     sigma_min = 0.01
     tasks, S, params = _mixture_sample(2, 200_000, 3, n_components=2, box=2.0)
     x = tasks.sample_tasks(1, 1, 30, random_state=9)[1]  # query points (another task's)
-    x = OTPath(sigma_min).sample_xt(np.random.default_rng(2).standard_normal(x.shape), S[:, :30], t)
+    x0 = np.random.default_rng(2).standard_normal(x.shape)
+    x = OTPath(sigma_min).sample_conditional(x0, S[:, :30], t)
     exact = tasks.velocity(x, t, params, sigma_min=sigma_min)[0]
     nw = nw_velocity(x[0], S[0], t, sigma_min=sigma_min)
     scale = np.abs(exact).max()

@@ -61,18 +61,18 @@ Precision
 ---------
 float64 results equal a float64 brute force to about ``1e-12`` relative. In float32 the
 expansion costs about ``eps_32 * a(t) * R^2`` in the logits, ``R = max_i ||s_i - mu||`` (after
-the projection, if any), which grows like ``1 / sigma_t^2`` as ``t -> 1``. When
-``a(t) R^2 > FLOAT32_LOGIT_LIMIT`` (``1e4``; for standardized data that is ``t`` above about
-0.92 in d = 64 and 0.975 in d = 2) float32 inputs are computed in float64 and the result is
-cast back to float32, so the float32 velocity stays within ``1e-4`` (normwise relative:
-``max |v_32 - v_64| / max |v_64|``) of the float64 field at every ``t`` in ``[0, 1]`` on
-standardized data; without the fallback it reaches ~2e-4 in d = 2 at ``t >= 0.99``. Set
-``NWField(..., float32_logit_limit=float("inf"))`` to stay in float32 throughout. See
-``docs/performance.md`` for the measurements.
+the projection, if any), which grows like ``1 / sigma_t^2`` as ``t -> 1``. When ``a(t) R^2``
+exceeds ``NWField``'s ``float32_logit_limit`` (default ``1e4``; for standardized data that is
+``t`` above about 0.92 in d = 64 and 0.975 in d = 2) float32 inputs are computed in float64
+and the result is cast back to float32, so the float32 velocity stays within ``1e-4``
+(normwise relative: ``max |v_32 - v_64| / max |v_64|``) of the float64 field at every ``t`` in
+``[0, 1]`` on standardized data; without the fallback it reaches ~2e-4 in d = 2 at
+``t >= 0.99``. Set ``NWField(..., float32_logit_limit=float("inf"))`` to stay in float32
+throughout. See ``docs/performance.md`` for the measurements.
 """
 
 from ._coefficients import kernel_coefficients
-from ._plan import FLOAT32_LOGIT_LIMIT, default_chunk_size  # noqa: F401 - the default limit
+from ._plan import default_chunk_size
 from .functions import (
     nw_divergence,
     nw_effective_sample_size,

@@ -109,7 +109,7 @@ def _block_mean(call, x32, geom32, start, stop, scale, cap) -> Any:
     lifted = xp.concat([a32 * q32, xp.full((stop - start, 1), 1.0, q32) * -b32], axis=-1)
     logits = lifted @ scale["lifted_keys"]
     top = xp.amax(logits, axis=-1, keepdims=True)
-    if stop == start or cap == 0 or not _all_finite(xp, top):
+    if stop == start or cap == 0 or not bool(xp.all(xp.isfinite(top))):
         return _dense_block(call, start, stop)
     radius = scale["radius"]
     norm_q = xp.sqrt(xp.sum(q32 * q32, axis=-1, keepdims=True))
@@ -163,8 +163,3 @@ def _segment_max(xp: Any, rows: Any, values: Any, n_rows: int) -> Any:
     starts = np.searchsorted(rows, np.arange(n_rows))
     return np.maximum.reduceat(values, starts)
 
-
-def _all_finite(xp: Any, a: Any) -> bool:
-    if xp.name == "torch":
-        return bool(xp.torch.isfinite(a).all())
-    return bool(np.isfinite(a).all())

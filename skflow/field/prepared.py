@@ -205,7 +205,8 @@ class NWField:
         self._coefficients: dict[float, Any] = {}
         # Prepared now, so the field is a snapshot of the support (a streamed support is read
         # at every call instead: no copy of it is made).
-        self._geometry(_float(self.xp, 32 if _is_float32(self.xp, self.support) else 64))
+        xp = self.xp
+        self._geometry(xp.float32 if self.support.dtype == xp.float32 else xp.float64)
 
     # -- preparation -----------------------------------------------------------------------
     @property
@@ -227,7 +228,7 @@ class NWField:
         shape = getattr(self.projection, "shape", None)
         k = int(shape[-2]) if shape is not None and len(shape) >= 2 else d
         device = self.support.device if self.xp.name == "torch" else None
-        itemsize = 4 if _is_float32(self.xp, self.support) else 8
+        itemsize = 4 if self.support.dtype == self.xp.float32 else 8
         budget = block_budget(device, itemsize)
         return stream_rows(m, d, k, 1024, support_chunk_size, budget)
 
@@ -255,8 +256,8 @@ class NWField:
         geometry for the screened local mean (``float32_fallback="screened"``)."""
         xp = self.xp
         x = self._check_queries(x)
-        both32 = _is_float32(xp, x) and _is_float32(xp, self.support)
-        dtype = _float(xp, 32 if both32 else 64)
+        both32 = x.dtype == xp.float32 and self.support.dtype == xp.float32
+        dtype = xp.float32 if both32 else xp.float64
         x = _cast(xp, x, dtype)
         out_dtype = x.dtype
         check32 = both32 and not (xp.name == "torch" and x.device.type == "mps")
@@ -280,7 +281,7 @@ class NWField:
             # Promote when the logits would lose precision, or when ||P(s - mu)||^2
             # overflows float32 (even at t = 0, where 0 * inf would give NaN weights).
             if not np.isfinite(radius2) or coef.a_max * radius2 > self.float32_logit_limit:
-                f64 = _float(xp, 64)
+                f64 = xp.float64
                 x32, geom32 = x, geom
                 x = _cast(xp, x, f64)
                 # recomputed, not cast: float32 coefficients would carry their rounding
@@ -405,7 +406,7 @@ class NWField:
         engine's per-block precision rule.
         """
         share, n = self.pruned_max_share, call.n
-        if share is None or n < 2 * PRUNE_PROBE_ROWS or call.x.dtype != _float(self.xp, 64):
+        if share is None or n < 2 * PRUNE_PROBE_ROWS or call.x.dtype != self.xp.float64:
             return True
         rows = np.linspace(0, n - 1, PRUNE_PROBE_ROWS).round().astype(np.int64)
         idx = queries.new_tensor(rows).long() if is_torch(queries) else rows
@@ -503,8 +504,9 @@ class NWField:
         if t_arr.ndim != 0:
             raise ValueError("nw_log_density takes a scalar t.")
         x = self._check_queries(x)
-        both32 = _is_float32(self.xp, x) and _is_float32(self.xp, self.support)
-        x = _cast(self.xp, x, _float(self.xp, 32 if both32 else 64))
+        xp = self.xp
+        both32 = x.dtype == xp.float32 and self.support.dtype == xp.float32
+        x = _cast(xp, x, xp.float32 if both32 else xp.float64)
         return path_log_density(
             self.xp,
             x,
@@ -546,16 +548,6 @@ def _check_support(xp: Any, support: Any) -> Any:
     if support.shape[-2] == 0:
         raise ValueError("support is empty: at least one support point is required.")
     return support
-
-
-def _is_float32(xp: Any, a: Any) -> bool:
-    return a.dtype == (xp.torch.float32 if xp.name == "torch" else np.float32)
-
-
-def _float(xp: Any, bits: int) -> Any:
-    if xp.name == "torch":
-        return xp.torch.float32 if bits == 32 else xp.torch.float64
-    return np.float32 if bits == 32 else np.float64
 
 
 def _cast(xp: Any, a: Any, dtype: Any) -> Any:

@@ -106,7 +106,7 @@ from typing import Any
 
 import numpy as np
 
-from .._array import is_torch, to_numpy
+from .._array import get_namespace, is_torch, to_numpy
 from .._validation import as_generator, check_int, check_real
 
 __all__ = ["ClusteredSupport", "PrunedMean", "default_n_clusters", "pruned_local_mean"]
@@ -150,31 +150,9 @@ def _float_dtype_name(a: Any) -> str:
     return "float32" if name == "float32" else "float64"
 
 
-def _cast(a: Any, name: str) -> Any:
-    if is_torch(a):
-        import torch
-
-        return a.to(getattr(torch, name))
-    return np.asarray(a, dtype=name)
-
-
 def _to_lib(a: np.ndarray, like: Any, name: str) -> Any:
     """Host array ``a`` in the library, device and dtype ``name`` of ``like``."""
-    if is_torch(like):
-        import torch
-
-        return torch.as_tensor(
-            np.ascontiguousarray(a), dtype=getattr(torch, name), device=like.device
-        )
-    return np.asarray(a, dtype=name)
-
-
-def _index_lib(idx: np.ndarray, like: Any) -> Any:
-    if is_torch(like):
-        import torch
-
-        return torch.as_tensor(idx, dtype=torch.int64, device=like.device)
-    return idx
+    return get_namespace(like).from_host(a, like, name)
 
 
 def _host64(a: Any) -> np.ndarray:
@@ -186,16 +164,16 @@ def _check_matrix(a: Any, name: str) -> Any:
         a = np.asarray(a)
     if a.ndim != 2 or a.shape[0] < 1 or a.shape[1] < 1:
         raise ValueError(f"{name} must be a non-empty 2-D array, got shape {tuple(a.shape)}.")
+    xp = get_namespace(a)
     if str(a.dtype).replace("torch.", "") not in ("float32", "float64"):
-        a = _cast(a, "float64")
-    finite = a.isfinite().all() if is_torch(a) else np.isfinite(a).all()
-    if not bool(finite):
+        a = xp.astype(a, "float64")
+    if not bool(xp.all(xp.isfinite(a))):
         raise ValueError(f"{name} contains NaN or infinity.")
     return a
 
 
 def _argmax_rows(a: Any) -> np.ndarray:
-    return np.asarray(to_numpy(a.argmax(1) if is_torch(a) else np.argmax(a, axis=1)))
+    return np.asarray(to_numpy(get_namespace(a).argmax(a, 1)))
 
 
 def _segment_sums(x64: np.ndarray, labels: np.ndarray, total: np.ndarray) -> None:
@@ -233,7 +211,7 @@ def _lloyd(keys: Any, n_clusters: int, rng: np.random.Generator, n_iter: int) ->
     m = keys.shape[0]
     size = min(m, 32 * n_clusters)
     rows = np.sort(rng.choice(m, size, replace=False)) if size < m else np.arange(m)
-    sample = keys[_index_lib(rows, keys)]
+    sample = keys[get_namespace(keys).index(rows, keys)]
     sample64 = _host64(sample)
     centres = sample64[rng.choice(size, n_clusters, replace=False)].copy()
     for _ in range(n_iter):
@@ -334,7 +312,8 @@ class ClusteredSupport:
         if is_torch(keys) != is_torch(values) or values.shape[0] != keys.shape[0]:
             raise ValueError("keys and values must be the same kind of array with the same rows.")
         if _float_dtype_name(keys) != _float_dtype_name(values):
-            keys, values = _cast(keys, "float64"), _cast(values, "float64")
+            xp = get_namespace(keys)
+            keys, values = xp.astype(keys, "float64"), xp.astype(values, "float64")
         m = keys.shape[0]
         c = check_int(n_clusters, "n_clusters", allow_none=True)
         c = default_n_clusters(m) if c is None else c
@@ -351,7 +330,8 @@ class ClusteredSupport:
         self.sizes_ = np.bincount(self.labels_, minlength=used.size)
         self.offsets_ = np.concatenate([[0], np.cumsum(self.sizes_)])
         self.n_clusters_ = int(used.size)
-        perm = _index_lib(self.perm_, keys)
+        xp = get_namespace(keys)
+        perm = xp.index(self.perm_, keys)
         self.keys_ = keys[perm]
         self.values_ = self.keys_ if shared else values[perm]
         sorted_labels = self.labels_[self.perm_]
@@ -367,10 +347,10 @@ class ClusteredSupport:
             )
         norms2 = (self.values_ * self.values_).sum(1)[:, None]
         lifted = [self.values_, norms2, norms2 * 0 + 1]
-        self.lifted_values_ = torch_cat(lifted) if is_torch(norms2) else np.hstack(lifted)
+        self.lifted_values_ = xp.concat(lifted, axis=1)
         norms2 = (self.keys_ * self.keys_).sum(1)[:, None]
         lifted = [self.keys_, norms2, norms2 * 0 + 1]
-        self.lifted_keys_ = torch_cat(lifted) if is_torch(norms2) else np.hstack(lifted)
+        self.lifted_keys_ = xp.concat(lifted, axis=1)
         self.value_mean_ = (self.sizes_ @ self.value_centres_) / keys.shape[0]
         self.dtype_name_ = _float_dtype_name(self.keys_)
 
@@ -421,6 +401,7 @@ class _State:
     """
 
     def __init__(self, like: Any, n: int, dim: int, n_clusters: int) -> None:
+        self.xp = get_namespace(like)
         self.M = _to_lib(np.full(n, -np.inf), like, "float64")
         self.acc = _to_lib(np.zeros((n, dim + 2)), like, "float64")
         self.delta = np.zeros(n)  # bound on every evaluated shifted logit's error
@@ -430,20 +411,15 @@ class _State:
 
     def add(self, sel: Any, s: Any, lifted: Any) -> None:
         """Fold the shifted logits ``s`` (|sel|, r) of lifted values (r, d + 2) into ``sel``."""
-        old = self.M[sel]
-        top = _cast(s.amax(1) if is_torch(s) else s.max(axis=1), "float64")
-        new = top.maximum(old) if is_torch(top) else np.maximum(top, old)
-        scale = (old - new).exp() if is_torch(new) else np.exp(old - new)
-        shift = _cast(new, _float_dtype_name(s))[:, None]
+        xp, old = self.xp, self.M[sel]
+        new = xp.maximum(xp.to_float64(xp.amax(s, 1)), old)
+        scale = xp.exp(old - new)
+        shift = xp.astype(new, _float_dtype_name(s))[:, None]
         # In place, in a cache-sized tile; the clamp keeps exp out of the (slow) subnormal
         # range; it raises weights below e^CLAMP of the maximum (accounted in the bound).
-        low = _CLAMP[_float_dtype_name(s)]
-        if is_torch(s):
-            s.sub_(shift).clamp_(min=low).exp_()
-        else:
-            np.exp(np.maximum(np.subtract(s, shift, out=s), low, out=s), out=s)
+        xp.shifted_exp_(s, shift, _CLAMP[_float_dtype_name(s)])
         self.M[sel] = new
-        self.acc[sel] = self.acc[sel] * scale[:, None] + _cast(s @ lifted, "float64")
+        self.acc[sel] = self.acc[sel] * scale[:, None] + xp.to_float64(s @ lifted)
 
 
 def _chunks(offsets: np.ndarray, clusters: np.ndarray, max_rows: int) -> list[list[tuple]]:
@@ -466,22 +442,10 @@ def _chunks(offsets: np.ndarray, clusters: np.ndarray, max_rows: int) -> list[li
     return out
 
 
-def torch_cat(parts: list) -> Any:
-    """``torch.cat(parts, dim=1)``."""
-    import torch
-
-    return torch.cat(parts, dim=1)
-
-
 def _rows(a: Any, pieces: list[tuple]) -> Any:
     if len(pieces) == 1:
         return a[pieces[0][0] : pieces[0][1]]  # a view: no copy for long runs
-    parts = [a[s:e] for s, e in pieces]
-    if is_torch(a):
-        import torch
-
-        return torch.cat(parts)
-    return np.concatenate(parts)
+    return get_namespace(a).concat([a[s:e] for s, e in pieces])
 
 
 def _precision(index, spread: np.ndarray, opts) -> tuple[str, float]:
@@ -506,6 +470,7 @@ def _evaluate(index, st: _State, sel: np.ndarray, clusters: np.ndarray, c0, z, b
     spread = b[sel] * ((float(reach.max()) + zdist) * (1.0 + _HOST_SLACK)) ** 2
     name, eps = _precision(index, spread, opts)
     like = index.keys_
+    xp = get_namespace(like)
     max_rows = max(1, _EVAL_ELEMENTS // sel.size)
     pieces = _chunks(index.offsets_, clusters, max_rows)
     # Lifted query [2b (z - c0), -b, -b ||z - c0||^2] against [k - c0, ||k - c0||^2, 1]:
@@ -513,15 +478,14 @@ def _evaluate(index, st: _State, sel: np.ndarray, clusters: np.ndarray, c0, z, b
     zl = np.hstack([2.0 * b[sel, None] * z0, -b[sel, None], -b[sel, None] * zdist[:, None] ** 2])
     zl = _to_lib(zl, like, name)
     c0w = _to_lib(c0, like, name)
-    sel_lib = _index_lib(sel, like)
+    sel_lib = xp.index(sel, like)
     for chunk in pieces:
         if origin and name == index.dtype_name_:  # stored lifted keys: no per-chunk copy
-            s = zl @ _cast(_rows(index.lifted_keys_, chunk), name).T
+            s = zl @ xp.astype(_rows(index.lifted_keys_, chunk), name).T
         else:
-            k0 = _cast(_rows(index.keys_, chunk), name) - c0w
-            parts = [k0, (k0 * k0).sum(1)[:, None], k0[:, :1] * 0 + 1]
-            s = zl @ (torch_cat(parts) if is_torch(k0) else np.hstack(parts)).T
-        st.add(sel_lib, s, _cast(_rows(index.lifted_values_, chunk), name))
+            k0 = xp.astype(_rows(index.keys_, chunk), name) - c0w
+            s = zl @ xp.concat([k0, (k0 * k0).sum(1)[:, None], k0[:, :1] * 0 + 1], axis=1).T
+        st.add(sel_lib, s, xp.astype(_rows(index.lifted_values_, chunk), name))
     k = index.centres_.shape[1]
     # GEMM (k + 2 terms), ||k - c0||^2 (k terms) and the rounding of k - c0 itself.
     st.delta[sel] = np.maximum(st.delta[sel], _gamma(2 * k + 8, eps) * spread + 762 * eps)

@@ -1,0 +1,241 @@
+"""Random Gaussian mixtures, with their exact population velocity under the OT path."""
+
+from typing import NamedTuple
+
+import numpy as np
+
+from .._validation import check_bool, check_int, check_real
+from ..paths import OTPath
+from ._base import (
+    SyntheticTasks,
+    categorical,
+    check_int_range,
+    check_positive_range,
+    haar_rotations,
+    masked_dirichlet,
+)
+
+__all__ = ["GaussianMixtureParams", "GaussianMixtureTasks"]
+
+
+class GaussianMixtureParams(NamedTuple):
+    """Parameters of a batch of Gaussian mixtures (one per task), slot ``k`` of task ``b``.
+
+    Attributes
+    ----------
+    weights : ndarray of shape (B, K)
+        Mixture weights (0 for unused slots; rows sum to 1).
+    means : ndarray of shape (B, K, d)
+    rotations : ndarray of shape (B, K, d, d)
+        Orthogonal eigenbases ``R`` of the covariances ``R diag(scales**2) R^T``.
+    scales : ndarray of shape (B, K, d)
+        Standard deviations along the columns of ``R``.
+    """
+
+    weights: np.ndarray
+    means: np.ndarray
+    rotations: np.ndarray
+    scales: np.ndarray
+
+
+
+class GaussianMixtureTasks(SyntheticTasks):
+    """Meta-distribution of random Gaussian mixtures.
+
+    For every task: the number of components ``K`` is uniform on the integers in
+    ``n_components`` (inclusive), the means are uniform in ``[-box, box]^d``, the mixture
+    weights follow a Dirichlet(1) law, and component ``k`` is a Gaussian with covariance
+    ``A_k A_k^T``. When ``anisotropic``, ``A_k = R_k diag(sigma_k)`` with ``R_k`` a
+    uniformly random rotation (QR of a Gaussian matrix with the sign fix) and the ``d``
+    entries of ``sigma_k`` uniform in ``scale``; otherwise ``A_k = sigma_k I`` with one
+    ``sigma_k`` uniform in ``scale``. Support and query points are iid draws from the same
+    mixture.
+
+    Parameters
+    ----------
+    n_features : int >= 1, default=2
+        Dimension ``d`` of the points.
+    n_components : int or (int, int), default=(2, 8)
+        Range ``(low, high)`` (inclusive) of the number of components; an int fixes it.
+    box : float > 0, default=5.0
+        Means are uniform in ``[-box, box]^d``.
+    scale : float or (float, float), default=(0.3, 1.0)
+        Range of the component standard deviations (per axis when anisotropic); a float
+        fixes it. Must be positive.
+    anisotropic : bool, default=True
+        Random rotated axis-aligned covariances if True, isotropic ones if False.
+
+    Attributes
+    ----------
+    n_features : int
+        Dimension of the points.
+
+    Notes
+    -----
+    ``sample_tasks`` is vectorized: every task draws ``high`` components and the unused
+    ones get zero weight. Parameters are validated when sampling.
+
+    Examples
+    --------
+    >>> from skflow.tasks import GaussianMixtureTasks
+    >>> S, Q = GaussianMixtureTasks(n_features=3).sample_task(5, 7, random_state=0)
+    >>> S.shape, Q.shape, S.dtype
+    ((5, 3), (7, 3), dtype('float64'))
+    >>> Ss, Qs = GaussianMixtureTasks(n_features=3).sample_tasks(4, 5, 7, random_state=0)
+    >>> Ss.shape, Qs.shape
+    ((4, 5, 3), (4, 7, 3))
+    """
+
+    _param_names = ("n_features", "n_components", "box", "scale", "anisotropic")
+
+    def __init__(
+        self, n_features=2, *, n_components=(2, 8), box=5.0, scale=(0.3, 1.0), anisotropic=True
+    ):
+        self.n_features = n_features
+        self.n_components = n_components
+        self.box = box
+        self.scale = scale
+        self.anisotropic = anisotropic
+
+    def _validate(self):
+        d = check_int(self.n_features, "n_features")
+        k_lo, k_hi = check_int_range(self.n_components, "n_components", 1)
+        box = check_real(self.box, "box", low=0.0, low_open=True)
+        s_lo, s_hi = check_positive_range(self.scale, "scale")
+        return d, k_lo, k_hi, box, s_lo, s_hi, check_bool(self.anisotropic, "anisotropic")
+
+    def sample_tasks(self, n_tasks, n_support, n_query, random_state=None, *, return_params=False):
+        """Draw a batch of independent tasks.
+
+        Parameters
+        ----------
+        n_tasks : int >= 1
+            Number of tasks ``B``.
+        n_support : int >= 1
+            Number of support points per task.
+        n_query : int >= 0
+            Number of query points per task.
+        random_state : None, int, RandomState or Generator, default=None
+            Source of randomness.
+        return_params : bool, default=False
+            Also return the mixtures, for :meth:`velocity` (the same draws either way).
+
+        Returns
+        -------
+        supports : ndarray of shape (n_tasks, n_support, n_features), float64
+        queries : ndarray of shape (n_tasks, n_query, n_features), float64
+        params : GaussianMixtureParams, only if ``return_params``
+            The task's mixture: component ``k`` of task ``b`` is
+            ``N(means[b, k], rotations[b, k] diag(scales[b, k]**2) rotations[b, k]^T)``
+            with weight ``weights[b, k]`` (0 for unused slots).
+        """
+        S, Q, params = self._sample(n_tasks, n_support, n_query, random_state)
+        return (S, Q, params) if return_params else (S, Q)
+
+    @staticmethod
+    def _draw(rng, B, n, d, k_lo, k_hi, box, s_lo, s_hi, anisotropic):
+        n_active = rng.integers(k_lo, k_hi + 1, size=B)
+        weights, _ = masked_dirichlet(rng, n_active, k_hi)
+        means = rng.uniform(-box, box, size=(B, k_hi, d))
+        if anisotropic:
+            rot = haar_rotations(rng, (B, k_hi), d)
+            scales = rng.uniform(s_lo, s_hi, size=(B, k_hi, d))
+        else:
+            rot = np.broadcast_to(np.eye(d), (B, k_hi, d, d))
+            scales = np.repeat(rng.uniform(s_lo, s_hi, size=(B, k_hi))[..., None], d, axis=2)
+        params = GaussianMixtureParams(weights, means, rot, scales)
+
+        comp = categorical(rng, weights, n, n_active)  # (B, n)
+        z = rng.standard_normal((B, n, d))
+        X = np.take_along_axis(means, comp[:, :, None], axis=1)  # (B, n, d)
+        if anisotropic:
+            A = rot * scales[..., None, :]  # R diag(scales)
+            # loop over the (few) component slots only: X += A_k z for points of slot k
+            for k in range(k_hi):
+                mask = comp == k
+                if mask.any():
+                    X += np.where(mask[:, :, None], z @ np.swapaxes(A[:, k], -1, -2), 0.0)
+        else:
+            X += np.take_along_axis(scales[..., 0], comp, axis=1)[:, :, None] * z
+        return X, params
+
+    @staticmethod
+    def posterior_mean(x, t, params, *, sigma_min=0.01):
+        """Exact ``E[x_1 | x_t = x]`` under the OT path, for the mixtures ``params``.
+
+        With ``x_1`` from the mixture and ``x_t = t x_1 + sigma_t x_0``, ``x_t`` is a Gaussian
+        mixture with components ``N(t mu_k, t^2 Sigma_k + sigma_t^2 I)``; the posterior mean is
+        the responsibility-weighted ``mu_k + t Sigma_k (t^2 Sigma_k + sigma_t^2 I)^{-1}
+        (x - t mu_k)``, computed in each component's eigenbasis (no matrix inverse).
+
+        Parameters
+        ----------
+        x : array-like of shape (B, n, n_features)
+            Points at time ``t``; ``B`` is the number of tasks of ``params``.
+        t : float or array-like of shape (B, n)
+            Times in [0, 1].
+        params : GaussianMixtureParams
+            From ``sample_tasks(..., return_params=True)``.
+        sigma_min : float, default=0.01
+            Path noise at ``t = 1``.
+
+        Returns
+        -------
+        mean : ndarray of shape (B, n, n_features), float64
+        """
+        path = OTPath(sigma_min)
+        x = np.asarray(x, dtype=np.float64)
+        t = np.broadcast_to(np.asarray(t, dtype=np.float64), x.shape[:2])[..., None]
+        var_noise = path.sigma(t) ** 2  # (B, n, 1)
+        K = params.means.shape[1]
+        log_resp = np.empty(x.shape[:2] + (K,))
+        cond = np.empty(x.shape[:2] + (K, x.shape[2]))
+        with np.errstate(divide="ignore"):
+            log_w = np.log(params.weights)  # unused slots: -inf
+        for k in range(K):
+            mu, R = params.means[:, None, k], params.rotations[:, k]  # (B, 1, d), (B, d, d)
+            s2 = params.scales[:, None, k] ** 2  # (B, 1, d)
+            var = t**2 * s2 + var_noise  # eigenvalues of the component's covariance at t
+            z = (x - t * mu) @ R  # coordinates in the eigenbasis, (B, n, d)
+            log_resp[..., k] = log_w[:, None, k] - 0.5 * np.sum(z**2 / var + np.log(var), -1)
+            cond[..., k, :] = mu + ((t * s2 / var) * z) @ np.swapaxes(R, -1, -2)
+        log_resp -= log_resp.max(axis=-1, keepdims=True)
+        resp = np.exp(log_resp)
+        resp /= resp.sum(axis=-1, keepdims=True)
+        return np.einsum("bnk,bnkd->bnd", resp, cond)
+
+    def velocity(self, x, t, params, *, sigma_min=0.01):
+        """Exact population velocity of the OT path for the mixtures ``params``.
+
+        ``u_t(x) = (E[x_1 | x_t = x] - (1 - sigma_min) x) / sigma_t``: the marginal field that
+        conditional flow matching regresses on in expectation, here without sampling noise
+        (a low-variance regression target, ``LearnedFlowSampler(target="exact")``).
+
+        Parameters
+        ----------
+        x : array-like of shape (B, n, n_features)
+        t : float or array-like of shape (B, n)
+            Times in [0, 1].
+        params : GaussianMixtureParams
+            From ``sample_tasks(..., return_params=True)``.
+        sigma_min : float, default=0.01
+
+        Returns
+        -------
+        u : ndarray of shape (B, n, n_features), float64
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from skflow.tasks import GaussianMixtureTasks
+        >>> tasks = GaussianMixtureTasks(n_features=2)
+        >>> S, Q, params = tasks.sample_tasks(3, 5, 7, random_state=0, return_params=True)
+        >>> u = tasks.velocity(Q, 0.5, params)
+        >>> u.shape
+        (3, 7, 2)
+        """
+        path = OTPath(sigma_min)
+        x = np.asarray(x, dtype=np.float64)
+        tt = np.broadcast_to(np.asarray(t, dtype=np.float64), x.shape[:2])[..., None]
+        mean = self.posterior_mean(x, tt[..., 0], params, sigma_min=sigma_min)
+        return path.velocity_from_mean(mean, x, tt)

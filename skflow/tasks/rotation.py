@@ -1,0 +1,110 @@
+"""Task augmentation: every task mapped by its own random orthogonal matrix."""
+
+import numpy as np
+
+from .._validation import InvalidParameterError, as_generator
+from ._base import TaskDistribution, haar_rotations
+
+__all__ = ["RotatedTasks", "rotate_tasks"]
+
+
+def rotate_tasks(supports, queries, random_state=None, *, center="support"):
+    """Map every task by its own uniformly random (Haar) orthogonal matrix.
+
+    Task ``b`` is mapped by ``x -> (x - c_b) R_b + c_b`` with one matrix ``R_b`` for its
+    support *and* its queries, so every distance within a task (support to support, support
+    to query, query to query) is kept: the task's shape (spectrum, tails, clusters) survives,
+    its orientation, which cannot transfer to new classes, is randomized.
+
+    Parameters
+    ----------
+    supports : array-like of shape (B, m, d)
+    queries : array-like of shape (B, n, d)
+    random_state : None, int, RandomState or Generator, default=None
+        Source of the rotations.
+    center : {"support", "origin"}, default="support"
+        Rotate about each task's support mean (its location is kept), or about the origin
+        (for centred data: locations are rotated too).
+
+    Returns
+    -------
+    supports : ndarray of shape (B, m, d)
+    queries : ndarray of shape (B, n, d)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skflow.tasks import rotate_tasks
+    >>> S, Q = np.ones((2, 3, 4)), np.zeros((2, 5, 4))
+    >>> S2, Q2 = rotate_tasks(S, Q, random_state=0)
+    >>> bool(np.allclose(np.linalg.norm(S2 - Q2[:, :1], axis=-1), 2.0))
+    True
+    """
+    if center not in ("support", "origin"):
+        raise InvalidParameterError(f"center must be 'support' or 'origin', got {center!r}.")
+    S, Q = np.asarray(supports, dtype=np.float64), np.asarray(queries, dtype=np.float64)
+    if S.ndim != 3 or Q.ndim != 3 or S.shape[0] != Q.shape[0] or S.shape[2] != Q.shape[2]:
+        raise ValueError(
+            f"expected supports (B, m, d) and queries (B, n, d), got {S.shape} and {Q.shape}."
+        )
+    rot = haar_rotations(as_generator(random_state), (S.shape[0],), S.shape[2])
+    if center == "origin":
+        return S @ rot, Q @ rot
+    c = S.mean(axis=1, keepdims=True)
+    return (S - c) @ rot + c, (Q - c) @ rot + c
+
+
+class RotatedTasks(TaskDistribution):
+    """A task source whose tasks are randomly rotated: the rotation augmentation.
+
+    Every task of ``source`` is mapped by :func:`rotate_tasks` (a fresh Haar-random
+    orthogonal matrix per task, applied to its support and its queries alike). Few classes
+    are far too few tasks for a meta-learner; the rotations remove the class identity and
+    keep the within-class structure, which is what transfers to new classes. This is the
+    default augmentation of ``LearnedFlowSampler().fit(X, y)``.
+
+    Parameters
+    ----------
+    source : task source
+        Any object with ``sample_tasks(n_tasks, n_support, n_query, random_state, **kw)``
+        (extra keywords, e.g. ``split``, are passed through).
+    center : {"support", "origin"}, default="support"
+        See :func:`rotate_tasks`.
+
+    Attributes
+    ----------
+    n_features : int
+        The source's dimension.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skflow.tasks import ClassTasks, RotatedTasks
+    >>> X = np.random.default_rng(0).normal(size=(40, 3))
+    >>> tasks = RotatedTasks(ClassTasks(X, np.repeat([0, 1], 20), random_state=0))
+    >>> S, Q = tasks.sample_tasks(5, 4, 6, random_state=0)
+    >>> S.shape, Q.shape
+    ((5, 4, 3), (5, 6, 3))
+    """
+
+    _param_names = ("source", "center")
+
+    def __init__(self, source, *, center="support"):
+        self.source = source
+        self.center = center
+
+    @property
+    def n_features(self):
+        return self.source.n_features
+
+    def sample_tasks(self, n_tasks, n_support, n_query, random_state=None, **kwargs):
+        """Draw ``n_tasks`` tasks of the source and rotate each.
+
+        Returns
+        -------
+        supports : ndarray of shape (n_tasks, n_support, n_features)
+        queries : ndarray of shape (n_tasks, n_query, n_features)
+        """
+        rng = as_generator(random_state)
+        S, Q = self.source.sample_tasks(n_tasks, n_support, n_query, random_state=rng, **kwargs)
+        return rotate_tasks(S, Q, rng, center=self.center)
