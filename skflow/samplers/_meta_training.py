@@ -427,7 +427,7 @@ class TrainingRun:
         Returns ``(supports, targets)``, plus the reference set (``target="marginal"``) or the
         tasks' velocity function (``target="exact"``).
         """
-        from ..nn.training import MARGINAL_REFERENCE_FACTOR
+        from ..nn.objective import MARGINAL_REFERENCE_FACTOR
 
         d, n_targets = self.n_features, self.params.n_targets
         n = n_targets * (MARGINAL_REFERENCE_FACTOR if target == "marginal" else 1)
