@@ -1,9 +1,9 @@
-"""Support sizes and support frames shared by the learned sampler's training and inference.
+"""What the learned sampler's training and inference share: support sizes, frames, networks.
 
 :func:`support_bounds` reads the ``support_size`` parameter (validation, the training tasks'
 sizes, the few-shot score's support rows); :func:`task_frame` is the per-task normalisation
 that training applies to every task and inference to every support, so both must be the
-same function.
+same function; :func:`build_model` constructs the network for training and for unpickling.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 from .._validation import InvalidParameterError, check_choice, check_int
 
-__all__ = ["is_task_source", "support_bounds", "task_frame"]
+__all__ = ["build_model", "is_task_source", "support_bounds", "task_frame"]
 
 
 def support_bounds(support_size: Any) -> tuple[int, int]:
@@ -114,3 +114,29 @@ def is_task_source(X: Any) -> bool:
     """
     source = hasattr(X, "sample_tasks") and callable(X.sample_tasks)
     return source and not hasattr(X, "__array__")
+
+
+def build_model(cls: type, config: dict) -> Any:
+    """Construct a network without consuming the global Torch RNG (its state is restored).
+
+    Parameters
+    ----------
+    cls : type
+        The network class, e.g. :class:`~skflow.nn.transformer.CrossAttentionVelocity`.
+    config : dict
+        Its keyword arguments.
+
+    Returns
+    -------
+    torch.nn.Module
+
+    Examples
+    --------
+    >>> from skflow.nn.transformer import CrossAttentionVelocity
+    >>> build_model(CrossAttentionVelocity, {"n_features": 2, "d_model": 8}).n_features
+    2
+    """
+    import torch
+
+    with torch.random.fork_rng(devices=[]):
+        return cls(**config)

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from .._validation import check_int
-from ._frame import is_task_source, support_bounds, task_frame
+from ._frame import build_model, is_task_source, support_bounds, task_frame
 
 __all__ = [
     "FitOptions",
@@ -32,7 +32,6 @@ __all__ = [
     "TrainingRun",
     "TrainingTasks",
     "WarmStart",
-    "build_model",
     "check_target",
     "resolve_options",
     "source_n_features",
@@ -250,9 +249,8 @@ def _labelled_tasks(
             held[rng.choice(rows, int(round(share * rows.size)), replace=False)] = True
         train = FewShotClassTasks(X[~held], y[~held], classes=labels)
         validation = FewShotClassTasks(X[held], y[held])
-    return TrainingTasks(
-        _augmented(train, options), validation, options, None, True, held_classes
-    )
+    train = _augmented(train, options)
+    return TrainingTasks(train, validation, options, labelled=True, validation_classes=held_classes)
 
 
 def resolve_options(params: TrainingParams, labelled: bool, sizes: np.ndarray | None) -> FitOptions:
@@ -593,29 +591,3 @@ class TrainingRun:
         dict
         """
         return {"task_rng": self.task_rng, "generator": self.generator, "state": result.state}
-
-
-def build_model(cls: type, config: dict) -> Any:
-    """Construct a network without consuming the global Torch RNG (its state is restored).
-
-    Parameters
-    ----------
-    cls : type
-        The network class, e.g. :class:`~skflow.nn.transformer.CrossAttentionVelocity`.
-    config : dict
-        Its keyword arguments.
-
-    Returns
-    -------
-    torch.nn.Module
-
-    Examples
-    --------
-    >>> from skflow.nn.transformer import CrossAttentionVelocity
-    >>> build_model(CrossAttentionVelocity, {"n_features": 2, "d_model": 8}).n_features
-    2
-    """
-    import torch
-
-    with torch.random.fork_rng(devices=[]):
-        return cls(**config)

@@ -22,10 +22,8 @@ from .._validation import (
 )
 from ._base import BaseFlowSampler
 from ._batch import check_support_batch, is_support_list
-
-# The inference half below keeps its former private names of the shared frame helpers.
 from ._frame import is_task_source
-from ._frame import support_bounds as _support_bounds
+from ._frame import support_bounds as _support_bounds  # the inference half's former names
 from ._frame import task_frame as _task_frame
 from ._meta_training import (
     TrainingParams,
