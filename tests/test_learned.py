@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import pickle
 import warnings
 
@@ -131,8 +132,10 @@ def test_network_without_exact_head_and_attention_shapes():
 
 def test_network_rejects_bad_shapes():
     net = CrossAttentionVelocity(3, d_model=8, n_heads=2, n_layers=1)
-    with pytest.raises(ValueError, match="features"):
-        net(torch.randn(1, 4, 2), torch.randn(1, 5, 2), 0.5)
+    with pytest.raises(ValueError, match="features"):  # more features than the network's
+        net(torch.randn(1, 4, 4), torch.randn(1, 5, 4), 0.5)
+    with pytest.raises(ValueError, match="features"):  # fewer are zero-padded, not mixed
+        net(torch.randn(1, 4, 2), torch.randn(1, 5, 3), 0.5)
     with pytest.raises(ValueError, match="empty"):
         net(torch.randn(1, 4, 3), torch.randn(1, 0, 3), 0.5)
     with pytest.raises(ValueError, match="broadcast"):
@@ -390,6 +393,21 @@ def test_bad_fit_inputs(gmm2):
 def test_cpu_ignores_cuda_only_flags(gmm2):
     with pytest.warns(UserWarning, match="CUDA devices only"):
         LearnedFlowSampler(**TINY, mixed_precision=True).fit(gmm2)
+
+
+def test_fit_warnings_point_at_the_callers_line():
+    # the warnings raised deep in the meta-training module name the user's fit call
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(4 + 30 + 30, 2)), np.repeat([0, 1, 2], [4, 30, 30])
+    params = {**TINY, "support_size": (3, 9), "max_iter": 1, "mixed_precision": True}
+    est = LearnedFlowSampler(**params)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        line = inspect.currentframe().f_lineno + 1
+        est.fit(X, y)
+    for text in ("support_size low", "CUDA devices only"):
+        where = [(w.filename, w.lineno) for w in caught if text in str(w.message)]
+        assert where == [(__file__, line)], (text, where)
 
 
 # --------------------------------------------------------------------------------------------

@@ -185,11 +185,11 @@ def test_exact_goal_is_the_population_velocity_and_lowers_the_loss():
 
 def test_marginal_goal_is_the_nw_field_of_the_reference():
     from skflow.field import nw_velocity
-    from skflow.nn.training import _marginal_goal  # noqa: PLC2701 (the loop's own helper)
+    from skflow.nn.objective import marginal_goal
 
     _, _, Q, _, x0, t = _task_batch(1)
     xt = OTPath(0.01).sample_xt(x0, Q, t[..., None])
-    u = _marginal_goal(Q, 0.01)(xt, t)
+    u = marginal_goal(Q, 0.01)(xt, t)
     for b in range(Q.shape[0]):
         ref = nw_velocity(xt[b].numpy(), Q[b].numpy(), t[b].numpy(), sigma_min=0.01)
         np.testing.assert_allclose(u[b].numpy(), ref, rtol=1e-6, atol=1e-6)

@@ -1,12 +1,11 @@
-"""Meta-training loop of support-conditioned velocity networks (flow-matching loss, OT path).
+"""Meta-training loop of support-conditioned velocity networks.
 
 Each iteration draws a batch of tasks (supports ``S`` of shape (B, m, d) and targets ``X_1``
-of shape (B, n, d)) from a task source, noise ``X_0 ~ N(0, I)`` and one time per target, forms
-``x_t = t x_1 + sigma_t x_0`` and regresses the network's ``v(x_t, t; S)`` on the conditional
-target ``x_1 - (1 - sigma_min) x_0`` (mean squared norm over targets); the path's formulas
-come from :class:`skflow.paths.OTPath`. AdamW, linear warmup then a cosine (or constant)
-learning rate over the iterations, gradient-norm clipping, optional validation on a fixed set
-of tasks with early stopping.
+of shape (B, n, d)) from a task source, noise ``X_0 ~ N(0, I)`` and one time per target, and
+takes an AdamW step on the flow-matching loss of :mod:`skflow.nn.objective` (the times, the
+regression targets and the loss are there): linear warmup then a cosine (or constant)
+learning rate over the iterations, gradient-norm clipping, an optional exponential moving
+average of the weights, optional validation on a fixed set of tasks with early stopping.
 
 All randomness comes from generators passed in (a ``torch.Generator`` for noise and times, a
 ``numpy.random.Generator`` for the tasks): nothing here touches a global seed.
@@ -24,10 +23,22 @@ from typing import Any
 import numpy as np
 import torch
 
-from .._validation import InvalidParameterError, check_choice
-from ..paths import OTPath
+from .._validation import check_choice
+
+# The objective's names, importable from here as before the loop and the objective were split.
+from .objective import (
+    H_MAX,
+    MARGINAL_REFERENCE_FACTOR,
+    TARGETS,
+    TIME_SAMPLINGS,
+    exact_goal,
+    flow_matching_loss,
+    marginal_goal,
+    sample_times,
+)
 
 __all__ = [
+    "H_MAX",
     "LR_SCHEDULES",
     "MARGINAL_REFERENCE_FACTOR",
     "TARGETS",
@@ -39,67 +50,11 @@ __all__ = [
     "train_flow_model",
 ]
 
-TIME_SAMPLINGS = ("uniform", "log-bandwidth")
 LR_SCHEDULES = ("cosine", "constant")
-TARGETS = ("conditional", "exact", "marginal")
-
-# target="marginal": each task's reference set has this many times n_targets points (its
-# first n_targets are the regression points), as in empirical flow matching.
-MARGINAL_REFERENCE_FACTOR = 4
 
 # EMA decay warm-up: the decay used after k updates is min(ema_decay, (1 + k) / (10 + k)), so
 # the average forgets the initial weights quickly in short runs.
 _EMA_WARMUP = 10.0
-
-# Largest OT bandwidth h(t) = sigma_t / t drawn by the "log-bandwidth" time sampling; the
-# corresponding smallest time is 1 / (H_MAX + 1 - sigma_min), about 0.0099.
-H_MAX = 100.0
-
-
-def sample_times(
-    shape: tuple[int, ...],
-    *,
-    sigma_min: float,
-    method: str,
-    generator: torch.Generator | None,
-    device: Any = "cpu",
-) -> torch.Tensor:
-    """Training times of the flow-matching loss.
-
-    ``"uniform"``: ``t ~ U(0, 1)``. ``"log-bandwidth"``: the OT bandwidth
-    ``h(t) = sigma_t / t`` is drawn log-uniformly on ``[sigma_min, H_MAX]`` and inverted,
-    ``t = 1 / (h + 1 - sigma_min)``: every octave of kernel width gets the same share of the
-    samples, which puts more of them at late times (small bandwidths) than uniform sampling.
-
-    Parameters
-    ----------
-    shape : tuple of int
-        Shape of the returned times, e.g. ``(B, n)``.
-    sigma_min : float
-        Path noise at ``t = 1``.
-    method : {"uniform", "log-bandwidth"}
-    generator : torch.Generator or None
-    device : torch device, default="cpu"
-
-    Returns
-    -------
-    t : tensor of shape ``shape``, values in [0, 1]
-
-    Examples
-    --------
-    >>> import torch
-    >>> g = torch.Generator().manual_seed(0)
-    >>> sample_times((2, 3), sigma_min=0.01, method="uniform", generator=g).shape
-    torch.Size([2, 3])
-    """
-    u = torch.rand(shape, generator=generator, device=device)
-    if method == "uniform":
-        return u
-    if method == "log-bandwidth":
-        lo, hi = math.log(sigma_min), math.log(H_MAX)
-        h = torch.exp(lo + (hi - lo) * u)
-        return OTPath(sigma_min).time_of_bandwidth(h).clamp(0.0, 1.0)
-    raise InvalidParameterError(f"time_sampling must be one of {TIME_SAMPLINGS}, got {method!r}.")
 
 
 def lr_factor(iteration: int, progress: float, *, warmup: int, schedule: str) -> float:
@@ -118,48 +73,6 @@ def lr_factor(iteration: int, progress: float, *, warmup: int, schedule: str) ->
     if schedule == "constant":
         return 1.0
     return 0.5 * (1.0 + math.cos(math.pi * min(max(progress, 0.0), 1.0)))
-
-
-def flow_matching_loss(
-    model: Callable,
-    supports: torch.Tensor,
-    targets: torch.Tensor,
-    x0: torch.Tensor,
-    t: torch.Tensor,
-    sigma_min: float,
-    goal: torch.Tensor | Callable | None = None,
-) -> torch.Tensor:
-    """Mean over targets of ``||v(x_t, t; S) - goal||^2``.
-
-    Parameters
-    ----------
-    model : callable
-        ``model(x_t (B, n, d), supports (B, m, d), t (B, n)) -> (B, n, d)``.
-    supports : tensor of shape (B, m, d)
-    targets : tensor of shape (B, n, d)
-        Data end points ``x_1``.
-    x0 : tensor of shape (B, n, d)
-        Noise end points.
-    t : tensor of shape (B, n)
-    sigma_min : float
-    goal : tensor of shape (B, n, d) or callable, optional
-        Regression target, or ``goal(x_t, t) -> tensor (B, n, d)`` (evaluated without
-        gradient); the conditional target ``x_1 - (1 - sigma_min) x_0`` when None.
-
-    Returns
-    -------
-    loss : tensor of shape ()
-        Squared error ``||v - target||^2`` averaged over tasks and target points.
-    """
-    path = OTPath(sigma_min)
-    xt = path.sample_conditional(x0, targets, t[..., None])
-    if goal is None:
-        goal = path.conditional_velocity(x0, targets)
-    elif callable(goal):
-        with torch.no_grad():
-            goal = goal(xt, t)
-    v = model(xt, supports, t)
-    return ((v - goal) ** 2).sum(dim=-1).mean()
 
 
 @dataclass
@@ -254,25 +167,6 @@ class _EMA:
         return {"shadow": [s.detach().clone() for s in self.shadow], "count": self.count}
 
 
-def _marginal_goal(reference: torch.Tensor, sigma_min: float) -> Callable:
-    """Self-normalized marginal field of ``reference`` (B, n_ref, d): its exact NW velocity."""
-    from .heads import NWAttentionHead
-
-    head = NWAttentionHead(sigma_min=sigma_min)
-    return lambda xt, t: head(xt, reference, t)
-
-
-def _exact_goal(velocity: Callable, device) -> Callable:
-    """Population velocity ``velocity(x_t (B, n, d), t (B, n))`` of NumPy tasks, as a tensor."""
-
-    def goal(xt, t):
-        x = xt.detach().cpu().numpy().astype(np.float64)
-        u = velocity(x, t.detach().cpu().numpy().astype(np.float64))
-        return torch.as_tensor(np.asarray(u, dtype=np.float32), device=device)
-
-    return goal
-
-
 class _Trainer:
     """One training run: the optimizer, EMA, the fixed validation set and the bookkeeping."""
 
@@ -358,8 +252,8 @@ class _Trainer:
             return supports, targets, None
         if target == "marginal":
             reference = self._tensor(drawn[2])
-            return supports, targets, _marginal_goal(reference, self.cfg.sigma_min)
-        return supports, targets, _exact_goal(drawn[2], self.device)
+            return supports, targets, marginal_goal(reference, self.cfg.sigma_min)
+        return supports, targets, exact_goal(drawn[2], self.device)
 
     def step(self, it: int) -> float:
         """One optimizer step on a fresh batch of tasks; returns the loss."""

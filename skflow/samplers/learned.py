@@ -22,6 +22,16 @@ from .._validation import (
 )
 from ._base import BaseFlowSampler
 from ._batch import check_support_batch, is_support_list
+from ._frame import build_model, is_task_source
+from ._frame import support_bounds as _support_bounds  # the inference half's former names
+from ._frame import task_frame as _task_frame
+from ._meta_training import (
+    TrainingParams,
+    TrainingRun,
+    WarmStart,
+    source_n_features,
+    training_tasks,
+)
 
 __all__ = ["LearnedFlowSampler"]
 
@@ -30,55 +40,6 @@ __all__ = ["LearnedFlowSampler"]
 # also bounded: queries x support points x heads <= _INFERENCE_SCORES (64 MiB of float32).
 _INFERENCE_CHUNK = 65536
 _INFERENCE_SCORES = 2**24
-# fit(X, y), validation_fraction="auto": classes are held out for validation from this many
-# classes on (fewer classes are all needed for training).
-_MIN_CLASSES_FOR_VALIDATION = 10
-# n_iter_no_change="auto": validation checks without improvement before training stops.
-_AUTO_PATIENCE = 10
-
-
-def _support_bounds(support_size: Any) -> tuple[int, int]:
-    """``(lo, hi)`` of ``support_size``: an int, a pair of ints or ``"auto"`` (``(2, 50)``)."""
-    if isinstance(support_size, str):
-        check_choice(support_size, "support_size", ("auto",))
-        return 2, 50
-    if isinstance(support_size, tuple | list):
-        if len(support_size) != 2:
-            raise InvalidParameterError(
-                f"support_size must be an int, a pair (low, high) or 'auto', got {support_size!r}."
-            )
-        lo = check_int(support_size[0], "support_size[0]")
-        hi = check_int(support_size[1], "support_size[1]")
-        if lo > hi:
-            raise InvalidParameterError(
-                f"support_size=(low, high) needs low <= high, got {support_size!r}."
-            )
-        return lo, hi
-    k = check_int(support_size, "support_size")
-    return k, k
-
-
-def _task_frame(supports, fallback: float):
-    """Centre ``(B, 1, d)`` and scale ``(B, 1, 1)`` of every support ``(B, m, d)``.
-
-    The centre is the support mean, the scale its per-coordinate standard deviation (ddof 1),
-    so a normalised support has unit spread whatever the data's units; a support of one row
-    (or of identical rows) has no spread and takes ``fallback``. Works on NumPy arrays and
-    Torch tensors alike.
-    """
-    m, d = supports.shape[-2], supports.shape[-1]
-    centre = supports.mean(axis=-2, keepdims=True)
-    ss = ((supports - centre) ** 2).sum(axis=(-2, -1), keepdims=True)
-    scale = (ss / (max(m - 1, 1) * d)) ** 0.5
-    tiny = scale <= 1e-12 * (1.0 + abs(centre).max())
-    scale = scale * ~tiny + fallback * tiny
-    return centre, scale
-
-
-def _is_task_source(X: Any) -> bool:
-    return hasattr(X, "sample_tasks") and callable(X.sample_tasks)
-
-
 class LearnedFlowSampler(BaseFlowSampler):
     """Meta-trained, support-conditioned flow: a cross-attention transformer velocity field.
 
@@ -418,7 +379,7 @@ class LearnedFlowSampler(BaseFlowSampler):
                 f"the prior {name!r} serves at most {width} features, got n_features={d}; "
                 "reduce the data first (e.g. sklearn.decomposition.PCA)."
             )
-        net = _build_model(CrossAttentionVelocity, card["network"])
+        net = build_model(CrossAttentionVelocity, card["network"])
         net.load_state_dict({k: torch.from_numpy(v) for k, v in state.items()})
         params = {**card["estimator_params"], **card["finetune_params"]}
         params = {k: tuple(v) if isinstance(v, list) else v for k, v in params.items()}
@@ -550,26 +511,16 @@ class LearnedFlowSampler(BaseFlowSampler):
         return device
 
     # -- fitting ---------------------------------------------------------------------------
-    def _task_sources(self, X: Any, y: Any, rng: np.random.RandomState):
-        """(training source, validation source or None, split kwargs, default support)."""
-        from ..tasks import RotatedTasks, SingleDatasetTasks
-
-        if _is_task_source(X) and not hasattr(X, "__array__"):
+    def _check_training_data(self, X: Any, y: Any) -> tuple[Any, np.ndarray | None]:
+        """``(X, y)`` of ``fit``, validated: a task source as given, or arrays (which set
+        ``n_features_in_`` and ``feature_names_in_``)."""
+        if is_task_source(X):
             if y is not None:
                 raise ValueError("y must be None when fitting on a task source.")
-            d = getattr(X, "n_features", None)
-            if d is None:
-                probe, _ = X.sample_tasks(1, 1, 0, random_state=np.random.default_rng(0))
-                d = probe.shape[-1]
-            self.n_features_in_ = check_int(int(d), "n_features of the task source")
+            self.n_features_in_ = source_n_features(X)
             if hasattr(self, "feature_names_in_"):
                 del self.feature_names_in_
-            self._resolve_options(labelled=False, sizes=None)
-            if self.augment_ == "rotate":
-                X = RotatedTasks(X)
-            val = X if self._validation_share() > 0 else None
-            return X, {}, val, {}, None
-
+            return X, None
         X = check_data(
             validate_data, self, X, dtype=[np.float64, np.float32], ensure_min_samples=1
         )
@@ -579,18 +530,7 @@ class LearnedFlowSampler(BaseFlowSampler):
                     f"fit(X) needs at least 2 samples (1 support and 1 target row), got "
                     f"{X.shape[0]} sample."
                 )
-            self._resolve_options(labelled=False, sizes=None)
-            source = SingleDatasetTasks(X)
-            k = self.support_range_[1]
-            if X.shape[0] > k:
-                default = X[np.sort(rng.choice(X.shape[0], k, replace=False))].copy()
-            else:
-                default = X.copy()
-            if self.augment_ == "rotate":
-                source = RotatedTasks(source)
-            val = source if self._validation_share() > 0 else None
-            return source, {}, val, {}, default
-
+            return X, None
         y = check_array(y, ensure_2d=False, dtype=None, input_name="y")
         if y.ndim != 1:
             raise ValueError(f"y must be 1-D task labels, got shape {y.shape}.")
@@ -602,278 +542,29 @@ class LearnedFlowSampler(BaseFlowSampler):
                 f"fit(X, y) needs a class of at least 4 samples (2 support and 2 target rows), "
                 f"got {n} sample{'s' if n > 1 else ''}."
             )
-        source, val = self._labelled_sources(X, y, np.random.default_rng(rng.randint(2**31 - 1)))
-        if self.augment_ == "rotate":
-            source = RotatedTasks(source)
-        return source, {}, val, {}, None
+        return X, y
 
-    def _labelled_sources(self, X: np.ndarray, y: np.ndarray, rng: np.random.Generator):
-        """Training and validation :class:`~skflow.tasks.FewShotClassTasks` of ``fit(X, y)``.
-
-        ``validation_fraction="auto"`` holds out whole classes (a fifth, at least 2) when
-        there are at least ``_MIN_CLASSES_FOR_VALIDATION``: validation on classes never
-        trained on is what a user's test on new classes is. A float holds out that fraction
-        of the rows of every class.
-        """
-        from ..tasks import FewShotClassTasks
-
-        everything = FewShotClassTasks(X, y)
-        labels = everything.classes_  # validated: NaN, classes too small (warned)
-        share = self.validation_fraction
-        if isinstance(share, str):  # "auto"
-            val_classes = None
-            if labels.size >= _MIN_CLASSES_FOR_VALIDATION:
-                n_val = max(2, int(round(0.2 * labels.size)))
-                val_classes = np.sort(rng.choice(labels, n_val, replace=False))
-            self.validation_classes_ = val_classes
-            self._resolve_options(labelled=True, sizes=everything.class_sizes_)
-            if val_classes is None:
-                return everything, None
-            train = np.setdiff1d(labels, val_classes)
-            return FewShotClassTasks(X, y, classes=train), FewShotClassTasks(
-                X, y, classes=val_classes
-            )
-        self.validation_classes_ = None
-        self._resolve_options(labelled=True, sizes=everything.class_sizes_)
-        if share == 0:
-            return everything, None
-        held = np.zeros(len(y), dtype=bool)
-        for c in labels:  # the same fraction of every class's rows
-            rows = np.flatnonzero(y == c)
-            held[rng.choice(rows, int(round(share * rows.size)), replace=False)] = True
-        return (
-            FewShotClassTasks(X[~held], y[~held], classes=labels),
-            FewShotClassTasks(X[held], y[held]),
+    def _warm_start(self) -> WarmStart | None:
+        """What ``fit`` continues with ``warm_start=True`` on a fitted estimator, else None."""
+        if not (self.warm_start and hasattr(self, "model_")):
+            return None
+        return WarmStart(
+            self.model_, getattr(self, "task_scale_", None), getattr(self, "_warm", None)
         )
 
-    def _resolve_options(self, labelled: bool, sizes: np.ndarray | None) -> None:
-        """The ``"auto"`` options of this fit, as fitted attributes.
-
-        On labelled data (``fit(X, y)``): support sizes from 2 to the size the classes allow
-        (at most 50), rotation augmentation and per-task normalisation. On one data set or
-        a task source: a fixed support of 50 rows, no augmentation, no normalisation.
-        """
-        lo, hi = _support_bounds(self.support_size)
-        if self.support_size == "auto":
-            lo, hi = (2, 50) if labelled else (50, 50)
-        if labelled:
-            top = int(np.percentile(sizes, 75)) - 2  # a task keeps >= 2 target rows
-            hi = max(min(hi, top), 2)
-            lo = min(lo, hi)
-            if np.any(sizes < lo + 2):
-                warnings.warn(
-                    f"{int(np.sum(sizes < lo + 2))} class(es) have fewer than support_size "
-                    f"low + 2 = {lo + 2} rows and cannot give a training task; lower "
-                    "support_size.",
-                    UserWarning,
-                    stacklevel=5,
-                )
-        self.support_range_ = (int(lo), int(hi))
-        auto = self.augment == "auto"
-        self.augment_ = ("rotate" if labelled else None) if auto else self.augment
-        norm = self.normalize
-        self.normalize_ = bool(labelled) if norm == "auto" else bool(norm)
-        if self.target == "exact" and (self.augment_ or self.normalize_):
-            raise ValueError(
-                "target='exact' regresses on the task source's own velocity, which knows "
-                "neither augmentation nor normalisation; set augment=None, normalize=False."
-            )
-
-    def _validation_share(self) -> float:
-        share = self.validation_fraction
-        return 0.0 if isinstance(share, str) else float(share)
-
-    def _patience(self, validated: bool) -> int | None:
-        """``n_iter_no_change``, with ``"auto"`` = 10 checks when there is validation."""
-        if self.n_iter_no_change == "auto":
-            return _AUTO_PATIENCE if validated else None
-        return self.n_iter_no_change
-
-    def _support_draw(self, rng: np.random.Generator) -> int:
-        """Support size of one training batch: log-uniform on the integers of the range."""
-        lo, hi = self.support_range_
-        if lo == hi:
-            return lo
-        return int(min(hi, np.floor(np.exp(rng.uniform(np.log(lo), np.log(hi + 1))))))
-
-    def _validation_tasks(self, source: Any, rng: np.random.Generator, kwargs: dict) -> list:
-        """Fixed validation batches at up to 3 support sizes spread over the range."""
-        lo, hi = self.support_range_
-        class_sizes = getattr(source, "class_sizes_", None)
-        if class_sizes is not None:  # held-out classes may be smaller than the training ones
-            hi = max(1, min(hi, int(np.max(class_sizes)) - 2))
-            lo = min(lo, hi)
-        sizes = np.unique(np.round(np.geomspace(lo, hi, 3)).astype(int))
-        return [self._draw(source, rng, self.batch_tasks, kwargs, m=int(m)) for m in sizes]
-
-    def _draw(
-        self,
-        source: Any,
-        rng: np.random.Generator,
-        n_tasks: int,
-        kwargs: dict,
-        target: str = "conditional",
-        *,
-        m: int | None = None,
-        normalize: bool | None = None,
-    ):
-        """``n_tasks`` tasks of ``source`` as float arrays, checked for shape and finiteness.
-
-        ``m`` support rows per task (default: drawn from ``support_range_``); with
-        ``normalize_`` every task is centred and scaled by its support (:func:`_task_frame`).
-        Returns ``(supports, targets)``, plus the reference set (``target="marginal"``) or the
-        tasks' velocity function (``target="exact"``).
-        """
-        from ..nn.training import MARGINAL_REFERENCE_FACTOR
-
-        d = self.n_features_in_
-        n = self.n_targets * (MARGINAL_REFERENCE_FACTOR if target == "marginal" else 1)
-        extra = {"return_params": True} if target == "exact" else {}
-        m = self._support_draw(rng) if m is None else m
-        drawn = source.sample_tasks(n_tasks, m, n, random_state=rng, **kwargs, **extra)
-        S, Q = np.asarray(drawn[0]), np.asarray(drawn[1])
-        if getattr(source, "variable_n_features", False):  # tasks of 1..d features
-            d = min(d, S.shape[-1]) if S.ndim == 3 else d
-        if S.ndim != 3 or S.shape[-1] != d or Q.ndim != 3 or Q.shape[-1] != d:
-            raise ValueError(
-                f"the task source returned supports {S.shape} and targets {Q.shape}; "
-                f"expected (B, m, {d}) and (B, n, {d})."
-            )
-        if not (np.all(np.isfinite(S)) and np.all(np.isfinite(Q))):
-            raise ValueError("the task source returned NaN or infinite values.")
-        if self.normalize_ if normalize is None else normalize:
-            centre, scale = _task_frame(S, self.task_scale_)
-            S, Q = (S - centre) / scale, (Q - centre) / scale
-        if target == "marginal":
-            return S, Q[:, : self.n_targets], Q
-        if target == "exact":
-            params, sigma_min = drawn[2], float(self.sigma_min)
-            return S, Q, lambda x, t: source.velocity(x, t, params, sigma_min=sigma_min)
-        return S, Q
-
-    def _check_target(self, source: Any) -> None:
-        if self.target == "exact" and not callable(getattr(source, "velocity", None)):
-            raise ValueError(
-                f"target='exact' needs a task source that knows its population velocity (a "
-                f"velocity method and sample_tasks(..., return_params=True), e.g. "
-                f"GaussianMixtureTasks); {type(source).__name__} has none. Use "
-                "target='conditional' or 'marginal'."
-            )
-
-    def _task_scale(self, source: Any, kwargs: dict, seed: int) -> float:
-        """Median support spread of the training tasks, in data units: the scale of a
-        one-row support (whose own spread is undefined) under per-task normalisation."""
-        lo, hi = self.support_range_
-        S, _ = self._draw(
-            source, np.random.default_rng(seed), self.batch_tasks, kwargs, m=max(2, hi),
-            normalize=False,
-        )  # fmt: skip
-        _, scale = _task_frame(S, 1.0)
-        value = float(np.median(scale))
-        return value if np.isfinite(value) and value > 1e-12 else 1.0
-
-    def _input_scale(self, source: Any, kwargs: dict, seed: int) -> float:
-        """Global coordinate scale: RMS spread of targets around their support mean."""
-        S, Q = self._draw(source, np.random.default_rng(seed), self.batch_tasks, kwargs)
-        spread = float(np.sqrt(np.mean((Q - S.mean(axis=1, keepdims=True)) ** 2)))
-        if not np.isfinite(spread) or spread > 1e30:
-            raise ValueError(
-                f"the training data's spread ({spread:.3g}) is too large for float32 training; "
-                "rescale the data (e.g. StandardScaler) first."
-            )
-        return spread if spread > 1e-12 else 1.0
-
-    def _network(self, input_scale: float, device: str, seed: int):
-        """A freshly initialized network (local generator) on ``device``."""
-        import torch
-
-        from ..nn.transformer import CrossAttentionVelocity
-
-        config = {
-            "n_features": self.n_features_in_,
-            "d_model": self.d_model,
-            "n_heads": self.n_heads,
-            "n_layers": self.n_layers,
-            "mlp_ratio": self.mlp_ratio,
-            "exact_head": bool(self.exact_head),
-            "sigma_min": float(self.sigma_min),
-        }
-        model = _build_model(CrossAttentionVelocity, config)
-        model.reset_parameters(torch.Generator().manual_seed(seed))
-        model.input_scale.fill_(input_scale)
-        model.output_scale.fill_(float(np.sqrt(input_scale**2 + 1.0)))
-        return model.to(device)
-
-    def _forward(self, model, device: str):
-        """The callable of the training forward pass (``torch.compile`` on CUDA if asked)."""
-        import torch
-
-        cuda = device.startswith("cuda")
-        if (self.compile or self.mixed_precision) and not cuda:
-            warnings.warn(
-                "compile and mixed_precision apply on CUDA devices only; ignored on the CPU.",
-                UserWarning,
-                stacklevel=4,
-            )
-        return torch.compile(model) if self.compile and cuda else model
-
-    def _train(self, model, draw_tasks, validation, device: str, generator, state):
-        from ..nn.training import train_flow_model
-
-        return train_flow_model(
-            model,
-            draw_tasks,
-            sigma_min=float(self.sigma_min),
-            max_iter=self.max_iter,
-            learning_rate=float(self.learning_rate),
-            weight_decay=float(self.weight_decay),
-            warmup=self.warmup,
-            lr_schedule=self.lr_schedule,
-            clip_grad=self.clip_grad,
-            time_sampling=self.time_sampling,
-            generator=generator,
-            device=device,
-            validation=validation,
-            validation_interval=self.validation_interval,
-            n_iter_no_change=self._patience(validation is not None),
-            tol=float(self.tol),
-            max_time=self.max_time,
-            verbose=self.verbose,
-            mixed_precision=bool(self.mixed_precision),
-            forward=self._forward(model, device),
-            target=self.target,
-            ema_decay=None if self.ema_decay is None else float(self.ema_decay),
-            state=state,
-        )
-
-    def _start(self, source: Any, kw: dict, seeds: list, device: str) -> dict:
-        """Network, generators and optimizer state of this fit (continued on a warm start)."""
-        import torch
-
-        warm = self.warm_start and hasattr(self, "model_")
-        if warm and self.model_.n_features != self.n_features_in_:
-            raise ValueError(
-                f"warm_start=True but the data have {self.n_features_in_} features and the "
-                f"fitted network {self.model_.n_features}; fit with warm_start=False."
-            )
-        previous = getattr(self, "_warm", None) if warm else None
-        if previous is not None:
-            return {**previous, "model": self.model_.to(device)}
-        generator = torch.Generator(device=device).manual_seed(seeds[3])
-        if warm:  # unpickled: the weights only, with fresh generators and optimizer
-            model = self.model_.to(device)
-        else:
-            model = self._network(self._input_scale(source, kw, seeds[1]), device, seeds[4])
-        task_rng = np.random.default_rng(seeds[0])
-        return {"model": model, "task_rng": task_rng, "generator": generator, "state": None}
-
-    def _store(self, run: dict, result, default, validated: bool, warm: bool) -> None:
-        run["model"].eval()
-        self._warm = {**run, "state": result.state}
-        del self._warm["model"]
-        self.model_ = run["model"]
-        self.support_ = default
-        scores = result.validation_scores if validated else None
+    def _store(self, run: TrainingRun, result: Any, warm: bool) -> None:
+        """The fitted attributes of a training run (accumulated on a warm start)."""
+        tasks = run.tasks
+        self.support_range_ = tasks.options.support_range
+        self.augment_ = tasks.options.augment
+        self.normalize_ = tasks.options.normalize
+        if tasks.labelled:
+            self.validation_classes_ = tasks.validation_classes
+        self.task_scale_ = run.task_scale
+        self._warm = run.warm_state(result)  # generators and optimizer: never pickled
+        self.model_ = run.model
+        self.support_ = tasks.default_support
+        scores = result.validation_scores if run.validation is not None else None
         if warm:
             self.n_iter_ += result.n_iter
             self.loss_curve_ = self.loss_curve_ + result.loss_curve
@@ -904,30 +595,13 @@ class LearnedFlowSampler(BaseFlowSampler):
         """
         self._validate_params()
         device = self._train_device()
-        warm = bool(self.warm_start) and hasattr(self, "model_")
         rng = check_random_state(self.random_state)
-        source, kw, val_source, val_kw, default = self._task_sources(X, y, rng)
-        self._check_target(source)
-        seeds = [int(s) for s in rng.randint(0, 2**31 - 1, size=5)]
-        if not (warm and hasattr(self, "task_scale_")):
-            self.task_scale_ = 1.0
-            if self.normalize_:
-                self.task_scale_ = self._task_scale(source, kw, seeds[1])
-        run = self._start(source, kw, seeds, device)
-        validation = None
-        if val_source is not None:
-            val_rng = np.random.default_rng(seeds[2])
-            validation = self._validation_tasks(val_source, val_rng, val_kw)
-        task_rng, target = run["task_rng"], self.target
-        result = self._train(
-            run["model"],
-            lambda: self._draw(source, task_rng, self.batch_tasks, kw, target),
-            validation,
-            device,
-            run["generator"],
-            run["state"],
-        )
-        self._store(run, result, default, validation is not None, warm)
+        X, y = self._check_training_data(X, y)
+        params = TrainingParams(**self.get_params())
+        tasks = training_tasks(params, X, y, rng)  # the "auto" options resolved
+        warm = self._warm_start()
+        run = TrainingRun(params, tasks, self.n_features_in_, device, rng, warm)
+        self._store(run, run.train(), warm is not None)
         return self
 
     # -- support and backend ---------------------------------------------------------------

@@ -1,0 +1,142 @@
+"""What the learned sampler's training and inference share: support sizes, frames, networks.
+
+:func:`support_bounds` reads the ``support_size`` parameter (validation, the training tasks'
+sizes, the few-shot score's support rows); :func:`task_frame` is the per-task normalisation
+that training applies to every task and inference to every support, so both must be the
+same function; :func:`build_model` constructs the network for training and for unpickling.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._validation import InvalidParameterError, check_choice, check_int
+
+__all__ = ["build_model", "is_task_source", "support_bounds", "task_frame"]
+
+
+def support_bounds(support_size: Any) -> tuple[int, int]:
+    """``(low, high)`` of ``support_size``: an int, a pair of ints or ``"auto"`` (``(2, 50)``).
+
+    Parameters
+    ----------
+    support_size : int, (int, int) or "auto"
+        The ``support_size`` parameter of :class:`~skflow.LearnedFlowSampler`.
+
+    Returns
+    -------
+    bounds : tuple of int
+        ``(low, high)`` with ``low <= high``; ``(k, k)`` for an int ``k``.
+
+    Raises
+    ------
+    InvalidParameterError
+        For anything else, a pair of non-integers or a pair with ``low > high``.
+
+    Examples
+    --------
+    >>> support_bounds((3, 8)), support_bounds(10), support_bounds("auto")
+    ((3, 8), (10, 10), (2, 50))
+    """
+    if isinstance(support_size, str):
+        check_choice(support_size, "support_size", ("auto",))
+        return 2, 50
+    if isinstance(support_size, tuple | list):
+        if len(support_size) != 2:
+            raise InvalidParameterError(
+                f"support_size must be an int, a pair (low, high) or 'auto', got {support_size!r}."
+            )
+        lo = check_int(support_size[0], "support_size[0]")
+        hi = check_int(support_size[1], "support_size[1]")
+        if lo > hi:
+            raise InvalidParameterError(
+                f"support_size=(low, high) needs low <= high, got {support_size!r}."
+            )
+        return lo, hi
+    k = check_int(support_size, "support_size")
+    return k, k
+
+
+def task_frame(supports: Any, fallback: float) -> tuple[Any, Any]:
+    """Centre ``(B, 1, d)`` and scale ``(B, 1, 1)`` of every support ``(B, m, d)``.
+
+    The centre is the support mean, the scale its per-coordinate standard deviation (ddof 1),
+    so a normalised support has unit spread whatever the data's units; a support of one row
+    (or of identical rows) has no spread and takes ``fallback``. Works on NumPy arrays and
+    Torch tensors alike.
+
+    Parameters
+    ----------
+    supports : ndarray or tensor of shape (B, m, d)
+    fallback : float
+        Scale of a support without spread.
+
+    Returns
+    -------
+    centre : array of shape (B, 1, d)
+    scale : array of shape (B, 1, 1)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> centre, scale = task_frame(np.array([[[0.0, 0.0], [2.0, 2.0]]]), 1.0)
+    >>> centre.ravel().tolist(), round(float(scale.ravel()[0]), 4)
+    ([1.0, 1.0], 1.4142)
+    """
+    m, d = supports.shape[-2], supports.shape[-1]
+    centre = supports.mean(axis=-2, keepdims=True)
+    ss = ((supports - centre) ** 2).sum(axis=(-2, -1), keepdims=True)
+    scale = (ss / (max(m - 1, 1) * d)) ** 0.5
+    tiny = scale <= 1e-12 * (1.0 + abs(centre).max())
+    scale = scale * ~tiny + fallback * tiny
+    return centre, scale
+
+
+def is_task_source(X: Any) -> bool:
+    """Whether ``X`` is a task source (callable ``sample_tasks``) rather than an array.
+
+    Parameters
+    ----------
+    X : object
+        What ``fit`` was given.
+
+    Returns
+    -------
+    bool
+        True for an object with a callable ``sample_tasks`` and no ``__array__``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skflow.tasks import GaussianMixtureTasks
+    >>> is_task_source(GaussianMixtureTasks(n_features=2)), is_task_source(np.zeros((3, 2)))
+    (True, False)
+    """
+    source = hasattr(X, "sample_tasks") and callable(X.sample_tasks)
+    return source and not hasattr(X, "__array__")
+
+
+def build_model(cls: type, config: dict) -> Any:
+    """Construct a network without consuming the global Torch RNG (its state is restored).
+
+    Parameters
+    ----------
+    cls : type
+        The network class, e.g. :class:`~skflow.nn.transformer.CrossAttentionVelocity`.
+    config : dict
+        Its keyword arguments.
+
+    Returns
+    -------
+    torch.nn.Module
+
+    Examples
+    --------
+    >>> from skflow.nn.transformer import CrossAttentionVelocity
+    >>> build_model(CrossAttentionVelocity, {"n_features": 2, "d_model": 8}).n_features
+    2
+    """
+    import torch
+
+    with torch.random.fork_rng(devices=[]):
+        return cls(**config)

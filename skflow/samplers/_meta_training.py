@@ -1,0 +1,595 @@
+"""Meta-training of :class:`~skflow.LearnedFlowSampler`: from validated data to a trained network.
+
+``LearnedFlowSampler.fit`` validates its data, then
+
+1. :func:`training_tasks` turns it into task sources (``fit(X, y)``: one task per label;
+   ``fit(X)``: random splits of ``X``; ``fit(task_source)``: the source itself), with the
+   ``"auto"`` options of this fit resolved (:class:`FitOptions`);
+2. :class:`TrainingRun` draws this fit's seeds and builds the network (or continues the
+   fitted one, :class:`WarmStart`), its generators and the fixed validation tasks;
+3. :meth:`TrainingRun.train` runs :func:`skflow.nn.training.train_flow_model`.
+
+Everything here reads the estimator's parameters from a :class:`TrainingParams` (its
+``get_params()``) and returns what ``fit`` stores; nothing touches the estimator itself.
+Torch and the task sources are imported on first use, as in the estimator.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from .._validation import check_int
+from ._frame import build_model, is_task_source, support_bounds, task_frame
+
+__all__ = [
+    "FitOptions",
+    "TrainingParams",
+    "TrainingRun",
+    "TrainingTasks",
+    "WarmStart",
+    "check_target",
+    "resolve_options",
+    "source_n_features",
+    "training_tasks",
+]
+
+# fit(X, y), validation_fraction="auto": classes are held out for validation from this many
+# classes on (fewer classes are all needed for training).
+MIN_CLASSES_FOR_VALIDATION = 10
+# n_iter_no_change="auto": validation checks without improvement before training stops.
+AUTO_PATIENCE = 10
+# Frames between a user's ``fit`` call and the functions below that warn: training_tasks ->
+# _labelled_tasks -> resolve_options, and TrainingRun.train -> _forward. The warnings point at
+# the user's ``fit`` line.
+_OPTIONS_STACKLEVEL = 5
+_FORWARD_STACKLEVEL = 4
+
+
+class TrainingParams(SimpleNamespace):
+    """The parameters of :class:`~skflow.LearnedFlowSampler`, as meta-training reads them.
+
+    ``TrainingParams(**estimator.get_params())``: the validated public parameters as
+    attributes of the same names (see the estimator's docstring), never the estimator.
+    Meta-training reads the architecture (``d_model``, ``n_heads``, ``n_layers``,
+    ``mlp_ratio``, ``exact_head``, ``sigma_min``), the tasks (``batch_tasks``,
+    ``support_size``, ``n_targets``, ``augment``, ``normalize``, ``target``,
+    ``validation_fraction``), the loop (``max_iter``, ``max_time``, ``learning_rate``,
+    ``weight_decay``, ``warmup``, ``lr_schedule``, ``clip_grad``, ``time_sampling``,
+    ``ema_decay``, ``n_iter_no_change``, ``tol``, ``validation_interval``) and its execution
+    (``mixed_precision``, ``compile``, ``verbose``).
+
+    Examples
+    --------
+    >>> from skflow import LearnedFlowSampler
+    >>> params = TrainingParams(**LearnedFlowSampler(validation_fraction=0.2).get_params())
+    >>> params.validation_share(), params.patience(validated=True)
+    (0.2, 10)
+    """
+
+    def validation_share(self) -> float:
+        """``validation_fraction`` as a float (``"auto"``: 0, no held-out rows)."""
+        share = self.validation_fraction
+        return 0.0 if isinstance(share, str) else float(share)
+
+    def patience(self, validated: bool) -> int | None:
+        """``n_iter_no_change``, with ``"auto"`` = 10 checks when there is validation."""
+        if self.n_iter_no_change == "auto":
+            return AUTO_PATIENCE if validated else None
+        return self.n_iter_no_change
+
+
+@dataclass(frozen=True)
+class FitOptions:
+    """The ``"auto"`` options of one fit, resolved (``support_range_``, ``augment_``,
+    ``normalize_`` of the estimator)."""
+
+    support_range: tuple[int, int]
+    augment: str | None
+    normalize: bool
+
+
+@dataclass(frozen=True)
+class TrainingTasks:
+    """Where one fit's tasks come from.
+
+    Attributes
+    ----------
+    source : task source
+        Training tasks (augmentation applied).
+    validation : task source or None
+        Validation tasks, or None without validation.
+    options : FitOptions
+    default_support : ndarray of shape (k, n_features) or None
+        The estimator's ``support_`` (``fit(X)`` only).
+    labelled : bool
+        Whether the data were labelled (``fit(X, y)``): only then is
+        ``validation_classes`` the estimator's ``validation_classes_``.
+    validation_classes : ndarray or None
+        Classes held out for validation by ``validation_fraction="auto"``.
+    """
+
+    source: Any
+    validation: Any
+    options: FitOptions
+    default_support: np.ndarray | None = None
+    labelled: bool = False
+    validation_classes: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class WarmStart:
+    """What a warm start continues from.
+
+    Attributes
+    ----------
+    model : CrossAttentionVelocity
+        The fitted network (``model_``).
+    task_scale : float or None
+        The fitted ``task_scale_`` (None: compute it again).
+    state : dict or None
+        :meth:`TrainingRun.warm_state` of the previous fit; None after unpickling (the
+        weights continue with fresh generators and optimizer).
+    """
+
+    model: Any
+    task_scale: float | None = None
+    state: dict | None = None
+
+
+def source_n_features(source: Any) -> int:
+    """Number of features of a task source: its ``n_features``, else that of a probe task.
+
+    Parameters
+    ----------
+    source : task source
+        An object with ``sample_tasks(n_tasks, n_support, n_query, random_state)``.
+
+    Returns
+    -------
+    int
+
+    Examples
+    --------
+    >>> from skflow.tasks import GaussianMixtureTasks
+    >>> source_n_features(GaussianMixtureTasks(n_features=3))
+    3
+    """
+    d = getattr(source, "n_features", None)
+    if d is None:
+        probe, _ = source.sample_tasks(1, 1, 0, random_state=np.random.default_rng(0))
+        d = probe.shape[-1]
+    return check_int(int(d), "n_features of the task source")
+
+
+def training_tasks(
+    params: TrainingParams, X: Any, y: np.ndarray | None, rng: np.random.RandomState
+) -> TrainingTasks:
+    """The task sources of ``fit(X, y)``, ``fit(X)`` or ``fit(task_source)``.
+
+    Parameters
+    ----------
+    params : TrainingParams
+    X : ndarray of shape (n_samples, n_features) or task source
+        Validated by the estimator.
+    y : ndarray of shape (n_samples,) or None
+        Validated task labels.
+    rng : numpy.random.RandomState
+        The fit's random state: ``fit(X)`` draws its default support from it, ``fit(X, y)``
+        the seed of its held-out classes or rows.
+
+    Returns
+    -------
+    TrainingTasks
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skflow import LearnedFlowSampler
+    >>> params = TrainingParams(**LearnedFlowSampler(support_size=5).get_params())
+    >>> X = np.random.default_rng(0).normal(size=(20, 2))
+    >>> tasks = training_tasks(params, X, None, np.random.RandomState(0))
+    >>> tasks.options.support_range, tasks.default_support.shape
+    ((5, 5), (5, 2))
+    """
+    from ..tasks import SingleDatasetTasks
+
+    if y is not None:
+        return _labelled_tasks(params, X, y, np.random.default_rng(rng.randint(2**31 - 1)))
+    options = resolve_options(params, labelled=False, sizes=None)
+    source, default = X, None
+    if not is_task_source(X):  # fit(X): X is one task, split at random into support and targets
+        source = SingleDatasetTasks(X)
+        k = options.support_range[1]
+        default = X.copy()
+        if X.shape[0] > k:
+            default = X[np.sort(rng.choice(X.shape[0], k, replace=False))].copy()
+    source = _augmented(source, options)
+    validation = source if params.validation_share() > 0 else None
+    return TrainingTasks(source, validation, options, default)
+
+
+def _augmented(source: Any, options: FitOptions) -> Any:
+    from ..tasks import RotatedTasks
+
+    return RotatedTasks(source) if options.augment == "rotate" else source
+
+
+def _labelled_tasks(
+    params: TrainingParams, X: np.ndarray, y: np.ndarray, rng: np.random.Generator
+) -> TrainingTasks:
+    """Training and validation :class:`~skflow.tasks.FewShotClassTasks` of ``fit(X, y)``.
+
+    ``validation_fraction="auto"`` holds out whole classes (a fifth, at least 2) when there
+    are at least ``MIN_CLASSES_FOR_VALIDATION``: validation on classes never trained on is
+    what a user's test on new classes is. A float holds out that fraction of the rows of
+    every class.
+    """
+    from ..tasks import FewShotClassTasks
+
+    everything = FewShotClassTasks(X, y)
+    labels = everything.classes_  # validated: NaN, classes too small (warned)
+    share, held_classes = params.validation_fraction, None
+    if isinstance(share, str) and labels.size >= MIN_CLASSES_FOR_VALIDATION:  # "auto"
+        n_val = max(2, int(round(0.2 * labels.size)))
+        held_classes = np.sort(rng.choice(labels, n_val, replace=False))
+    options = resolve_options(params, labelled=True, sizes=everything.class_sizes_)
+    train, validation = everything, None
+    if held_classes is not None:
+        train = FewShotClassTasks(X, y, classes=np.setdiff1d(labels, held_classes))
+        validation = FewShotClassTasks(X, y, classes=held_classes)
+    elif not isinstance(share, str) and share != 0:
+        held = np.zeros(len(y), dtype=bool)
+        for c in labels:  # the same fraction of every class's rows
+            rows = np.flatnonzero(y == c)
+            held[rng.choice(rows, int(round(share * rows.size)), replace=False)] = True
+        train = FewShotClassTasks(X[~held], y[~held], classes=labels)
+        validation = FewShotClassTasks(X[held], y[held])
+    train = _augmented(train, options)
+    return TrainingTasks(train, validation, options, labelled=True, validation_classes=held_classes)
+
+
+def resolve_options(params: TrainingParams, labelled: bool, sizes: np.ndarray | None) -> FitOptions:
+    """The ``"auto"`` options of a fit.
+
+    On labelled data (``fit(X, y)``): support sizes from 2 to the size the classes allow
+    (at most 50), rotation augmentation and per-task normalisation. On one data set or a task
+    source: a fixed support of 50 rows, no augmentation, no normalisation.
+
+    Parameters
+    ----------
+    params : TrainingParams
+    labelled : bool
+        Whether the fit is ``fit(X, y)``.
+    sizes : ndarray of shape (n_classes,) or None
+        Rows per class (labelled data only).
+
+    Returns
+    -------
+    FitOptions
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skflow import LearnedFlowSampler
+    >>> params = TrainingParams(**LearnedFlowSampler().get_params())
+    >>> resolve_options(params, labelled=True, sizes=np.array([12, 20, 30]))
+    FitOptions(support_range=(2, 23), augment='rotate', normalize=True)
+    """
+    lo, hi = support_bounds(params.support_size)
+    if params.support_size == "auto":
+        lo, hi = (2, 50) if labelled else (50, 50)
+    if labelled:
+        top = int(np.percentile(sizes, 75)) - 2  # a task keeps >= 2 target rows
+        hi = max(min(hi, top), 2)
+        lo = min(lo, hi)
+        if np.any(sizes < lo + 2):
+            warnings.warn(
+                f"{int(np.sum(sizes < lo + 2))} class(es) have fewer than support_size "
+                f"low + 2 = {lo + 2} rows and cannot give a training task; lower "
+                "support_size.",
+                UserWarning,
+                stacklevel=_OPTIONS_STACKLEVEL,
+            )
+    auto = params.augment == "auto"
+    augment = ("rotate" if labelled else None) if auto else params.augment
+    norm = params.normalize
+    normalize = bool(labelled) if norm == "auto" else bool(norm)
+    if params.target == "exact" and (augment or normalize):
+        raise ValueError(
+            "target='exact' regresses on the task source's own velocity, which knows "
+            "neither augmentation nor normalisation; set augment=None, normalize=False."
+        )
+    return FitOptions((int(lo), int(hi)), augment, normalize)
+
+
+def check_target(target: str, source: Any) -> None:
+    """Refuse ``target="exact"`` for a task source without a population velocity.
+
+    Parameters
+    ----------
+    target : {"conditional", "exact", "marginal"}
+    source : task source
+
+    Raises
+    ------
+    ValueError
+        With ``target="exact"`` when ``source`` has no ``velocity`` method.
+
+    Examples
+    --------
+    >>> from skflow.tasks import GaussianMixtureTasks
+    >>> check_target("exact", GaussianMixtureTasks(n_features=2))
+    """
+    if target == "exact" and not callable(getattr(source, "velocity", None)):
+        raise ValueError(
+            f"target='exact' needs a task source that knows its population velocity (a "
+            f"velocity method and sample_tasks(..., return_params=True), e.g. "
+            f"GaussianMixtureTasks); {type(source).__name__} has none. Use "
+            "target='conditional' or 'marginal'."
+        )
+
+
+class TrainingRun:
+    """One fit's training: seeds, network, generators, validation tasks and the loop.
+
+    Construction draws five seeds from ``rng`` (the task stream, the task and input scales,
+    the validation tasks, the noise and times, the weights), computes the per-task
+    normalisation scale, builds the network (or continues ``warm``) and draws the fixed
+    validation tasks; :meth:`train` runs the loop.
+
+    Parameters
+    ----------
+    params : TrainingParams
+    tasks : TrainingTasks
+    n_features : int
+    device : str
+        Torch device of training (available).
+    rng : numpy.random.RandomState
+        The fit's random state, after :func:`training_tasks`.
+    warm : WarmStart, optional
+        Continue the fitted network (``warm_start=True``).
+
+    Attributes
+    ----------
+    model : CrossAttentionVelocity
+        The network being trained (after :meth:`train`: the one to sample with, in eval mode).
+    task_scale : float
+        Median support spread of the training tasks (1.0 without normalisation).
+    validation : list of tuple or None
+        The fixed validation batches.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skflow import LearnedFlowSampler
+    >>> from skflow.tasks import GaussianMixtureTasks
+    >>> est = LearnedFlowSampler(d_model=8, n_layers=1, max_iter=2, batch_tasks=2,
+    ...                          support_size=4, n_targets=4)
+    >>> params = TrainingParams(**est.get_params())
+    >>> rng = np.random.RandomState(0)
+    >>> tasks = training_tasks(params, GaussianMixtureTasks(n_features=2), None, rng)
+    >>> run = TrainingRun(params, tasks, 2, "cpu", rng)
+    >>> run.train().n_iter
+    2
+    """
+
+    def __init__(
+        self,
+        params: TrainingParams,
+        tasks: TrainingTasks,
+        n_features: int,
+        device: str,
+        rng: np.random.RandomState,
+        warm: WarmStart | None = None,
+    ):
+        self.params, self.tasks, self.n_features, self.device = params, tasks, n_features, device
+        check_target(params.target, tasks.source)
+        seeds = [int(s) for s in rng.randint(0, 2**31 - 1, size=5)]
+        self.task_scale = 1.0
+        if warm is not None and warm.task_scale is not None:
+            self.task_scale = warm.task_scale
+        elif tasks.options.normalize:
+            self.task_scale = self._task_scale(seeds[1])
+        self.model, self.task_rng, self.generator, self.state = self._start(seeds, warm)
+        self.validation = None
+        if tasks.validation is not None:
+            val_rng = np.random.default_rng(seeds[2])
+            self.validation = self._validation_tasks(tasks.validation, val_rng)
+
+    # -- tasks -----------------------------------------------------------------------------
+    def _support_size(self, rng: np.random.Generator) -> int:
+        """Support size of one training batch: log-uniform on the integers of the range."""
+        lo, hi = self.tasks.options.support_range
+        if lo == hi:
+            return lo
+        return int(min(hi, np.floor(np.exp(rng.uniform(np.log(lo), np.log(hi + 1))))))
+
+    def _draw(
+        self,
+        source: Any,
+        rng: np.random.Generator,
+        target: str = "conditional",
+        *,
+        m: int | None = None,
+        normalize: bool | None = None,
+    ):
+        """``batch_tasks`` tasks of ``source`` as float arrays, checked for shape and finiteness.
+
+        ``m`` support rows per task (default: drawn from the support range); with per-task
+        normalisation every task is centred and scaled by its support (:func:`task_frame`).
+        Returns ``(supports, targets)``, plus the reference set (``target="marginal"``) or the
+        tasks' velocity function (``target="exact"``).
+        """
+        from ..nn.objective import MARGINAL_REFERENCE_FACTOR
+
+        d, n_targets = self.n_features, self.params.n_targets
+        n = n_targets * (MARGINAL_REFERENCE_FACTOR if target == "marginal" else 1)
+        extra = {"return_params": True} if target == "exact" else {}
+        m = self._support_size(rng) if m is None else m
+        drawn = source.sample_tasks(self.params.batch_tasks, m, n, random_state=rng, **extra)
+        S, Q = np.asarray(drawn[0]), np.asarray(drawn[1])
+        if getattr(source, "variable_n_features", False) and S.ndim == 3:
+            d = min(d, S.shape[-1])  # a source of tasks of 1..d features (the priors')
+        if S.ndim != 3 or S.shape[-1] != d or Q.ndim != 3 or Q.shape[-1] != d:
+            raise ValueError(
+                f"the task source returned supports {S.shape} and targets {Q.shape}; "
+                f"expected (B, m, {d}) and (B, n, {d})."
+            )
+        if not (np.all(np.isfinite(S)) and np.all(np.isfinite(Q))):
+            raise ValueError("the task source returned NaN or infinite values.")
+        if self.tasks.options.normalize if normalize is None else normalize:
+            centre, scale = task_frame(S, self.task_scale)
+            S, Q = (S - centre) / scale, (Q - centre) / scale
+        if target == "marginal":
+            return S, Q[:, :n_targets], Q
+        if target == "exact":
+            params, sigma_min = drawn[2], float(self.params.sigma_min)
+            return S, Q, lambda x, t: source.velocity(x, t, params, sigma_min=sigma_min)
+        return S, Q
+
+    def _validation_tasks(self, source: Any, rng: np.random.Generator) -> list:
+        """Fixed validation batches at up to 3 support sizes spread over the range."""
+        lo, hi = self.tasks.options.support_range
+        class_sizes = getattr(source, "class_sizes_", None)
+        if class_sizes is not None:  # held-out classes may be smaller than the training ones
+            hi = max(1, min(hi, int(np.max(class_sizes)) - 2))
+            lo = min(lo, hi)
+        sizes = np.unique(np.round(np.geomspace(lo, hi, 3)).astype(int))
+        return [self._draw(source, rng, m=int(m)) for m in sizes]
+
+    def _task_scale(self, seed: int) -> float:
+        """Median support spread of the training tasks, in data units: the scale of a
+        one-row support (whose own spread is undefined) under per-task normalisation."""
+        hi = self.tasks.options.support_range[1]
+        rng = np.random.default_rng(seed)
+        S, _ = self._draw(self.tasks.source, rng, m=max(2, hi), normalize=False)
+        _, scale = task_frame(S, 1.0)
+        value = float(np.median(scale))
+        return value if np.isfinite(value) and value > 1e-12 else 1.0
+
+    def _input_scale(self, seed: int) -> float:
+        """Global coordinate scale: RMS spread of targets around their support mean."""
+        S, Q = self._draw(self.tasks.source, np.random.default_rng(seed))
+        spread = float(np.sqrt(np.mean((Q - S.mean(axis=1, keepdims=True)) ** 2)))
+        if not np.isfinite(spread) or spread > 1e30:
+            raise ValueError(
+                f"the training data's spread ({spread:.3g}) is too large for float32 training; "
+                "rescale the data (e.g. StandardScaler) first."
+            )
+        return spread if spread > 1e-12 else 1.0
+
+    # -- network ---------------------------------------------------------------------------
+    def _network(self, input_scale: float, seed: int):
+        """A freshly initialized network (local generator) on the training device."""
+        import torch
+
+        from ..nn.transformer import CrossAttentionVelocity
+
+        p = self.params
+        config = {
+            "n_features": self.n_features,
+            "d_model": p.d_model,
+            "n_heads": p.n_heads,
+            "n_layers": p.n_layers,
+            "mlp_ratio": p.mlp_ratio,
+            "exact_head": bool(p.exact_head),
+            "sigma_min": float(p.sigma_min),
+        }
+        model = build_model(CrossAttentionVelocity, config)
+        model.reset_parameters(torch.Generator().manual_seed(seed))
+        model.input_scale.fill_(input_scale)
+        model.output_scale.fill_(float(np.sqrt(input_scale**2 + 1.0)))
+        return model.to(self.device)
+
+    def _start(self, seeds: list, warm: WarmStart | None) -> tuple:
+        """Network, task generator, noise generator and optimizer state of this fit
+        (continued on a warm start)."""
+        import torch
+
+        if warm is not None and warm.model.n_features != self.n_features:
+            raise ValueError(
+                f"warm_start=True but the data have {self.n_features} features and the "
+                f"fitted network {warm.model.n_features}; fit with warm_start=False."
+            )
+        if warm is not None and warm.state is not None:
+            state = warm.state
+            return warm.model.to(self.device), state["task_rng"], state["generator"], state["state"]
+        generator = torch.Generator(device=self.device).manual_seed(seeds[3])
+        if warm is not None:  # unpickled: the weights only, with fresh generators and optimizer
+            model = warm.model.to(self.device)
+        else:
+            model = self._network(self._input_scale(seeds[1]), seeds[4])
+        return model, np.random.default_rng(seeds[0]), generator, None
+
+    def _forward(self):
+        """The callable of the training forward pass (``torch.compile`` on CUDA if asked)."""
+        import torch
+
+        p, cuda = self.params, self.device.startswith("cuda")
+        if (p.compile or p.mixed_precision) and not cuda:
+            warnings.warn(
+                "compile and mixed_precision apply on CUDA devices only; ignored on the CPU.",
+                UserWarning,
+                stacklevel=_FORWARD_STACKLEVEL,
+            )
+        return torch.compile(self.model) if p.compile and cuda else self.model
+
+    # -- training --------------------------------------------------------------------------
+    def train(self):
+        """Run the training loop on ``model`` (in place); returns its ``TrainingResult``.
+
+        Returns
+        -------
+        TrainingResult
+            See :func:`skflow.nn.training.train_flow_model`.
+        """
+        from ..nn.training import train_flow_model
+
+        p, source, task_rng = self.params, self.tasks.source, self.task_rng
+        result = train_flow_model(
+            self.model,
+            lambda: self._draw(source, task_rng, p.target),
+            sigma_min=float(p.sigma_min),
+            max_iter=p.max_iter,
+            learning_rate=float(p.learning_rate),
+            weight_decay=float(p.weight_decay),
+            warmup=p.warmup,
+            lr_schedule=p.lr_schedule,
+            clip_grad=p.clip_grad,
+            time_sampling=p.time_sampling,
+            generator=self.generator,
+            device=self.device,
+            validation=self.validation,
+            validation_interval=p.validation_interval,
+            n_iter_no_change=p.patience(self.validation is not None),
+            tol=float(p.tol),
+            max_time=p.max_time,
+            verbose=p.verbose,
+            mixed_precision=bool(p.mixed_precision),
+            forward=self._forward(),
+            target=p.target,
+            ema_decay=None if p.ema_decay is None else float(p.ema_decay),
+            state=self.state,
+        )
+        self.model.eval()
+        return result
+
+    def warm_state(self, result: Any) -> dict:
+        """What a warm start of the next fit continues (:attr:`WarmStart.state`): the task
+        and noise generators as they stand and the optimizer/EMA state of ``result``.
+
+        Parameters
+        ----------
+        result : TrainingResult
+            What :meth:`train` returned.
+
+        Returns
+        -------
+        dict
+        """
+        return {"task_rng": self.task_rng, "generator": self.generator, "state": result.state}
