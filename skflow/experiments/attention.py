@@ -62,7 +62,6 @@ from ._io import (
     TorchThreads,
     derive_seed,
     machine_info,
-    machine_line,
     prepare_output,
     progress_bar,
     run_jobs,
@@ -71,6 +70,7 @@ from ._io import (
     write_json,
     write_run_section,
 )
+from ._report import section_head
 
 __all__ = ["PRESETS", "docs_section", "run", "write_docs"]
 
@@ -558,17 +558,16 @@ def docs_section(results: dict, command: str) -> str:
     cfg, s = results["config"], results["summary"]
     its = {name: s[name]["train_iterations"] for name in ("no_head", "exact_head") if name in s}
     rising = {name: s[name]["any_head_rising"] for name in its}
+    preset = (
+        f"Preset `{results['preset']}`: seed {results['random_state']} (one training per "
+        f"model), GMM tasks d = {cfg['n_features']}, m = {cfg['n_support']}, "
+        f"{cfg['n_eval_tasks']} held-out tasks x {cfg['n_queries']} queries; training "
+        f"iterations {its} (max_iter {cfg['learned'].get('max_iter', 'default')}, guard "
+        f"{cfg['max_time']} s). Wall time {s['wall_seconds']:.0f} s."
+    )
     return "\n".join(
         [
-            f"Command (from the repository root): `{command}`",
-            "",
-            f"Preset `{results['preset']}`: seed {results['random_state']} (one training per "
-            f"model), GMM tasks d = {cfg['n_features']}, m = {cfg['n_support']}, "
-            f"{cfg['n_eval_tasks']} held-out tasks x {cfg['n_queries']} queries; training "
-            f"iterations {its} (max_iter {cfg['learned'].get('max_iter', 'default')}, guard "
-            f"{cfg['max_time']} s). Wall time {s['wall_seconds']:.0f} s.",
-            "",
-            machine_line(results["machine"]["start"], results["machine"]["end"]),
+            *section_head(results, command, preset),
             "",
             "Paper: Spearman 0.89 at the last step (IP-Adapter).",
             "",

@@ -41,7 +41,6 @@ from ._io import (
     TorchThreads,
     derive_seed,
     machine_info,
-    machine_line,
     prepare_output,
     progress_bar,
     run_jobs,
@@ -50,6 +49,7 @@ from ._io import (
     write_json,
     write_run_section,
 )
+from ._report import convention_tables, section_head
 from .protocol import (
     CONVENTIONS,
     compare_to_baseline,
@@ -551,15 +551,14 @@ def docs_section(results: dict, command: str) -> str:
     """
     cfg, s = results["config"], results["summary"]
     neff = " | ".join(f"{s['median_neff_at_0.5'][str(d)]:.2f}" for d in results["dims"])
-    parts = [
-        f"Command (from the repository root): `{command}`",
-        "",
+    preset = (
         f"Preset `{results['preset']}`: seeds {results['seeds']}, {cfg['n_eval_tasks']} "
         f"held-out tasks per seed and d, m = {cfg['n_support']}, {cfg['n_points']} generated vs "
         f"{cfg['n_points']} true points per task (and {cfg['n_points']} more for the noise "
-        f"floor). Wall time {s['wall_seconds']:.0f} s. " + _budget(results),
-        "",
-        machine_line(results["machine"]["start"], results["machine"]["end"]),
+        f"floor). Wall time {s['wall_seconds']:.0f} s. " + _budget(results)
+    )
+    parts = [
+        *section_head(results, command, preset),
         "",
         "| d | " + " | ".join(str(d) for d in results["dims"]) + " |",
         "|---|" + "---|" * len(results["dims"]),
@@ -567,16 +566,13 @@ def docs_section(results: dict, command: str) -> str:
         "",
         _NEFF_NOTE,
     ]
-    for conv, label in (("true", "true points"), ("pooled", "pooled generated + true points")):
-        parts += [
-            "",
-            f"MMD², median heuristic from the {label}; intervals: 95 % bootstrap over tasks, "
-            "stratified by seed. A benefit interval that contains 0 is no resolved benefit.",
-            "",
-            _convention_table(results, conv),
-            "",
-            _TABLE_NOTE,
-        ]
+    parts += convention_tables(
+        lambda conv: _convention_table(results, conv),
+        ("true points", "pooled generated + true points"),
+        "MMD², median heuristic from the {label}; intervals: 95 % bootstrap over tasks, "
+        "stratified by seed. A benefit interval that contains 0 is no resolved benefit.",
+        _TABLE_NOTE,
+    )
     return "\n".join(parts)
 
 

@@ -35,7 +35,6 @@ from ._io import (
     TorchThreads,
     derive_seed,
     machine_info,
-    machine_line,
     prepare_output,
     progress_bar,
     run_jobs,
@@ -44,6 +43,7 @@ from ._io import (
     write_json,
     write_run_section,
 )
+from ._report import convention_tables, section_head
 from .collapse import PRESETS as COLLAPSE_PRESETS
 from .protocol import (
     CONVENTIONS,
@@ -429,27 +429,20 @@ def docs_section(results: dict, command: str) -> str:
     """
     cfg, per_family = results["config"], results["per_family"]
     runs = [t for res in per_family.values() for m in MODELS for t in res["training"][m]]
-    parts = [
-        f"Command (from the repository root): `{command}`",
-        "",
+    preset = (
         f"Preset `{results['preset']}`: d = {cfg['n_features']}, seeds {results['seeds']}, "
         f"{cfg['n_eval_tasks']} held-out tasks per seed and family, m = {cfg['n_support']}, "
         f"{cfg['n_points']} generated vs {cfg['n_points']} true points per task (and "
         f"{cfg['n_points']} more for the noise floor), sigma_min = {cfg['sigma_min']}. Wall "
-        f"time {results['seconds']['total']:.0f} s. " + training_budget(runs, cfg["max_time"]),
-        "",
-        machine_line(results["machine"]["start"], results["machine"]["end"]),
-    ]
-    for conv, label in (("true", "the true points"), ("pooled", "the pooled points")):
-        parts += [
-            "",
-            f"MMD², median heuristic from {label}; intervals: 95 % bootstrap over tasks, "
-            "stratified by seed. A ratio interval that contains 1 is no resolved difference.",
-            "",
-            _family_table(per_family, conv),
-            "",
-            _TABLE_NOTE,
-        ]
+        f"time {results['seconds']['total']:.0f} s. " + training_budget(runs, cfg["max_time"])
+    )
+    parts = section_head(results, command, preset) + convention_tables(
+        lambda conv: _family_table(per_family, conv),
+        ("the true points", "the pooled points"),
+        "MMD², median heuristic from {label}; intervals: 95 % bootstrap over tasks, "
+        "stratified by seed. A ratio interval that contains 1 is no resolved difference.",
+        _TABLE_NOTE,
+    )
     return "\n".join(parts)
 
 

@@ -51,13 +51,13 @@ from ._io import (
     TorchThreads,
     derive_seed,
     machine_info,
-    machine_line,
     prepare_output,
     save_figure,
     to_plain,
     write_json,
     write_run_section,
 )
+from ._report import ci_pct, convention_tables, section_head
 from .protocol import (
     CONVENTIONS,
     compare_to_baseline,
@@ -407,10 +407,6 @@ def run(
     return results
 
 
-def _ci_pct(r: dict) -> str:
-    return f"{r['pct']:+.1f} % [{r['ci'][0]:+.1f} %, {r['ci'][1]:+.1f} %]"
-
-
 def _table(res: dict, conv: str) -> str:
     s, copy = res["summary"][conv], res["summary"]["memorization_ratio_median"]
     rows = [
@@ -423,7 +419,7 @@ def _table(res: dict, conv: str) -> str:
         fl = res["comparison"][m]["learned_vs_plugin"][conv]["noise_floor"]
         means = " | ".join(f"{s['mmd2'][k][m]:.3g}" for k in METHODS)
         gains = " | ".join(
-            _ci_pct(s[k][m]) for k in ("learned_vs_plugin", "learned_vs_plugin_tuned")
+            ci_pct(s[k][m]) for k in ("learned_vs_plugin", "learned_vs_plugin_tuned")
         )
         ratios = " / ".join(f"{copy[k][m]:.2f}" for k in METHODS)
         rows.append(f"| {m} | {means} | {fl['mean']:.3g} ({fl['q95']:.3g}) | {gains} | {ratios} |")
@@ -445,17 +441,13 @@ def docs_section(results: dict, command: str) -> str:
     text : str
     """
     cfg = results["config"]
-    parts = [f"Command (from the repository root): `{command}`", ""]
-    if cfg.get("label"):
-        parts += [f"**{cfg['label']}.**", ""]
-    parts += [
+    preset = (
         f"Preset `{results['preset']}`: seeds {results['seeds']}, {cfg['n_eval_tasks']} held-out "
         f"tasks per seed, {cfg['n_generated']} generated points per task, learned-model "
         f"parameters {cfg['learned'] or 'all defaults'}. Wall time "
-        f"{results['seconds']['total']:.0f} s.",
-        "",
-        machine_line(results["machine"]["start"], results["machine"]["end"]),
-    ]
+        f"{results['seconds']['total']:.0f} s."
+    )
+    parts = section_head(results, command, preset, label=cfg.get("label"))
     for name, res in results["datasets"].items():
         runs = [s["training"] for s in res["per_seed"]]
         tuned = {s["seed"]: s["tuned_sigma_min"] for s in res["per_seed"]}
@@ -468,16 +460,14 @@ def docs_section(results: dict, command: str) -> str:
             f"{runs[0]['support_range']}, validation classes {runs[0]['validation_classes']}, "
             f"stop: {sorted({r['stop'] for r in runs})}. Tuned sigma_min per seed and m: {tuned}.",
         ]
-        for conv, label in (("true", "reference (true) rows"), ("pooled", "pooled rows")):
-            parts += [
-                "",
-                f"MMD², median heuristic from the {label}; intervals: 95 % bootstrap over tasks, "
-                "stratified by seed. Memorisation ratio: median over tasks of "
-                "`memorization_ratio(generated, support, reference)` (near 1: new points; "
-                "near 0: copies of the support).",
-                "",
-                _table(res, conv),
-            ]
+        parts += convention_tables(
+            lambda conv, res=res: _table(res, conv),
+            ("reference (true) rows", "pooled rows"),
+            "MMD², median heuristic from the {label}; intervals: 95 % bootstrap over tasks, "
+            "stratified by seed. Memorisation ratio: median over tasks of "
+            "`memorization_ratio(generated, support, reference)` (near 1: new points; "
+            "near 0: copies of the support).",
+        )
     return "\n".join(parts)
 
 

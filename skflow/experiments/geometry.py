@@ -47,7 +47,6 @@ from skflow.tasks import SphericalShellTasks
 from ._io import (
     derive_seed,
     machine_info,
-    machine_line,
     prepare_output,
     progress_bar,
     save_figure,
@@ -55,6 +54,7 @@ from ._io import (
     write_json,
     write_run_section,
 )
+from ._report import section_head
 from .protocol import (
     CONVENTIONS,
     claims,
@@ -581,17 +581,14 @@ def docs_section(results: dict, command: str) -> str:
     text : str
     """
     cfg = results["config"]
-    parts = [
-        f"Command (from the repository root): `{command}`",
-        "",
+    preset = (
         f"Preset `{results['preset']}`: seeds {results['seeds']}, {cfg['n_eval_tasks']} "
         f"held-out tasks per seed, m = {cfg['n_support']} support points, {cfg['n_points']} "
         f"generated vs {cfg['n_points']} true points per task (and {cfg['n_points']} more true "
         f"points for the noise floor), {cfg['n_steps']} Heun steps, sigma_min = {_SIGMA_MIN}. "
-        f"Wall time {results['seconds']['total']:.0f} s.",
-        "",
-        machine_line(results["machine"]["start"], results["machine"]["end"]),
-    ]
+        f"Wall time {results['seconds']['total']:.0f} s."
+    )
+    parts = section_head(results, command, preset)
     for res in results["per_dimension"]:
         d = res["n_features"]
         head = res["learned_vs_isotropic"]

@@ -73,7 +73,6 @@ from ._io import (
     TorchThreads,
     derive_seed,
     machine_info,
-    machine_line,
     prepare_output,
     progress_bar,
     save_figure,
@@ -81,6 +80,7 @@ from ._io import (
     write_json,
     write_run_section,
 )
+from ._report import ci_pct, convention_tables, section_head
 from .protocol import (
     CONVENTIONS,
     compare_to_baseline,
@@ -553,10 +553,6 @@ def run(
     return results
 
 
-def _ci_pct(r: dict) -> str:
-    return f"{r['pct']:+.1f} % [{r['ci'][0]:+.1f} %, {r['ci'][1]:+.1f} %]"
-
-
 #: The sentence under each table of the results page: what it shows, in words.
 _TABLE_NOTE = (
     "In words: one row per support size m. The MMD² columns are means over all held-out tasks"
@@ -580,7 +576,7 @@ def _table(results: dict, conv: str) -> str:
         fl = results["comparison"][m]["learned_vs_plugin"][conv]["noise_floor"]
         means = " | ".join(f"{s['mmd2'][k][m]:.3g}" for k in METHODS)
         gains = " | ".join(
-            _ci_pct(s[k][m])
+            ci_pct(s[k][m])
             for k in ("learned_vs_plugin", "learned_vs_plugin_tuned", "learned_plain_vs_plugin")
         )
         rows.append(f"| {m} | {means} | {fl['mean']:.3g} ({fl['q95']:.3g}) | {gains} |")
@@ -608,9 +604,7 @@ def docs_section(results: dict, command: str) -> str:
     """
     cfg = results["config"]
     tuned = {s["seed"]: s["tuned_sigma_min"] for s in results["per_seed"]}
-    parts = [
-        f"Command (from the repository root): `{command}`",
-        "",
+    preset = (
         f"Preset `{results['preset']}`: seeds {results['seeds']}, {cfg['n_eval_tasks']} "
         f"held-out tasks per seed (classes {list(cfg['test_classes'])} in turn), "
         f"{cfg['n_generated']} generated points per task against the class's reference rows, "
@@ -618,20 +612,15 @@ def docs_section(results: dict, command: str) -> str:
         f"{100 * results['data']['pca_explained_variance_ratio']:.1f} % of the training "
         f"classes' variance. Wall time {results['seconds']['total']:.0f} s. "
         + _budget(results)
-        + f" Tuned sigma_min per seed and m: {tuned}.",
-        "",
-        machine_line(results["machine"]["start"], results["machine"]["end"]),
-    ]
-    for conv, label in (("true", "reference (true) rows"), ("pooled", "pooled rows")):
-        parts += [
-            "",
-            f"MMD², median heuristic from the {label}; paper: learned 24 % lower at m = 10. "
-            "Intervals: 95 % bootstrap over tasks, stratified by seed.",
-            "",
-            _table(results, conv),
-            "",
-            _TABLE_NOTE,
-        ]
+        + f" Tuned sigma_min per seed and m: {tuned}."
+    )
+    parts = section_head(results, command, preset) + convention_tables(
+        lambda conv: _table(results, conv),
+        ("reference (true) rows", "pooled rows"),
+        "MMD², median heuristic from the {label}; paper: learned 24 % lower at m = 10. "
+        "Intervals: 95 % bootstrap over tasks, stratified by seed.",
+        _TABLE_NOTE,
+    )
     return "\n".join(parts)
 
 
