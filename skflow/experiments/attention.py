@@ -58,19 +58,8 @@ from skflow.metrics import nw_weight_correlation
 from skflow.paths import OTPath
 from skflow.tasks import GaussianMixtureTasks
 
-from ._io import (
-    TorchThreads,
-    derive_seed,
-    machine_info,
-    prepare_output,
-    progress_bar,
-    run_jobs,
-    save_figure,
-    to_plain,
-    write_json,
-    write_run_section,
-)
-from ._report import section_head
+from ._io import RunLog, TorchThreads, derive_seed, progress_bar, run_jobs, save_figure, to_plain
+from ._report import section_head, write_run_section
 
 __all__ = ["PRESETS", "docs_section", "run", "write_docs"]
 
@@ -475,17 +464,14 @@ def run(
     cfg = dict(PRESETS[preset])
     if n_tasks is not None:
         cfg["n_eval_tasks"] = int(n_tasks)
-    out_dir = prepare_output(output_dir)
-    seed = int(random_state)
     times = np.asarray(cfg["times"], dtype=float)
-    machine_start = machine_info()
-
-    t_start = time.perf_counter()
+    log = RunLog(output_dir, random_state)
+    seed = log.seeds[0]
     jobs = [(bool(head), cfg, seed) for head in cfg["exact_heads"]]
     desc = "attention: one training and its inspection per model"
     with TorchThreads(cfg["torch_threads"]), progress_bar(len(jobs), desc, progress) as bar:
         outputs = run_jobs(_model_job, jobs, n_jobs=n_jobs, bar=bar)
-    wall = time.perf_counter() - t_start
+    wall = log.wall()
 
     models = {
         ("exact_head" if o["exact_head"] else "no_head"): _summarize_model(o, times)
@@ -502,13 +488,10 @@ def run(
         "random_state": seed,
         "config": config,
         "models": models,
-        "machine": {"start": machine_start, "end": machine_info()},
+        "machine": log.machine(),
         "summary": to_plain(summary),  # plain Python: printable as JSON
     }
-    results["figure"] = _plot(results, out_dir).name
-    results["output_dir"] = str(out_dir)
-    write_json(results, out_dir)
-    return results
+    return log.finish(results, _plot, plain=False)
 
 
 #: The sentence under the table of the results page: what it shows, in words.
@@ -542,18 +525,23 @@ def _docs_table(results: dict) -> str:
 
 
 def docs_section(results: dict, command: str) -> str:
-    """The Markdown of this experiment's section of ``docs/results.md``.
+    """The Markdown of the attention section of ``docs/results.md``.
+
+    The command, the preset and the machine; per model, the median Spearman correlation of
+    the best head's attention with the NW log-weights at each t (own trajectories,
+    conditional path, float64 weights); whether a head's median rises with t.
 
     Parameters
     ----------
     results : dict
-        The output of :func:`run`.
+        The output of :func:`run` (``config``, ``summary``, ``random_state``).
     command : str
         The exact command line that produced ``results``.
 
     Returns
     -------
     text : str
+        Markdown; one seed, so no interval is claimed.
     """
     cfg, s = results["config"], results["summary"]
     its = {name: s[name]["train_iterations"] for name in ("no_head", "exact_head") if name in s}

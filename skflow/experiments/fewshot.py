@@ -47,20 +47,11 @@ from skflow import LearnedFlowSampler, NWFlowSampler
 from skflow._threads import parallel_map
 from skflow.metrics import memorization_ratio
 
-from ._io import (
-    TorchThreads,
-    derive_seed,
-    machine_info,
-    prepare_output,
-    save_figure,
-    to_plain,
-    write_json,
-    write_run_section,
-)
-from ._report import ci_pct, convention_tables, section_head
+from ._io import RunLog, TorchThreads, derive_seed, save_figure
+from ._jobs import compare_per_support_size
+from ._report import ci_pct, convention_tables, lower_pct, section_head, write_run_section
 from .protocol import (
     CONVENTIONS,
-    compare_to_baseline,
     preset_config,
     scores_both_conventions,
     training_budget,
@@ -252,35 +243,15 @@ def _run_seed(spec: dict, cfg: dict, n_jobs, seed: int) -> dict:
     }
 
 
-def _lower_pct(comparison: dict) -> dict:
-    """``100 (1 - mean(challenger) / mean(baseline))`` with its interval."""
-    with np.errstate(divide="ignore"):
-        inv = 1.0 / np.asarray([comparison["ratio"], *comparison["ratio_ci"]], dtype=float)
-    return {"pct": float(100 * (1 - inv[0])), "ci": [float(100 * (1 - v)) for v in inv[1:]]}
-
-
 def _compare(per_seed: list[dict], ms: tuple) -> dict:
     """Per m: learned vs plug-in and vs tuned plug-in (the protocol), means and copy ratios."""
-    out = {}
-    for m in map(str, ms):
-        t = {
-            k: {c: np.stack([s["table"][m][k][c] for s in per_seed]) for c in cs}
-            for k, cs in {
-                **{k: (*CONVENTIONS, "copy") for k in METHODS},
-                "floor": CONVENTIONS,
-            }.items()
-        }
-        paper = PAPER_RATIO_M10 if m == "10" else None
-        out[m] = {
-            "learned_vs_plugin": compare_to_baseline(
-                t["plugin"], t["learned"], t["floor"], paper_ratio=paper
-            ),
-            "learned_vs_plugin_tuned": compare_to_baseline(
-                t["plugin_tuned"], t["learned"], t["floor"]
-            ),
-            "per_task": t,
-        }
-    return out
+    tables = {**{k: (*CONVENTIONS, "copy") for k in METHODS}, "floor": CONVENTIONS}
+    pairs = {
+        "learned_vs_plugin": ("plugin", "learned"),
+        "learned_vs_plugin_tuned": ("plugin_tuned", "learned"),
+    }
+    paper = {("learned_vs_plugin", "10"): PAPER_RATIO_M10}
+    return compare_per_support_size(per_seed, ms, tables, pairs, paper)
 
 
 def _summary(comp: dict, ms: tuple) -> dict:
@@ -288,7 +259,7 @@ def _summary(comp: dict, ms: tuple) -> dict:
     out: dict[str, Any] = {"support_sizes": list(ms)}
     for conv in CONVENTIONS:
         out[conv] = {
-            key: {str(m): _lower_pct(comp[str(m)][key][conv]) for m in ms}
+            key: {str(m): lower_pct(comp[str(m)][key][conv]) for m in ms}
             for key in ("learned_vs_plugin", "learned_vs_plugin_tuned")
         }
         out[conv]["mmd2"] = {
@@ -371,9 +342,8 @@ def run(
     """
     cfg = preset_config(PRESETS, preset, seeds=seeds, n_tasks=n_tasks)
     cfg["support_sizes"] = tuple(int(m) for m in cfg["support_sizes"])
-    out = prepare_output(output_dir)
-    machine_start, start = machine_info(), time.perf_counter()
-    seed_list = [int(random_state) + k for k in range(cfg["n_seeds"])]
+    log = RunLog(output_dir, random_state, cfg["n_seeds"])
+    seed_list = log.seeds
     datasets = {}
     with TorchThreads(cfg["torch_threads"]):
         for spec in cfg["datasets"]:
@@ -385,26 +355,21 @@ def run(
                 "per_seed": [{k: v for k, v in s.items() if k != "table"} for s in per_seed],
                 "data": _features(spec)[3],
             }
-    wall = time.perf_counter() - start
-    results = to_plain(
-        {
-            "experiment": "fewshot",
-            "preset": preset,
-            "seeds": seed_list,
-            "summary": {
-                **{name: d["summary"] for name, d in datasets.items()},
-                "wall_seconds": round(wall, 1),
-            },
-            "datasets": datasets,
-            "config": cfg,
-            "seconds": {"total": round(wall, 1)},
-            "machine": {"start": machine_start, "end": machine_info()},
-        }
-    )
-    results["figure"] = _plot(results, out).name
-    results["output_dir"] = str(out)
-    write_json(results, out)
-    return results
+    wall = log.wall()
+    results = {
+        "experiment": "fewshot",
+        "preset": preset,
+        "seeds": seed_list,
+        "summary": {
+            **{name: d["summary"] for name, d in datasets.items()},
+            "wall_seconds": round(wall, 1),
+        },
+        "datasets": datasets,
+        "config": cfg,
+        "seconds": {"total": round(wall, 1)},
+        "machine": log.machine(),
+    }
+    return log.finish(results, _plot)
 
 
 def _table(res: dict, conv: str) -> str:
@@ -427,18 +392,23 @@ def _table(res: dict, conv: str) -> str:
 
 
 def docs_section(results: dict, command: str) -> str:
-    """The Markdown of this benchmark's section of ``docs/results.md``.
+    """The Markdown of the fewshot section of ``docs/results.md``.
+
+    The command, the preset and the machine; per data set, its classes and trainings, then
+    one table per MMD² bandwidth convention: per m, the MMD² of the plug-in, tuned plug-in
+    and learned model, the noise floor, the reductions and the memorisation ratios.
 
     Parameters
     ----------
     results : dict
-        The output of :func:`run`.
+        The output of :func:`run`, one entry per data set in ``datasets``.
     command : str
         The exact command line that produced ``results``.
 
     Returns
     -------
     text : str
+        Markdown; every data set gets its own paragraph and two tables.
     """
     cfg = results["config"]
     preset = (

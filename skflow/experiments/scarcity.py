@@ -69,21 +69,11 @@ from skflow import LearnedFlowSampler, NWFlowSampler
 from skflow._threads import parallel_map
 from skflow.tasks import ClassTasks, RotatedTasks
 
-from ._io import (
-    TorchThreads,
-    derive_seed,
-    machine_info,
-    prepare_output,
-    progress_bar,
-    save_figure,
-    to_plain,
-    write_json,
-    write_run_section,
-)
-from ._report import ci_pct, convention_tables, section_head
+from ._io import RunLog, TorchThreads, derive_seed, progress_bar, save_figure
+from ._jobs import compare_per_support_size
+from ._report import ci_pct, convention_tables, lower_pct, section_head, write_run_section
 from .protocol import (
     CONVENTIONS,
-    compare_to_baseline,
     preset_config,
     scores_both_conventions,
     training_budget,
@@ -363,33 +353,14 @@ def _run_seed(Z, y, cfg: dict, n_jobs, seed: int, bar) -> dict:
 
 def _compare(per_seed: list[dict], ms: tuple) -> dict:
     """Per m: the protocol's learned vs plug-in, learned vs tuned plug-in, plain vs plug-in."""
-    out = {}
-    for m in map(str, ms):
-        t = {
-            k: {c: np.stack([s["table"][m][k][c] for s in per_seed]) for c in CONVENTIONS}
-            for k in (*METHODS, "floor")
-        }
-        paper = PAPER_RATIO_M10 if m == "10" else None
-        out[m] = {
-            "learned_vs_plugin": compare_to_baseline(
-                t["plugin"], t["learned"], t["floor"], paper_ratio=paper
-            ),
-            "learned_vs_plugin_tuned": compare_to_baseline(
-                t["plugin_tuned"], t["learned"], t["floor"]
-            ),
-            "learned_plain_vs_plugin": compare_to_baseline(
-                t["plugin"], t["learned_plain"], t["floor"]
-            ),
-            "per_task": t,
-        }
-    return out
-
-
-def _lower_pct(comparison: dict) -> dict:
-    """``100 (1 - mean(b) / mean(a))``, i.e. how much lower the challenger is, with its CI."""
-    with np.errstate(divide="ignore"):
-        inv = 1.0 / np.asarray([comparison["ratio"], *comparison["ratio_ci"]], dtype=float)
-    return {"pct": float(100 * (1 - inv[0])), "ci": [float(100 * (1 - v)) for v in inv[1:]]}
+    pairs = {
+        "learned_vs_plugin": ("plugin", "learned"),
+        "learned_vs_plugin_tuned": ("plugin_tuned", "learned"),
+        "learned_plain_vs_plugin": ("plugin", "learned_plain"),
+    }
+    tables = dict.fromkeys((*METHODS, "floor"), CONVENTIONS)
+    paper = {("learned_vs_plugin", "10"): PAPER_RATIO_M10}
+    return compare_per_support_size(per_seed, ms, tables, pairs, paper)
 
 
 def _summary(comp: dict, ms: tuple) -> dict:
@@ -397,7 +368,7 @@ def _summary(comp: dict, ms: tuple) -> dict:
     out: dict[str, Any] = {"support_sizes": list(ms)}
     for conv in CONVENTIONS:
         out[conv] = {
-            key: {str(m): _lower_pct(comp[str(m)][key][conv]) for m in ms}
+            key: {str(m): lower_pct(comp[str(m)][key][conv]) for m in ms}
             for key in ("learned_vs_plugin", "learned_vs_plugin_tuned", "learned_plain_vs_plugin")
         }
         mean = {k: [float(np.mean(comp[str(m)]["per_task"][k][conv])) for m in ms] for k in METHODS}
@@ -525,15 +496,14 @@ def run(
     >>> res["summary"]["true"]["learned_vs_plugin"]["10"]  # doctest: +SKIP
     """
     cfg = _config(preset, seeds, n_tasks)
-    out = prepare_output(output_dir)
-    machine_start, start = machine_info(), time.perf_counter()
+    log = RunLog(output_dir, random_state, cfg["n_seeds"])
     Z, y, data_info = _features(cfg)
-    seed_list = [int(random_state) + k for k in range(cfg["n_seeds"])]
+    seed_list = log.seeds
     desc, total = "scarcity: 2 trainings, tuning, evaluation per seed", 4 * len(seed_list)
     with TorchThreads(cfg["torch_threads"]), progress_bar(total, desc, progress) as bar:
         per_seed = [_run_seed(Z, y, cfg, n_jobs, s, bar) for s in seed_list]
     comparison = _compare(per_seed, cfg["support_sizes"])
-    wall = time.perf_counter() - start
+    wall = log.wall()
     results = {
         "experiment": "scarcity",
         "preset": preset,
@@ -544,13 +514,9 @@ def run(
         "data": data_info,
         "config": cfg,
         "seconds": {"total": round(wall, 1)},
-        "machine": {"start": machine_start, "end": machine_info()},
+        "machine": log.machine(),
     }
-    results = to_plain(results)
-    results["figure"] = _plot(results, out).name
-    results["output_dir"] = str(out)
-    write_json(results, out)
-    return results
+    return log.finish(results, _plot)
 
 
 #: The sentence under each table of the results page: what it shows, in words.
@@ -589,18 +555,24 @@ def _budget(results: dict) -> str:
 
 
 def docs_section(results: dict, command: str) -> str:
-    """The Markdown of this experiment's section of ``docs/results.md``.
+    """The Markdown of the scarcity section of ``docs/results.md``.
+
+    The command, the preset, the trainings and the machine, then one table per MMD²
+    bandwidth convention: per support size m, the MMD² of every method, the noise floor and
+    the learned models' reductions with intervals.
 
     Parameters
     ----------
     results : dict
-        The output of :func:`run`.
+        The output of :func:`run`: ``summary``, ``comparison`` and ``per_seed`` feed the
+        tables.
     command : str
         The exact command line that produced ``results``.
 
     Returns
     -------
     text : str
+        Markdown with both conventions' tables, one row per m.
     """
     cfg = results["config"]
     tuned = {s["seed"]: s["tuned_sigma_min"] for s in results["per_seed"]}
