@@ -60,6 +60,7 @@ from skflow.tasks import GaussianMixtureTasks
 
 from ._io import RunLog, TorchThreads, derive_seed, progress_bar, run_jobs, save_figure, to_plain
 from ._report import section_head, write_run_section
+from .collapse import PRESETS as COLLAPSE_PRESETS
 
 __all__ = ["PRESETS", "docs_section", "run", "write_docs"]
 
@@ -88,18 +89,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "exact_heads": (False, True),
         "n_eval_tasks": 2,
         "n_queries": 16,
-        "learned": {
-            "d_model": 16,
-            "n_heads": 2,
-            "n_layers": 2,
-            "max_iter": 5,
-            "warmup": 1,
-            "batch_tasks": 4,
-            "n_targets": 16,
-            "solver": "heun",
-            "n_steps": 10,
-            "device": "cpu",
-        },
+        "learned": {**COLLAPSE_PRESETS["tiny"]["learned"], "n_layers": 2},  # heads of 2 layers
         "max_time": None,
         "torch_threads": 1,
     },
