@@ -1,6 +1,7 @@
 """Work that several experiments share: the plug-in's samples of every held-out task in one
-batched call and one learned model's training and samples (collapse, families), and the
-protocol's comparisons per support size (scarcity, fewshot)."""
+batched call and one learned model's training and samples (collapse, families); the
+protocol's comparisons per support size and how much lower the learned models are
+(scarcity, fewshot)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import numpy as np
 from skflow import LearnedFlowSampler, NWFlowSampler
 
 from ._io import TorchThreads, derive_seed
-from .protocol import compare_to_baseline, training_record
+from ._report import lower_pct
+from .protocol import CONVENTIONS, compare_to_baseline, training_record
 
 
 def plugin_samples(
@@ -106,45 +108,55 @@ def learned_samples(
     return generated, training_record(model, seconds, seed)
 
 
+#: The paper's ratio MMD²(plug-in) / MMD²(learned) at m = 10 (24 % lower).
+PAPER_RATIO_M10 = 1.0 / (1.0 - 0.24)
+
+#: The comparisons of scarcity and fewshot, name -> (baseline, challenger); each runs those
+#: whose challenger it has.
+PAIRS = {
+    "learned_vs_plugin": ("plugin", "learned"),
+    "learned_vs_plugin_tuned": ("plugin_tuned", "learned"),
+    "learned_plain_vs_plugin": ("plugin", "learned_plain"),
+}
+
+
 def compare_per_support_size(
     per_seed: list[dict],
     support_sizes: tuple,
-    tables: dict[str, tuple[str, ...]],
-    pairs: dict[str, tuple[str, str]],
-    paper_ratios: dict[tuple[str, str], float],
+    methods: tuple[str, ...],
+    extra_columns: tuple[str, ...] = (),
 ) -> dict[str, dict[str, Any]]:
-    """Per support size m: the protocol's comparisons of pairs of methods over the seeds.
+    """Per support size m: the protocol's comparisons of :data:`PAIRS` over the seeds.
+
+    The paper's ratio :data:`PAPER_RATIO_M10` goes with ``learned_vs_plugin`` at m = 10.
 
     Parameters
     ----------
     per_seed : list of dict
         One per seed; ``s["table"][m][method][column]`` holds per-task scores of shape
-        ``(n_tasks,)`` (``m`` a string).
+        ``(n_tasks,)`` (``m`` a string), ``method`` in ``methods`` or ``"floor"``.
     support_sizes : tuple of int
-    tables : dict
-        Method (``"floor"`` among them) -> the columns to stack over the seeds.
-    pairs : dict
-        Name -> (baseline, challenger), compared by
-        :func:`~skflow.experiments.protocol.compare_to_baseline` against ``"floor"``.
-    paper_ratios : dict
-        (pair name, m) -> the paper's ratio at that support size.
+    methods : tuple of str
+        The methods of the tables; a pair runs when both its methods are among them.
+    extra_columns : tuple of str, default=()
+        Columns of the methods' tables besides the conventions (the floor has none).
 
     Returns
     -------
     comparison : dict
-        ``comparison[m]``: each pair's comparison, and ``"per_task"``, the stacked tables of
-        shape ``(n_seeds, n_tasks)``.
+        ``comparison[m]``: each pair's :func:`~skflow.experiments.protocol.compare_to_baseline`
+        output, and ``"per_task"``, the stacked tables of shape ``(n_seeds, n_tasks)``.
 
     Examples
     --------
-    >>> from skflow.experiments.protocol import CONVENTIONS
     >>> row = {c: np.ones(4) for c in CONVENTIONS}
-    >>> per_seed = [{"table": {"5": {"a": row, "b": row, "floor": row}}}] * 2
-    >>> tables = dict.fromkeys(("a", "b", "floor"), CONVENTIONS)
-    >>> out = compare_per_support_size(per_seed, (5,), tables, {"b_vs_a": ("a", "b")}, {})
-    >>> out["5"]["b_vs_a"]["true"]["ratio"], out["5"]["per_task"]["a"]["true"].shape
-    (1.0, (2, 4))
+    >>> per_seed = [{"table": {"5": dict.fromkeys(("plugin", "learned", "floor"), row)}}] * 2
+    >>> out = compare_per_support_size(per_seed, (5,), ("plugin", "learned"))
+    >>> sorted(out["5"]), out["5"]["learned_vs_plugin"]["true"]["ratio"]
+    (['learned_vs_plugin', 'per_task'], 1.0)
     """
+    tables = {**{k: (*CONVENTIONS, *extra_columns) for k in methods}, "floor": CONVENTIONS}
+    pairs = {k: (a, b) for k, (a, b) in PAIRS.items() if a in methods and b in methods}
     out = {}
     for m in map(str, support_sizes):
         t = {
@@ -153,9 +165,40 @@ def compare_per_support_size(
         }
         out[m] = {
             name: compare_to_baseline(
-                t[a], t[b], t["floor"], paper_ratio=paper_ratios.get((name, m))
+                t[a],
+                t[b],
+                t["floor"],
+                paper_ratio=PAPER_RATIO_M10 if (name, m) == ("learned_vs_plugin", "10") else None,
             )
             for name, (a, b) in pairs.items()
         }
         out[m]["per_task"] = t
     return out
+
+
+def lower_pcts(comparison: dict, support_sizes: tuple, convention: str) -> dict[str, dict]:
+    """Pair -> m -> how much lower the challenger is (:func:`~._report.lower_pct`).
+
+    Parameters
+    ----------
+    comparison : dict
+        The output of :func:`compare_per_support_size`.
+    support_sizes : tuple of int
+    convention : {"pooled", "true"}
+
+    Returns
+    -------
+    pcts : dict
+        ``pcts[pair][str(m)]``: ``{"pct": ..., "ci": [lo, hi]}``.
+
+    Examples
+    --------
+    >>> comp = {"5": {"a_vs_b": {"true": {"ratio": 2.0, "ratio_ci": [1.0, 4.0]}}, "per_task": {}}}
+    >>> lower_pcts(comp, (5,), "true")
+    {'a_vs_b': {'5': {'pct': 50.0, 'ci': [0.0, 75.0]}}}
+    """
+    pairs = [k for k in comparison[str(support_sizes[0])] if k != "per_task"]
+    return {
+        key: {str(m): lower_pct(comparison[str(m)][key][convention]) for m in support_sizes}
+        for key in pairs
+    }

@@ -48,8 +48,8 @@ from skflow._threads import parallel_map
 from skflow.metrics import memorization_ratio
 
 from ._io import RunLog, TorchThreads, derive_seed, save_figure
-from ._jobs import compare_per_support_size
-from ._report import ci_pct, convention_tables, lower_pct, section_head, write_run_section
+from ._jobs import compare_per_support_size, lower_pcts
+from ._report import ci_pct, convention_tables, section_head, write_run_section
 from .protocol import (
     CONVENTIONS,
     preset_config,
@@ -120,8 +120,6 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 METHODS = ("plugin", "plugin_tuned", "learned")
 _SIGMA_MIN = 0.01
-#: The paper's ratio MMD²(plug-in) / MMD²(learned) at m = 10 (24 % lower).
-PAPER_RATIO_M10 = 1.0 / (1.0 - 0.24)
 
 
 def _features(spec: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict]:
@@ -243,25 +241,11 @@ def _run_seed(spec: dict, cfg: dict, n_jobs, seed: int) -> dict:
     }
 
 
-def _compare(per_seed: list[dict], ms: tuple) -> dict:
-    """Per m: learned vs plug-in and vs tuned plug-in (the protocol), means and copy ratios."""
-    tables = {**{k: (*CONVENTIONS, "copy") for k in METHODS}, "floor": CONVENTIONS}
-    pairs = {
-        "learned_vs_plugin": ("plugin", "learned"),
-        "learned_vs_plugin_tuned": ("plugin_tuned", "learned"),
-    }
-    paper = {("learned_vs_plugin", "10"): PAPER_RATIO_M10}
-    return compare_per_support_size(per_seed, ms, tables, pairs, paper)
-
-
 def _summary(comp: dict, ms: tuple) -> dict:
     """Per convention and m: how much lower the learned MMD² is; means; copy ratios."""
     out: dict[str, Any] = {"support_sizes": list(ms)}
     for conv in CONVENTIONS:
-        out[conv] = {
-            key: {str(m): lower_pct(comp[str(m)][key][conv]) for m in ms}
-            for key in ("learned_vs_plugin", "learned_vs_plugin_tuned")
-        }
+        out[conv] = lower_pcts(comp, ms, conv)
         out[conv]["mmd2"] = {
             k: {str(m): float(np.mean(comp[str(m)]["per_task"][k][conv])) for m in ms}
             for k in METHODS
@@ -348,7 +332,9 @@ def run(
     with TorchThreads(cfg["torch_threads"]):
         for spec in cfg["datasets"]:
             per_seed = [_run_seed(spec, cfg, n_jobs, s) for s in seed_list]
-            comparison = _compare(per_seed, cfg["support_sizes"])
+            comparison = compare_per_support_size(
+                per_seed, cfg["support_sizes"], METHODS, extra_columns=("copy",)
+            )
             datasets[spec["name"]] = {
                 "summary": _summary(comparison, cfg["support_sizes"]),
                 "comparison": comparison,

@@ -70,8 +70,8 @@ from skflow._threads import parallel_map
 from skflow.tasks import ClassTasks, RotatedTasks
 
 from ._io import RunLog, TorchThreads, derive_seed, progress_bar, save_figure
-from ._jobs import compare_per_support_size
-from ._report import ci_pct, convention_tables, lower_pct, section_head, write_run_section
+from ._jobs import compare_per_support_size, lower_pcts
+from ._report import ci_pct, convention_tables, section_head, write_run_section
 from .protocol import (
     CONVENTIONS,
     preset_config,
@@ -158,8 +158,6 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 METHODS = ("plugin", "plugin_tuned", "learned", "learned_plain")
-#: The paper's ratio MMD²(plug-in) / MMD²(learned) at m = 10 (24 % lower).
-PAPER_RATIO_M10 = 1.0 / (1.0 - 0.24)
 _SIGMA_MIN = 0.01
 
 
@@ -351,26 +349,11 @@ def _run_seed(Z, y, cfg: dict, n_jobs, seed: int, bar) -> dict:
     }
 
 
-def _compare(per_seed: list[dict], ms: tuple) -> dict:
-    """Per m: the protocol's learned vs plug-in, learned vs tuned plug-in, plain vs plug-in."""
-    pairs = {
-        "learned_vs_plugin": ("plugin", "learned"),
-        "learned_vs_plugin_tuned": ("plugin_tuned", "learned"),
-        "learned_plain_vs_plugin": ("plugin", "learned_plain"),
-    }
-    tables = dict.fromkeys((*METHODS, "floor"), CONVENTIONS)
-    paper = {("learned_vs_plugin", "10"): PAPER_RATIO_M10}
-    return compare_per_support_size(per_seed, ms, tables, pairs, paper)
-
-
 def _summary(comp: dict, ms: tuple) -> dict:
     """Per m and convention: how much lower the learned models are, with intervals."""
     out: dict[str, Any] = {"support_sizes": list(ms)}
     for conv in CONVENTIONS:
-        out[conv] = {
-            key: {str(m): lower_pct(comp[str(m)][key][conv]) for m in ms}
-            for key in ("learned_vs_plugin", "learned_vs_plugin_tuned", "learned_plain_vs_plugin")
-        }
+        out[conv] = lower_pcts(comp, ms, conv)
         mean = {k: [float(np.mean(comp[str(m)]["per_task"][k][conv])) for m in ms] for k in METHODS}
         out[conv]["mmd2"] = {k: dict(zip(map(str, ms), v, strict=True)) for k, v in mean.items()}
         out[conv]["crossing_m_learned_vs_plugin"] = _crossing(ms, mean["learned"], mean["plugin"])
@@ -502,7 +485,7 @@ def run(
     desc, total = "scarcity: 2 trainings, tuning, evaluation per seed", 4 * len(seed_list)
     with TorchThreads(cfg["torch_threads"]), progress_bar(total, desc, progress) as bar:
         per_seed = [_run_seed(Z, y, cfg, n_jobs, s, bar) for s in seed_list]
-    comparison = _compare(per_seed, cfg["support_sizes"])
+    comparison = compare_per_support_size(per_seed, cfg["support_sizes"], METHODS)
     wall = log.wall()
     results = {
         "experiment": "scarcity",
