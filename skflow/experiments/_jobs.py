@@ -13,7 +13,7 @@ import numpy as np
 from skflow import LearnedFlowSampler, NWFlowSampler
 
 from ._io import TorchThreads, derive_seed
-from ._report import lower_pct
+from ._report import ci_pct, lower_pct
 from .protocol import CONVENTIONS, compare_to_baseline, training_record
 
 
@@ -120,6 +120,11 @@ PAIRS = {
 }
 
 
+def _pairs_of(methods: tuple[str, ...]) -> list[str]:
+    """The names of the pairs of :data:`PAIRS` whose two methods are among ``methods``."""
+    return [k for k, (a, b) in PAIRS.items() if a in methods and b in methods]
+
+
 def compare_per_support_size(
     per_seed: list[dict],
     support_sizes: tuple,
@@ -156,7 +161,7 @@ def compare_per_support_size(
     (['learned_vs_plugin', 'per_task'], 1.0)
     """
     tables = {**{k: (*CONVENTIONS, *extra_columns) for k in methods}, "floor": CONVENTIONS}
-    pairs = {k: (a, b) for k, (a, b) in PAIRS.items() if a in methods and b in methods}
+    pairs = {k: PAIRS[k] for k in _pairs_of(methods)}
     out = {}
     for m in map(str, support_sizes):
         t = {
@@ -202,3 +207,41 @@ def lower_pcts(comparison: dict, support_sizes: tuple, convention: str) -> dict[
         key: {str(m): lower_pct(comparison[str(m)][key][convention]) for m in support_sizes}
         for key in pairs
     }
+
+
+def support_size_cells(
+    results: dict, convention: str, methods: tuple[str, ...]
+) -> list[tuple[str, str, str, str]]:
+    """The cells every support-size table row starts with: m, the mean MMD² of each method,
+    the noise floor and how much lower the learned models are.
+
+    Parameters
+    ----------
+    results : dict
+        ``summary`` (:func:`lower_pcts` per convention with ``mmd2`` means, and
+        ``support_sizes``) and ``comparison`` (:func:`compare_per_support_size`).
+    convention : {"pooled", "true"}
+    methods : tuple of str
+
+    Returns
+    -------
+    cells : list of tuple of str
+        Per m: ``(m, means, floor, reductions)``, the inner cells joined by ``" | "``.
+
+    Examples
+    --------
+    >>> gain, floor = {"pct": 50.0, "ci": [0.0, 75.0]}, {"mean": 0.0, "q95": 0.01}
+    >>> summary = {"support_sizes": [5], "true": {"learned_vs_plugin": {"5": gain},
+    ...            "mmd2": {"plugin": {"5": 0.2}, "learned": {"5": 0.1}}}}
+    >>> comparison = {"5": {"learned_vs_plugin": {"true": {"noise_floor": floor}}}}
+    >>> res = {"summary": summary, "comparison": comparison}
+    >>> support_size_cells(res, "true", ("plugin", "learned"))
+    [('5', '0.2 | 0.1', '0 (0.01)', '+50.0 % [+0.0 %, +75.0 %]')]
+    """
+    s, cells = results["summary"][convention], []
+    for m in map(str, results["summary"]["support_sizes"]):
+        fl = results["comparison"][m]["learned_vs_plugin"][convention]["noise_floor"]
+        means = " | ".join(f"{s['mmd2'][k][m]:.3g}" for k in methods)
+        gains = " | ".join(ci_pct(s[k][m]) for k in _pairs_of(methods))
+        cells.append((m, means, f"{fl['mean']:.3g} ({fl['q95']:.3g})", gains))
+    return cells

@@ -48,8 +48,8 @@ from skflow._threads import parallel_map
 from skflow.metrics import memorization_ratio
 
 from ._io import RunLog, TorchThreads, derive_seed, save_figure
-from ._jobs import compare_per_support_size, lower_pcts
-from ._report import ci_pct, convention_tables, section_head, write_run_section
+from ._jobs import compare_per_support_size, lower_pcts, support_size_cells
+from ._report import convention_tables, section_head, write_run_section
 from .protocol import (
     CONVENTIONS,
     preset_config,
@@ -359,21 +359,16 @@ def run(
 
 
 def _table(res: dict, conv: str) -> str:
-    s, copy = res["summary"][conv], res["summary"]["memorization_ratio_median"]
+    copy = res["summary"]["memorization_ratio_median"]
     rows = [
         "| m | MMD² plug-in | MMD² tuned plug-in | MMD² learned | noise floor mean (q95) | "
         "learned lower than plug-in [95 % CI] | learned lower than tuned plug-in [95 % CI] | "
         "memorisation ratio plug-in / tuned / learned |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for m in map(str, res["summary"]["support_sizes"]):
-        fl = res["comparison"][m]["learned_vs_plugin"][conv]["noise_floor"]
-        means = " | ".join(f"{s['mmd2'][k][m]:.3g}" for k in METHODS)
-        gains = " | ".join(
-            ci_pct(s[k][m]) for k in ("learned_vs_plugin", "learned_vs_plugin_tuned")
-        )
+    for m, means, floor, gains in support_size_cells(res, conv, METHODS):
         ratios = " / ".join(f"{copy[k][m]:.2f}" for k in METHODS)
-        rows.append(f"| {m} | {means} | {fl['mean']:.3g} ({fl['q95']:.3g}) | {gains} | {ratios} |")
+        rows.append(f"| {m} | {means} | {floor} | {gains} | {ratios} |")
     return "\n".join(rows)
 
 

@@ -70,8 +70,8 @@ from skflow._threads import parallel_map
 from skflow.tasks import ClassTasks, RotatedTasks
 
 from ._io import RunLog, TorchThreads, derive_seed, progress_bar, save_figure
-from ._jobs import compare_per_support_size, lower_pcts
-from ._report import ci_pct, convention_tables, section_head, write_run_section
+from ._jobs import compare_per_support_size, lower_pcts, support_size_cells
+from ._report import convention_tables, section_head, write_run_section
 from .protocol import (
     CONVENTIONS,
     preset_config,
@@ -513,7 +513,6 @@ _TABLE_NOTE = (
 
 
 def _table(results: dict, conv: str) -> str:
-    s = results["summary"][conv]
     rows = [
         "| m | MMD² plug-in | MMD² tuned plug-in | MMD² learned | MMD² learned, plain fit | "
         f"noise floor: mean (95th percentile), {max(results['summary']['support_sizes'])}-row "
@@ -521,14 +520,8 @@ def _table(results: dict, conv: str) -> str:
         "tuned plug-in [95 % CI] | learned, plain fit: MMD² reduction vs plug-in [95 % CI] |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for m in map(str, results["summary"]["support_sizes"]):
-        fl = results["comparison"][m]["learned_vs_plugin"][conv]["noise_floor"]
-        means = " | ".join(f"{s['mmd2'][k][m]:.3g}" for k in METHODS)
-        gains = " | ".join(
-            ci_pct(s[k][m])
-            for k in ("learned_vs_plugin", "learned_vs_plugin_tuned", "learned_plain_vs_plugin")
-        )
-        rows.append(f"| {m} | {means} | {fl['mean']:.3g} ({fl['q95']:.3g}) | {gains} |")
+    for cells in support_size_cells(results, conv, METHODS):
+        rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
 
