@@ -91,12 +91,7 @@ class SamplingPipeline(Pipeline):
             return None
         check_support_names(self, support)
         Xt = check_data(check_array, support, dtype=[np.float64, np.float32], input_name="support")
-        n_in = getattr(self, "n_features_in_", None)
-        if n_in is not None and Xt.shape[1] != n_in:
-            raise ValueError(
-                f"support has {Xt.shape[1]} features, but {type(self).__name__} is expecting "
-                f"{n_in} features as input."
-            )
+        self._check_n_features(Xt, "support")
         if hasattr(support, "columns") and getattr(self, "feature_names_in_", None) is not None:
             # the first step was fitted on these named columns (checked above): give it the
             # frame, not the bare array, or it warns that X has no valid feature names
@@ -140,8 +135,7 @@ class SamplingPipeline(Pipeline):
         --------
         >>> import numpy as np
         >>> from sklearn.decomposition import PCA
-        >>> from skflow import NWFlowSampler
-        >>> from skflow.pipeline import make_sampling_pipeline
+        >>> from skflow import NWFlowSampler, make_sampling_pipeline
         >>> X = np.random.RandomState(0).normal(size=(40, 5))
         >>> pipe = make_sampling_pipeline(PCA(2), NWFlowSampler(n_steps=10)).fit(X)
         >>> pipe.sample(4, support=X[:10], random_state=0).shape
@@ -181,11 +175,10 @@ class SamplingPipeline(Pipeline):
         --------
         >>> import numpy as np
         >>> from sklearn.decomposition import PCA
-        >>> from skflow import NWFlowSampler
-        >>> from skflow.pipeline import make_sampling_pipeline
+        >>> from skflow import NWFlowSampler, make_sampling_pipeline
+        >>> pipe = make_sampling_pipeline(PCA(2), NWFlowSampler(n_steps=10))
         >>> X = np.random.RandomState(0).normal(size=(40, 5))
-        >>> pipe = make_sampling_pipeline(PCA(2), NWFlowSampler(n_steps=10)).fit(X)
-        >>> t, paths = pipe.sample_trajectories(2, random_state=0)
+        >>> t, paths = pipe.fit(X).sample_trajectories(2, random_state=0)
         >>> t.shape, paths.shape
         ((11,), (11, 2, 5))
         """
@@ -202,13 +195,17 @@ class SamplingPipeline(Pipeline):
     def _check_queries(self, X: Any) -> np.ndarray:
         self._check_sampling_steps()
         X = check_data(check_array, X, dtype=[np.float64, np.float32])
+        self._check_n_features(X, "X")
+        return X
+
+    def _check_n_features(self, X: np.ndarray, name: str) -> None:
+        """Rows in input space must have the features the pipeline was fitted on."""
         n_in = getattr(self, "n_features_in_", None)
         if n_in is not None and X.shape[1] != n_in:
             raise ValueError(
-                f"X has {X.shape[1]} features, but {type(self).__name__} is expecting "
+                f"{name} has {X.shape[1]} features, but {type(self).__name__} is expecting "
                 f"{n_in} features as input."
             )
-        return X
 
     # The protocol of BaseFlowSampler.score, with samples drawn by ``self.sample`` (input
     # space) and the few-shot split set by the final sampler's ``support_size``.
@@ -251,12 +248,11 @@ class SamplingPipeline(Pipeline):
         --------
         >>> import numpy as np
         >>> from sklearn.decomposition import PCA
-        >>> from skflow import NWFlowSampler
-        >>> from skflow.pipeline import make_sampling_pipeline
-        >>> X = np.random.RandomState(0).normal(size=(60, 5))
+        >>> from skflow import NWFlowSampler, make_sampling_pipeline
+        >>> X_train, X_test = np.random.RandomState(0).normal(size=(2, 30, 5))
         >>> pipe = make_sampling_pipeline(PCA(3), NWFlowSampler(n_steps=10, random_state=0))
-        >>> s = pipe.fit(X[:30]).score(X[30:])
-        >>> s <= 0.05 and s == pipe.score(X[30:])
+        >>> s = pipe.fit(X_train).score(X_test)
+        >>> s <= 0.05 and s == pipe.score(X_test)
         True
         """
         return BaseFlowSampler.score(self, X, y)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from skflow.experiments import EXPERIMENTS, _io, attention, collapse
+from skflow.experiments import EXPERIMENTS, _report, attention, collapse
 from skflow.experiments import __main__ as cli
 
 #: The smoke run of the default suite; the others are ``slow``.
@@ -37,7 +37,7 @@ def test_help_lists_every_experiment_with_its_times():
         check=True,
         cwd=ROOT,
     ).stdout
-    recorded = _io.recorded_wall_times()
+    recorded = _report.recorded_wall_times()
     for name in EXPERIMENTS:
         line = next(row for row in text.splitlines() if row.strip().startswith(name + " "))
         assert len(line.split(None, 1)[1]) > 20, f"{name} has no one-line description"
@@ -54,8 +54,8 @@ def test_recorded_wall_times_are_read_from_the_page(tmp_path):
         "<!-- a:begin -->\nPreset `quick`: seeds [0]. Wall time 249 s.\n<!-- a:end -->\n"
         "<!-- b:begin -->\nnothing recorded\n<!-- b:end -->\n"
     )
-    assert _io.recorded_wall_times(page) == {"a": {"quick": 249.0}}
-    assert _io.recorded_wall_times(tmp_path / "missing.md") == {}
+    assert _report.recorded_wall_times(page) == {"a": {"quick": 249.0}}
+    assert _report.recorded_wall_times(tmp_path / "missing.md") == {}
 
 
 @pytest.mark.parametrize("name", EXPERIMENTS)
@@ -125,7 +125,7 @@ def test_smoke_is_labelled_and_never_written_to_the_docs(monkeypatch, tmp_path, 
     fig.write_bytes(b"png")
     results = {"preset": "smoke", "output_dir": str(tmp_path), "figure": fig.name}
     with pytest.raises(ValueError, match="not a result"):
-        _io.write_run_section("attention", "text", results, page)
+        _report.write_run_section("attention", "text", results, page)
     assert "smoke" not in page.read_text()
     monkeypatch.setattr(attention, "run", _fake_run(str(tmp_path), {"times": [1.0]}))
     assert cli.main(["attention", "--smoke", "--output-dir", str(tmp_path)]) == 0

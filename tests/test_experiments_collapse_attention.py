@@ -63,7 +63,7 @@ def test_collapse_tiny_end_to_end(tmp_path):
     import torch
 
     from skflow.experiments import protocol
-    from skflow.experiments._io import RESULTS_PAGE
+    from skflow.experiments._report import RESULTS_PAGE
 
     threads = torch.get_num_threads()
     res = collapse.run("tiny", output_dir=tmp_path, random_state=0)
@@ -115,7 +115,7 @@ def test_collapse_tiny_end_to_end(tmp_path):
 
 
 def test_attention_tiny_end_to_end(tmp_path):
-    from skflow.experiments._io import RESULTS_PAGE
+    from skflow.experiments._report import RESULTS_PAGE
 
     res = attention.run("tiny", output_dir=tmp_path, random_state=0, n_tasks=1)
     assert res["config"]["n_eval_tasks"] == 1

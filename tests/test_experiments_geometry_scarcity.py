@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from skflow.experiments import geometry, scarcity
-from skflow.experiments._io import RESULTS_PAGE
+from skflow.experiments._report import RESULTS_PAGE
 
 MODULES = [geometry, scarcity]
 
@@ -118,7 +118,7 @@ def test_geometry_rejects_bad_overrides(tmp_path):
 
 
 def test_write_docs_section_needs_its_markers(tmp_path):
-    from skflow.experiments._io import write_docs_section
+    from skflow.experiments._report import write_docs_section
 
     page = tmp_path / "page.md"
     page.write_text("# page\n<!-- geometry:begin -->\nold\n<!-- geometry:end -->\ntail\n")

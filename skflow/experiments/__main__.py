@@ -19,7 +19,8 @@ import time
 from pathlib import Path
 
 from . import EXPERIMENTS
-from ._io import SMOKE, recorded_wall_times
+from ._io import SMOKE
+from ._report import recorded_wall_times
 
 _SMOKE_LABEL = "smoke: not a result (a short run that only checks the pipeline works)"
 

@@ -1,9 +1,10 @@
-"""Small helpers shared by the experiments: output folders, JSON, figures, seeds, threads,
-progress bars and the recorded wall times of the results page."""
+"""Small helpers shared by the experiments: output folders, JSON, figures, the record of a
+run, seeds, threads and progress bars."""
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -72,18 +73,62 @@ class TorchThreads:
         return False
 
 
+class RunLog:
+    """What every experiment's ``run`` records around its work.
+
+    Created at the start: the output folder (created), the training seeds, the machine and
+    the clock; :meth:`finish` writes the results with the figure and the folder.
+
+    Parameters
+    ----------
+    output_dir : str or Path
+        Folder of ``results.json`` and the figure (created).
+    random_state : int
+        First seed; the seeds are ``random_state, random_state + 1, ...``.
+    n_seeds : int, default=1
+        Number of seeds.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> log = RunLog(tempfile.mkdtemp(), random_state=3, n_seeds=2)
+    >>> log.seeds
+    [3, 4]
+    >>> sorted(log.finish({"wall": log.wall() >= 0}))
+    ['output_dir', 'wall']
+    """
+
+    def __init__(self, output_dir: str | Path, random_state: int, n_seeds: int = 1):
+        self.out = prepare_output(output_dir)
+        self.seeds = [int(random_state) + k for k in range(int(n_seeds))]
+        self.machine_start = machine_info()
+        self._start = time.perf_counter()
+
+    def wall(self) -> float:
+        """Seconds since the start."""
+        return time.perf_counter() - self._start
+
+    def machine(self) -> dict[str, dict[str, Any]]:
+        """The machine at the start and now (:func:`machine_info`)."""
+        return {"start": self.machine_start, "end": machine_info()}
+
+    def finish(self, results: dict, plot: Any = None, *, plain: bool = True) -> dict:
+        """``results`` (as plain Python unless not ``plain``) with the name of the figure that
+        ``plot(results, folder)`` saved and the folder, written as ``results.json``."""
+        if plain:
+            results = to_plain(results)
+        if plot is not None:
+            results["figure"] = plot(results, self.out).name
+        results["output_dir"] = str(self.out)
+        write_json(results, self.out)
+        return results
+
+
 def derive_seed(random_state: int, *keys: int) -> int:
     """A 31-bit seed derived from ``random_state`` and integer keys (independent streams)."""
     ss = np.random.SeedSequence([int(random_state), *[int(k) for k in keys]])
     return int(ss.generate_state(1)[0] & 0x7FFFFFFF)
 
-
-# Former names, kept until every experiment imports the public ones.
-_plain, _TorchThreads, _seed = to_plain, TorchThreads, derive_seed
-
-
-#: The page the experiments' ``--write-docs`` updates.
-RESULTS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "results.md"
 
 #: The preset that only tries the pipeline (at most minutes on two cores): never a result,
 #: never written to the docs.
@@ -106,69 +151,6 @@ def machine_info() -> dict[str, Any]:
         "torch_threads": torch.get_num_threads(),
         "cuda": bool(torch.cuda.is_available()),
     }
-
-
-def machine_line(start: dict[str, Any], end: dict[str, Any]) -> str:
-    """One sentence on the machine: cores and the load average at the start and the end."""
-
-    def load(info: dict) -> str:
-        values = info.get("load_average")
-        return "n/a" if values is None else " / ".join(f"{v:.2f}" for v in values)
-
-    return (
-        f"Machine: {start['cpu_count']} cores ({start['platform']}, Torch {start['torch']}); "
-        f"load average (1 / 5 / 15 min) {load(start)} at the start, {load(end)} at the end."
-    )
-
-
-def markers(name: str) -> tuple[str, str]:
-    """The begin and end markers of experiment ``name``'s section of the results page."""
-    return f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
-
-
-def write_docs_section(
-    name: str, text: str, path: str | Path = RESULTS_PAGE, figure: str | Path | None = None
-) -> Path:
-    """Replace the block between ``name``'s markers in ``path`` by ``text``; returns the path.
-
-    With ``figure`` (a PNG of the run), the file is copied to ``_static/results/NAME.png``
-    beside the page and linked at the end of the section.
-
-    Raises
-    ------
-    ValueError
-        If the page lacks the markers (the section is never appended silently).
-    """
-    import re
-    import shutil
-
-    path = Path(path)
-    begin, end = markers(name)
-    doc = path.read_text(encoding="utf-8")
-    if doc.count(begin) != 1 or doc.count(end) != 1:
-        raise ValueError(f"{path} must contain exactly one {begin} ... {end} block.")
-    if figure is not None:
-        target = prepare_output(path.parent / "_static" / "results") / f"{name}.png"
-        shutil.copyfile(figure, target)
-        text = f"{text.strip()}\n\n![{name}: figure of this run](_static/results/{name}.png)"
-    block = f"{begin}\n{text.strip()}\n{end}"
-    doc = re.sub(re.escape(begin) + ".*?" + re.escape(end), lambda _: block, doc, flags=re.S)
-    path.write_text(doc, encoding="utf-8")
-    return path
-
-
-def write_run_section(name: str, text: str, results: dict, path: str | Path | None = None) -> Path:
-    """Write an experiment's section and the figure of its run (``results["output_dir"]``,
-    ``results["figure"]``) to the results page (``path``, default :data:`RESULTS_PAGE`)."""
-    if results.get("preset") == SMOKE:
-        raise ValueError(
-            f"{name}: a {SMOKE!r} run checks the pipeline, it is not a result; it is never "
-            "written to the docs (run --quick or --full)."
-        )
-    figure = Path(results["output_dir"]) / results["figure"]
-    page = RESULTS_PAGE if path is None else path
-    return write_docs_section(name, text, path=page, figure=figure)
-
 
 
 class _NoBar:
@@ -218,29 +200,3 @@ def run_jobs(func: Any, jobs: list[tuple], *, n_jobs: int | None, bar: Any) -> l
     [8, 9]
     """
     return parallel_map(func, jobs, n_jobs, on_result=lambda _: bar.update(1))
-
-
-def recorded_wall_times(path: str | Path = RESULTS_PAGE) -> dict[str, dict[str, float]]:
-    """Experiment -> preset -> wall time in seconds of the runs recorded on the results page.
-
-    Read from each experiment's section (``Preset `quick`: ... Wall time 1820 s.``, written
-    by ``--write-docs``); an experiment without a recorded run is absent, and so is every
-    one when the page is not there (an installed package without its docs).
-
-    Examples
-    --------
-    >>> times = recorded_wall_times()
-    >>> all(isinstance(s, float) for run in times.values() for s in run.values())
-    True
-    """
-    import re
-
-    path = Path(path)
-    if not path.exists():
-        return {}
-    doc = path.read_text(encoding="utf-8")
-    found: dict[str, dict[str, float]] = {}
-    for name, body in re.findall(r"<!-- (\w+):begin -->(.*?)<!-- \1:end -->", doc, flags=re.S):
-        for preset, seconds in re.findall(r"Preset `(\w+)`.*?Wall time (\d+(?:\.\d+)?) s", body):
-            found.setdefault(name, {})[preset] = float(seconds)
-    return found

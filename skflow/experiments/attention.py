@@ -58,19 +58,9 @@ from skflow.metrics import nw_weight_correlation
 from skflow.paths import OTPath
 from skflow.tasks import GaussianMixtureTasks
 
-from ._io import (
-    TorchThreads,
-    derive_seed,
-    machine_info,
-    machine_line,
-    prepare_output,
-    progress_bar,
-    run_jobs,
-    save_figure,
-    to_plain,
-    write_json,
-    write_run_section,
-)
+from ._io import RunLog, TorchThreads, derive_seed, progress_bar, run_jobs, save_figure, to_plain
+from ._report import section_head, write_run_section
+from .collapse import PRESETS as COLLAPSE_PRESETS
 
 __all__ = ["PRESETS", "docs_section", "run", "write_docs"]
 
@@ -99,18 +89,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "exact_heads": (False, True),
         "n_eval_tasks": 2,
         "n_queries": 16,
-        "learned": {
-            "d_model": 16,
-            "n_heads": 2,
-            "n_layers": 2,
-            "max_iter": 5,
-            "warmup": 1,
-            "batch_tasks": 4,
-            "n_targets": 16,
-            "solver": "heun",
-            "n_steps": 10,
-            "device": "cpu",
-        },
+        "learned": {**COLLAPSE_PRESETS["tiny"]["learned"], "n_layers": 2},  # heads of 2 layers
         "max_time": None,
         "torch_threads": 1,
     },
@@ -475,17 +454,14 @@ def run(
     cfg = dict(PRESETS[preset])
     if n_tasks is not None:
         cfg["n_eval_tasks"] = int(n_tasks)
-    out_dir = prepare_output(output_dir)
-    seed = int(random_state)
     times = np.asarray(cfg["times"], dtype=float)
-    machine_start = machine_info()
-
-    t_start = time.perf_counter()
+    log = RunLog(output_dir, random_state)
+    seed = log.seeds[0]
     jobs = [(bool(head), cfg, seed) for head in cfg["exact_heads"]]
     desc = "attention: one training and its inspection per model"
     with TorchThreads(cfg["torch_threads"]), progress_bar(len(jobs), desc, progress) as bar:
         outputs = run_jobs(_model_job, jobs, n_jobs=n_jobs, bar=bar)
-    wall = time.perf_counter() - t_start
+    wall = log.wall()
 
     models = {
         ("exact_head" if o["exact_head"] else "no_head"): _summarize_model(o, times)
@@ -502,13 +478,10 @@ def run(
         "random_state": seed,
         "config": config,
         "models": models,
-        "machine": {"start": machine_start, "end": machine_info()},
+        "machine": log.machine(),
         "summary": to_plain(summary),  # plain Python: printable as JSON
     }
-    results["figure"] = _plot(results, out_dir).name
-    results["output_dir"] = str(out_dir)
-    write_json(results, out_dir)
-    return results
+    return log.finish(results, _plot, plain=False)
 
 
 #: The sentence under the table of the results page: what it shows, in words.
@@ -542,33 +515,37 @@ def _docs_table(results: dict) -> str:
 
 
 def docs_section(results: dict, command: str) -> str:
-    """The Markdown of this experiment's section of ``docs/results.md``.
+    """The Markdown of the attention section of ``docs/results.md``.
+
+    The command, the preset and the machine; per model, the median Spearman correlation of
+    the best head's attention with the NW log-weights at each t (own trajectories,
+    conditional path, float64 weights); whether a head's median rises with t.
 
     Parameters
     ----------
     results : dict
-        The output of :func:`run`.
+        The output of :func:`run` (``config``, ``summary``, ``random_state``).
     command : str
         The exact command line that produced ``results``.
 
     Returns
     -------
     text : str
+        Markdown; one seed, so no interval is claimed.
     """
     cfg, s = results["config"], results["summary"]
     its = {name: s[name]["train_iterations"] for name in ("no_head", "exact_head") if name in s}
     rising = {name: s[name]["any_head_rising"] for name in its}
+    preset = (
+        f"Preset `{results['preset']}`: seed {results['random_state']} (one training per "
+        f"model), GMM tasks d = {cfg['n_features']}, m = {cfg['n_support']}, "
+        f"{cfg['n_eval_tasks']} held-out tasks x {cfg['n_queries']} queries; training "
+        f"iterations {its} (max_iter {cfg['learned'].get('max_iter', 'default')}, guard "
+        f"{cfg['max_time']} s). Wall time {s['wall_seconds']:.0f} s."
+    )
     return "\n".join(
         [
-            f"Command (from the repository root): `{command}`",
-            "",
-            f"Preset `{results['preset']}`: seed {results['random_state']} (one training per "
-            f"model), GMM tasks d = {cfg['n_features']}, m = {cfg['n_support']}, "
-            f"{cfg['n_eval_tasks']} held-out tasks x {cfg['n_queries']} queries; training "
-            f"iterations {its} (max_iter {cfg['learned'].get('max_iter', 'default')}, guard "
-            f"{cfg['max_time']} s). Wall time {s['wall_seconds']:.0f} s.",
-            "",
-            machine_line(results["machine"]["start"], results["machine"]["end"]),
+            *section_head(results, command, preset),
             "",
             "Paper: Spearman 0.89 at the last step (IP-Adapter).",
             "",

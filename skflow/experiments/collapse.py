@@ -27,36 +27,24 @@ Run it with ``python -m skflow.experiments collapse --quick`` (or ``--full``; ad
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from skflow import LearnedFlowSampler, NWFlowSampler
+from skflow import LearnedFlowSampler
 from skflow.diagnostics import neff_along_path
 from skflow.tasks import GaussianMixtureTasks
 
-from ._io import (
-    TorchThreads,
-    derive_seed,
-    machine_info,
-    machine_line,
-    prepare_output,
-    progress_bar,
-    run_jobs,
-    save_figure,
-    to_plain,
-    write_json,
-    write_run_section,
-)
+from ._io import RunLog, TorchThreads, derive_seed, progress_bar, run_jobs, save_figure
+from ._jobs import learned_samples, plugin_samples
+from ._report import convention_tables, section_head, write_run_section
 from .protocol import (
     CONVENTIONS,
     compare_to_baseline,
     per_task_scores,
     preset_config,
     training_budget,
-    training_record,
 )
 
 __all__ = ["PRESETS", "docs_section", "run", "write_docs"]
@@ -74,6 +62,21 @@ _QUICK_MODEL = {
     "device": "cpu",
     "solver": "heun",
     "n_steps": 100,
+}
+
+_QUICK: dict[str, Any] = {
+    "dims": (2, 4, 8, 16),
+    "n_support": 50,
+    "sigma_min": 0.01,
+    "n_seeds": 3,
+    "n_eval_tasks": 100,
+    "n_points": 256,
+    "n_neff_tasks": 20,
+    "n_trajectories": 128,
+    "neff_steps": 50,
+    "learned": _QUICK_MODEL,
+    "max_time": 75.0,
+    "torch_threads": 1,
 }
 
 #: Experiment presets. ``learned`` holds :class:`~skflow.LearnedFlowSampler` parameters
@@ -105,20 +108,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "max_time": None,
         "torch_threads": 1,
     },
-    "quick": {
-        "dims": (2, 4, 8, 16),
-        "n_support": 50,
-        "sigma_min": 0.01,
-        "n_seeds": 3,
-        "n_eval_tasks": 100,
-        "n_points": 256,
-        "n_neff_tasks": 20,
-        "n_trajectories": 128,
-        "neff_steps": 50,
-        "learned": _QUICK_MODEL,
-        "max_time": 75.0,
-        "torch_threads": 1,
-    },
+    "quick": _QUICK,
     # tries the pipeline in about a minute on two cores: not a result (never in the docs)
     "smoke": {
         "dims": (2, 16),
@@ -137,18 +127,9 @@ PRESETS: dict[str, dict[str, Any]] = {
     # not a paper preset: the quick models trained 4x longer (about 20 CPU minutes), to see
     # how the exact head's benefit moves with the training budget
     "long": {
-        "dims": (2, 4, 8, 16),
-        "n_support": 50,
-        "sigma_min": 0.01,
-        "n_seeds": 3,
-        "n_eval_tasks": 100,
-        "n_points": 256,
-        "n_neff_tasks": 20,
-        "n_trajectories": 128,
-        "neff_steps": 50,
+        **_QUICK,
         "learned": {**_QUICK_MODEL, "max_iter": 6000, "warmup": 200},
         "max_time": 300.0,
-        "torch_threads": 1,
     },
     "full": {
         "dims": (2, 4, 8, 16),
@@ -220,19 +201,7 @@ def _neff_job(d: int, cfg: dict, random_state: int) -> dict:
 def _plugin_job(d: int, seed: int, cfg: dict) -> dict:
     """(b), plug-in: MMD² of the exact NW flow on the held-out tasks, and the noise floor."""
     supports, truths, floors = _eval_tasks(d, cfg, seed)
-    model = cfg["learned"]
-    sampler = NWFlowSampler(
-        sigma_min=cfg["sigma_min"], solver=model["solver"], n_steps=model["n_steps"]
-    )
-    # one batched call over all tasks, task b from the noise its own seed draws
-    n, width = truths.shape[1], supports.shape[2]
-    noise = np.stack(
-        [
-            np.random.RandomState(derive_seed(seed, 4, d, b)).standard_normal((n, width))
-            for b in range(len(supports))
-        ]
-    )
-    generated = sampler.fit(supports[0]).sample(n, support=supports, noise=noise)
+    generated = plugin_samples(supports, truths.shape[1], cfg, seed, noise_keys=(4, d))
     return {
         "kind": "plugin",
         "d": d,
@@ -252,22 +221,23 @@ def _learned_job(d: int, method: str, seed: int, cfg: dict) -> dict:
         "max_time": cfg["max_time"],
         "random_state": derive_seed(seed, 5, d),  # the same seed with and without the head
     }
-    with TorchThreads(cfg["torch_threads"]):
-        model = LearnedFlowSampler(**params)
-        t0 = time.perf_counter()
-        model.fit(GaussianMixtureTasks(n_features=d))
-        train_seconds = time.perf_counter() - t0
-        supports, truths, _ = _eval_tasks(d, cfg, seed)
-        generated = model.sample_batch(
-            truths.shape[1], supports, random_state=derive_seed(seed, 6, d)
-        )
+    supports, truths, _ = _eval_tasks(d, cfg, seed)
+    generated, record = learned_samples(
+        params,
+        GaussianMixtureTasks(n_features=d),
+        supports,
+        truths.shape[1],
+        sample_seed=derive_seed(seed, 6, d),
+        seed=seed,
+        torch_threads=cfg["torch_threads"],
+    )
     return {
         "kind": "learned",
         "d": d,
         "seed": seed,
         "method": method,
         method: per_task_scores(generated, truths),
-        "training": training_record(model, train_seconds, seed),
+        "training": record,
     }
 
 
@@ -449,15 +419,13 @@ def run(
     >>> res["summary"]["median_neff_at_0.5"]  # doctest: +SKIP
     """
     cfg = preset_config(PRESETS, preset, seeds=seeds, n_tasks=n_tasks)
-    out = prepare_output(output_dir)
-    dims = [int(d) for d in cfg["dims"]]
-    seed_list = [int(random_state) + k for k in range(cfg["n_seeds"])]
-    machine_start, t_start = machine_info(), time.perf_counter()
+    log = RunLog(output_dir, random_state, cfg["n_seeds"])
+    dims, seed_list = [int(d) for d in cfg["dims"]], log.seeds
     jobs = [(job, cfg, int(random_state)) for job in _jobs(dims, seed_list)]
     desc = "collapse: trainings, then plug-in and n_eff jobs"
     with TorchThreads(cfg["torch_threads"]), progress_bar(len(jobs), desc, progress) as bar:
         outputs = run_jobs(_dispatch, jobs, n_jobs=n_jobs, bar=bar)
-    wall = time.perf_counter() - t_start
+    wall = log.wall()
     neff = {str(o["d"]): o for o in outputs if o["kind"] == "neff"}
     per_d = {str(d): _compare_dimension(d, outputs, seed_list) for d in dims}
     results = {
@@ -469,13 +437,9 @@ def run(
         "neff": neff,
         "per_dimension": per_d,
         "summary": _summary(dims, neff, per_d) | {"wall_seconds": round(wall, 1)},
-        "machine": {"start": machine_start, "end": machine_info()},
+        "machine": log.machine(),
     }
-    results = to_plain(results)
-    results["figure"] = _plot(results, out).name
-    results["output_dir"] = str(out)
-    write_json(results, out)
-    return results
+    return log.finish(results, _plot)
 
 
 def _f(x: float) -> str:
@@ -536,30 +500,35 @@ def _budget(results: dict) -> str:
 
 
 def docs_section(results: dict, command: str) -> str:
-    """The Markdown of this experiment's section of ``docs/results.md``.
+    """The Markdown of the collapse section of ``docs/results.md``.
+
+    The command, the preset and the machine; the median n_eff at t = 0.5 per d; then one
+    table per MMD² bandwidth convention: per d, the MMD² of the plug-in and of the learned
+    models with and without the exact head, the noise floor and the head's benefit.
 
     Parameters
     ----------
     results : dict
-        The output of :func:`run`.
+        The output of :func:`run` (``config``, ``dims``, ``summary``, ``per_dimension``,
+        ``machine``, ``preset``, ``seeds``).
     command : str
         The exact command line that produced ``results``.
 
     Returns
     -------
     text : str
+        Markdown: a paragraph, the n_eff row and two tables.
     """
     cfg, s = results["config"], results["summary"]
     neff = " | ".join(f"{s['median_neff_at_0.5'][str(d)]:.2f}" for d in results["dims"])
-    parts = [
-        f"Command (from the repository root): `{command}`",
-        "",
+    preset = (
         f"Preset `{results['preset']}`: seeds {results['seeds']}, {cfg['n_eval_tasks']} "
         f"held-out tasks per seed and d, m = {cfg['n_support']}, {cfg['n_points']} generated vs "
         f"{cfg['n_points']} true points per task (and {cfg['n_points']} more for the noise "
-        f"floor). Wall time {s['wall_seconds']:.0f} s. " + _budget(results),
-        "",
-        machine_line(results["machine"]["start"], results["machine"]["end"]),
+        f"floor). Wall time {s['wall_seconds']:.0f} s. " + _budget(results)
+    )
+    parts = [
+        *section_head(results, command, preset),
         "",
         "| d | " + " | ".join(str(d) for d in results["dims"]) + " |",
         "|---|" + "---|" * len(results["dims"]),
@@ -567,16 +536,13 @@ def docs_section(results: dict, command: str) -> str:
         "",
         _NEFF_NOTE,
     ]
-    for conv, label in (("true", "true points"), ("pooled", "pooled generated + true points")):
-        parts += [
-            "",
-            f"MMD², median heuristic from the {label}; intervals: 95 % bootstrap over tasks, "
-            "stratified by seed. A benefit interval that contains 0 is no resolved benefit.",
-            "",
-            _convention_table(results, conv),
-            "",
-            _TABLE_NOTE,
-        ]
+    parts += convention_tables(
+        lambda conv: _convention_table(results, conv),
+        ("true points", "pooled generated + true points"),
+        "MMD², median heuristic from the {label}; intervals: 95 % bootstrap over tasks, "
+        "stratified by seed. A benefit interval that contains 0 is no resolved benefit.",
+        _TABLE_NOTE,
+    )
     return "\n".join(parts)
 
 

@@ -22,28 +22,17 @@ Run it with ``python -m skflow.experiments families --quick`` (add ``--write-doc
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from skflow import LearnedFlowSampler, NWFlowSampler
+from skflow import LearnedFlowSampler
 from skflow.tasks import GaussianMixtureTasks, MixedTasks, MoonsTasks, RingTasks, SpiralTasks
 
-from ._io import (
-    TorchThreads,
-    derive_seed,
-    machine_info,
-    machine_line,
-    prepare_output,
-    progress_bar,
-    run_jobs,
-    save_figure,
-    to_plain,
-    write_json,
-    write_run_section,
-)
+from ._io import RunLog, derive_seed, progress_bar, run_jobs, save_figure
+from ._jobs import learned_samples, plugin_samples
+from ._report import convention_tables, section_head, write_run_section
 from .collapse import PRESETS as COLLAPSE_PRESETS
 from .protocol import (
     CONVENTIONS,
@@ -52,7 +41,6 @@ from .protocol import (
     per_task_scores,
     preset_config,
     training_budget,
-    training_record,
 )
 
 __all__ = ["FAMILIES", "MODELS", "PRESETS", "docs_section", "run", "write_docs"]
@@ -148,19 +136,8 @@ def _eval_tasks(family: str, cfg: dict, seed: int):
 def _plugin_job(family: str, seed: int, cfg: dict) -> dict:
     """The plug-in's per-task MMD² on the held-out tasks of ``family``, and the noise floor."""
     supports, truths, floors = _eval_tasks(family, cfg, seed)
-    model, k = cfg["learned"], FAMILIES.index(family)
-    sampler = NWFlowSampler(
-        sigma_min=cfg["sigma_min"], solver=model["solver"], n_steps=model["n_steps"]
-    )
-    # one batched call over all tasks, task b from the noise its own seed draws
-    n, width = truths.shape[1], supports.shape[2]
-    noise = np.stack(
-        [
-            np.random.RandomState(derive_seed(seed, 4, k, b)).standard_normal((n, width))
-            for b in range(len(supports))
-        ]
-    )
-    generated = sampler.fit(supports[0]).sample(n, support=supports, noise=noise)
+    k = FAMILIES.index(family)
+    generated = plugin_samples(supports, truths.shape[1], cfg, seed, noise_keys=(4, k))
     return {
         "family": family,
         "seed": seed,
@@ -180,22 +157,23 @@ def _learned_job(family: str, model_name: str, seed: int, cfg: dict) -> dict:
         "max_time": cfg["max_time"],
         "random_state": derive_seed(seed, 5, k, j),
     }
-    with TorchThreads(cfg["torch_threads"]):
-        model = LearnedFlowSampler(**params)
-        t0 = time.perf_counter()
-        model.fit(_training_source(model_name, family, cfg["n_features"]))
-        seconds = time.perf_counter() - t0
-        supports, truths, _ = _eval_tasks(family, cfg, seed)
-        generated = model.sample_batch(
-            truths.shape[1], supports, random_state=derive_seed(seed, 6, k)
-        )
+    supports, truths, _ = _eval_tasks(family, cfg, seed)
+    generated, record = learned_samples(
+        params,
+        _training_source(model_name, family, cfg["n_features"]),
+        supports,
+        truths.shape[1],
+        sample_seed=derive_seed(seed, 6, k),
+        seed=seed,
+        torch_threads=cfg["torch_threads"],
+    )
     return {
         "family": family,
         "seed": seed,
         "model": model_name,
         model_name: per_task_scores(generated, truths),
         "_figure": {model_name: generated[0]},
-        "training": training_record(model, seconds, seed),
+        "training": record,
     }
 
 
@@ -347,31 +325,27 @@ def run(
     >>> res["summary"]["rings"]["true"]["ratio_plugin_over_left_out"]  # doctest: +SKIP
     """
     cfg = preset_config(PRESETS, preset, seeds=seeds, n_tasks=n_tasks)
-    out = prepare_output(output_dir)
-    seed_list = [int(random_state) + k for k in range(cfg["n_seeds"])]
-    machine_start, t_start = machine_info(), time.perf_counter()
+    log = RunLog(output_dir, random_state, cfg["n_seeds"])
+    seed_list = log.seeds
     jobs = [(job, cfg) for job in _jobs(seed_list)]
     with progress_bar(len(jobs), "families: trainings and plug-in jobs", progress) as bar:
         outputs = run_jobs(_dispatch, jobs, n_jobs=n_jobs, bar=bar)
-    wall = time.perf_counter() - t_start
+    wall = log.wall()
     per_family = {f: _compare_family(f, outputs, seed_list) for f in FAMILIES}
-    figure = _plot(per_family, _figure_data(outputs, seed_list[0]), out)
-    results = to_plain(
-        {
-            "experiment": "families",
-            "preset": preset,
-            "seeds": seed_list,
-            "summary": _summary(per_family) | {"wall_seconds": round(wall, 1)},
-            "config": cfg,
-            "per_family": per_family,
-            "seconds": {"total": round(wall, 1)},
-            "figure": figure.name,
-            "output_dir": str(out),
-            "machine": {"start": machine_start, "end": machine_info()},
-        }
-    )
-    write_json(results, out)
-    return results
+    figure = _plot(per_family, _figure_data(outputs, seed_list[0]), log.out)
+    results = {
+        "experiment": "families",
+        "preset": preset,
+        "seeds": seed_list,
+        "summary": _summary(per_family) | {"wall_seconds": round(wall, 1)},
+        "config": cfg,
+        "per_family": per_family,
+        "seconds": {"total": round(wall, 1)},
+        "figure": figure.name,
+        "output_dir": str(log.out),
+        "machine": log.machine(),
+    }
+    return log.finish(results)
 
 
 def _fmt(x: float) -> str:
@@ -414,42 +388,40 @@ def _family_table(per_family: dict, conv: str) -> str:
 
 
 def docs_section(results: dict, command: str) -> str:
-    """The Markdown of this experiment's section of ``docs/results.md``.
+    """The Markdown of the families section of ``docs/results.md``.
+
+    The command, the preset and the machine, then one table per MMD² bandwidth convention:
+    per left-out family, the MMD² of the plug-in, of the model trained without the family
+    and of the model trained on it, the noise floor and the three ratios with intervals.
 
     Parameters
     ----------
     results : dict
-        The output of :func:`run`.
+        The output of :func:`run` (``config``, ``per_family``, ``seconds``, ``machine``).
     command : str
         The exact command line that produced ``results``.
 
     Returns
     -------
     text : str
+        Markdown: one paragraph, then a table per convention.
     """
     cfg, per_family = results["config"], results["per_family"]
     runs = [t for res in per_family.values() for m in MODELS for t in res["training"][m]]
-    parts = [
-        f"Command (from the repository root): `{command}`",
-        "",
+    preset = (
         f"Preset `{results['preset']}`: d = {cfg['n_features']}, seeds {results['seeds']}, "
         f"{cfg['n_eval_tasks']} held-out tasks per seed and family, m = {cfg['n_support']}, "
         f"{cfg['n_points']} generated vs {cfg['n_points']} true points per task (and "
         f"{cfg['n_points']} more for the noise floor), sigma_min = {cfg['sigma_min']}. Wall "
-        f"time {results['seconds']['total']:.0f} s. " + training_budget(runs, cfg["max_time"]),
-        "",
-        machine_line(results["machine"]["start"], results["machine"]["end"]),
-    ]
-    for conv, label in (("true", "the true points"), ("pooled", "the pooled points")):
-        parts += [
-            "",
-            f"MMD², median heuristic from {label}; intervals: 95 % bootstrap over tasks, "
-            "stratified by seed. A ratio interval that contains 1 is no resolved difference.",
-            "",
-            _family_table(per_family, conv),
-            "",
-            _TABLE_NOTE,
-        ]
+        f"time {results['seconds']['total']:.0f} s. " + training_budget(runs, cfg["max_time"])
+    )
+    parts = section_head(results, command, preset) + convention_tables(
+        lambda conv: _family_table(per_family, conv),
+        ("the true points", "the pooled points"),
+        "MMD², median heuristic from {label}; intervals: 95 % bootstrap over tasks, "
+        "stratified by seed. A ratio interval that contains 1 is no resolved difference.",
+        _TABLE_NOTE,
+    )
     return "\n".join(parts)
 
 

@@ -47,20 +47,11 @@ from skflow import LearnedFlowSampler, NWFlowSampler
 from skflow._threads import parallel_map
 from skflow.metrics import memorization_ratio
 
-from ._io import (
-    TorchThreads,
-    derive_seed,
-    machine_info,
-    machine_line,
-    prepare_output,
-    save_figure,
-    to_plain,
-    write_json,
-    write_run_section,
-)
+from ._io import RunLog, TorchThreads, derive_seed, save_figure
+from ._jobs import compare_per_support_size, lower_pcts, support_size_cells
+from ._report import convention_tables, section_head, write_run_section
 from .protocol import (
     CONVENTIONS,
-    compare_to_baseline,
     preset_config,
     scores_both_conventions,
     training_budget,
@@ -129,8 +120,6 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 METHODS = ("plugin", "plugin_tuned", "learned")
 _SIGMA_MIN = 0.01
-#: The paper's ratio MMD²(plug-in) / MMD²(learned) at m = 10 (24 % lower).
-PAPER_RATIO_M10 = 1.0 / (1.0 - 0.24)
 
 
 def _features(spec: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict]:
@@ -252,45 +241,11 @@ def _run_seed(spec: dict, cfg: dict, n_jobs, seed: int) -> dict:
     }
 
 
-def _lower_pct(comparison: dict) -> dict:
-    """``100 (1 - mean(challenger) / mean(baseline))`` with its interval."""
-    with np.errstate(divide="ignore"):
-        inv = 1.0 / np.asarray([comparison["ratio"], *comparison["ratio_ci"]], dtype=float)
-    return {"pct": float(100 * (1 - inv[0])), "ci": [float(100 * (1 - v)) for v in inv[1:]]}
-
-
-def _compare(per_seed: list[dict], ms: tuple) -> dict:
-    """Per m: learned vs plug-in and vs tuned plug-in (the protocol), means and copy ratios."""
-    out = {}
-    for m in map(str, ms):
-        t = {
-            k: {c: np.stack([s["table"][m][k][c] for s in per_seed]) for c in cs}
-            for k, cs in {
-                **{k: (*CONVENTIONS, "copy") for k in METHODS},
-                "floor": CONVENTIONS,
-            }.items()
-        }
-        paper = PAPER_RATIO_M10 if m == "10" else None
-        out[m] = {
-            "learned_vs_plugin": compare_to_baseline(
-                t["plugin"], t["learned"], t["floor"], paper_ratio=paper
-            ),
-            "learned_vs_plugin_tuned": compare_to_baseline(
-                t["plugin_tuned"], t["learned"], t["floor"]
-            ),
-            "per_task": t,
-        }
-    return out
-
-
 def _summary(comp: dict, ms: tuple) -> dict:
     """Per convention and m: how much lower the learned MMD² is; means; copy ratios."""
     out: dict[str, Any] = {"support_sizes": list(ms)}
     for conv in CONVENTIONS:
-        out[conv] = {
-            key: {str(m): _lower_pct(comp[str(m)][key][conv]) for m in ms}
-            for key in ("learned_vs_plugin", "learned_vs_plugin_tuned")
-        }
+        out[conv] = lower_pcts(comp, ms, conv)
         out[conv]["mmd2"] = {
             k: {str(m): float(np.mean(comp[str(m)]["per_task"][k][conv])) for m in ms}
             for k in METHODS
@@ -371,91 +326,79 @@ def run(
     """
     cfg = preset_config(PRESETS, preset, seeds=seeds, n_tasks=n_tasks)
     cfg["support_sizes"] = tuple(int(m) for m in cfg["support_sizes"])
-    out = prepare_output(output_dir)
-    machine_start, start = machine_info(), time.perf_counter()
-    seed_list = [int(random_state) + k for k in range(cfg["n_seeds"])]
+    log = RunLog(output_dir, random_state, cfg["n_seeds"])
+    seed_list = log.seeds
     datasets = {}
     with TorchThreads(cfg["torch_threads"]):
         for spec in cfg["datasets"]:
             per_seed = [_run_seed(spec, cfg, n_jobs, s) for s in seed_list]
-            comparison = _compare(per_seed, cfg["support_sizes"])
+            comparison = compare_per_support_size(
+                per_seed, cfg["support_sizes"], METHODS, extra_columns=("copy",)
+            )
             datasets[spec["name"]] = {
                 "summary": _summary(comparison, cfg["support_sizes"]),
                 "comparison": comparison,
                 "per_seed": [{k: v for k, v in s.items() if k != "table"} for s in per_seed],
                 "data": _features(spec)[3],
             }
-    wall = time.perf_counter() - start
-    results = to_plain(
-        {
-            "experiment": "fewshot",
-            "preset": preset,
-            "seeds": seed_list,
-            "summary": {
-                **{name: d["summary"] for name, d in datasets.items()},
-                "wall_seconds": round(wall, 1),
-            },
-            "datasets": datasets,
-            "config": cfg,
-            "seconds": {"total": round(wall, 1)},
-            "machine": {"start": machine_start, "end": machine_info()},
-        }
-    )
-    results["figure"] = _plot(results, out).name
-    results["output_dir"] = str(out)
-    write_json(results, out)
-    return results
-
-
-def _ci_pct(r: dict) -> str:
-    return f"{r['pct']:+.1f} % [{r['ci'][0]:+.1f} %, {r['ci'][1]:+.1f} %]"
+    wall = log.wall()
+    results = {
+        "experiment": "fewshot",
+        "preset": preset,
+        "seeds": seed_list,
+        "summary": {
+            **{name: d["summary"] for name, d in datasets.items()},
+            "wall_seconds": round(wall, 1),
+        },
+        "datasets": datasets,
+        "config": cfg,
+        "seconds": {"total": round(wall, 1)},
+        "machine": log.machine(),
+    }
+    return log.finish(results, _plot)
 
 
 def _table(res: dict, conv: str) -> str:
-    s, copy = res["summary"][conv], res["summary"]["memorization_ratio_median"]
+    copy = res["summary"]["memorization_ratio_median"]
     rows = [
         "| m | MMD² plug-in | MMD² tuned plug-in | MMD² learned | noise floor mean (q95) | "
         "learned lower than plug-in [95 % CI] | learned lower than tuned plug-in [95 % CI] | "
         "memorisation ratio plug-in / tuned / learned |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for m in map(str, res["summary"]["support_sizes"]):
-        fl = res["comparison"][m]["learned_vs_plugin"][conv]["noise_floor"]
-        means = " | ".join(f"{s['mmd2'][k][m]:.3g}" for k in METHODS)
-        gains = " | ".join(
-            _ci_pct(s[k][m]) for k in ("learned_vs_plugin", "learned_vs_plugin_tuned")
-        )
+    for m, means, floor, gains in support_size_cells(res, conv, METHODS):
         ratios = " / ".join(f"{copy[k][m]:.2f}" for k in METHODS)
-        rows.append(f"| {m} | {means} | {fl['mean']:.3g} ({fl['q95']:.3g}) | {gains} | {ratios} |")
+        rows.append(f"| {m} | {means} | {floor} | {gains} | {ratios} |")
     return "\n".join(rows)
 
 
 def docs_section(results: dict, command: str) -> str:
-    """The Markdown of this benchmark's section of ``docs/results.md``.
+    """The Markdown of the fewshot section of ``docs/results.md``.
+
+    The command, the preset and the machine; per data set, its classes and trainings, then
+    one table per MMD² bandwidth convention: per m, the MMD² of the plug-in, tuned plug-in
+    and learned model, the noise floor, the reductions and the memorisation ratios.
 
     Parameters
     ----------
     results : dict
-        The output of :func:`run`.
+        The output of :func:`run`, one entry per data set in ``datasets``.
     command : str
         The exact command line that produced ``results``.
 
     Returns
     -------
     text : str
+        Markdown; every data set gets its own paragraph and two tables.
     """
     cfg = results["config"]
-    parts = [f"Command (from the repository root): `{command}`", ""]
-    if cfg.get("label"):
-        parts += [f"**{cfg['label']}.**", ""]
-    parts += [
+    preset = (
         f"Preset `{results['preset']}`: seeds {results['seeds']}, {cfg['n_eval_tasks']} held-out "
         f"tasks per seed, {cfg['n_generated']} generated points per task, learned-model "
         f"parameters {cfg['learned'] or 'all defaults'}. Wall time "
-        f"{results['seconds']['total']:.0f} s.",
-        "",
-        machine_line(results["machine"]["start"], results["machine"]["end"]),
-    ]
+        f"{results['seconds']['total']:.0f} s."
+    )
+    parts = section_head(results, command, preset, label=cfg.get("label"))
     for name, res in results["datasets"].items():
         runs = [s["training"] for s in res["per_seed"]]
         tuned = {s["seed"]: s["tuned_sigma_min"] for s in res["per_seed"]}
@@ -468,16 +411,14 @@ def docs_section(results: dict, command: str) -> str:
             f"{runs[0]['support_range']}, validation classes {runs[0]['validation_classes']}, "
             f"stop: {sorted({r['stop'] for r in runs})}. Tuned sigma_min per seed and m: {tuned}.",
         ]
-        for conv, label in (("true", "reference (true) rows"), ("pooled", "pooled rows")):
-            parts += [
-                "",
-                f"MMD², median heuristic from the {label}; intervals: 95 % bootstrap over tasks, "
-                "stratified by seed. Memorisation ratio: median over tasks of "
-                "`memorization_ratio(generated, support, reference)` (near 1: new points; "
-                "near 0: copies of the support).",
-                "",
-                _table(res, conv),
-            ]
+        parts += convention_tables(
+            lambda conv, res=res: _table(res, conv),
+            ("reference (true) rows", "pooled rows"),
+            "MMD², median heuristic from the {label}; intervals: 95 % bootstrap over tasks, "
+            "stratified by seed. Memorisation ratio: median over tasks of "
+            "`memorization_ratio(generated, support, reference)` (near 1: new points; "
+            "near 0: copies of the support).",
+        )
     return "\n".join(parts)
 
 

@@ -44,17 +44,8 @@ from skflow._threads import parallel_map
 from skflow.paths import OTPath
 from skflow.tasks import SphericalShellTasks
 
-from ._io import (
-    derive_seed,
-    machine_info,
-    machine_line,
-    prepare_output,
-    progress_bar,
-    save_figure,
-    to_plain,
-    write_json,
-    write_run_section,
-)
+from ._io import RunLog, derive_seed, progress_bar, save_figure
+from ._report import section_head, write_run_section
 from .protocol import (
     CONVENTIONS,
     claims,
@@ -494,14 +485,13 @@ def run(
     >>> res["summary"]["d=4"]["true"]["ratio_ci"]  # doctest: +SKIP
     """
     cfg = _config(preset, seeds, n_tasks)
-    out = prepare_output(output_dir)
-    machine_start, start = machine_info(), time.perf_counter()
-    seed_list = [int(random_state) + k for k in range(cfg["n_seeds"])]
+    log = RunLog(output_dir, random_state, cfg["n_seeds"])
+    seed_list = log.seeds
     total, desc = len(cfg["n_features"]) * len(seed_list), "geometry: training + tasks per seed"
     with progress_bar(total, desc, progress) as bar:
         per_dim, fig_data = _measure(cfg, n_jobs, seed_list, bar)
-    figure = _plot(per_dim, fig_data, out)
-    wall = time.perf_counter() - start
+    figure = _plot(per_dim, fig_data, log.out)
+    wall = log.wall()
     results = {
         "experiment": "geometry",
         "preset": preset,
@@ -511,12 +501,10 @@ def run(
         "per_dimension": per_dim,
         "seconds": {"total": round(wall, 1)},
         "figure": figure.name,
-        "output_dir": str(out),
-        "machine": {"start": machine_start, "end": machine_info()},
+        "output_dir": str(log.out),
+        "machine": log.machine(),
     }
-    results = to_plain(results)
-    write_json(results, out)
-    return results
+    return log.finish(results)
 
 
 def _budget_line(res: dict, cfg: dict) -> str:
@@ -567,31 +555,33 @@ def _variants_table(res: dict) -> str:
 
 
 def docs_section(results: dict, command: str) -> str:
-    """The Markdown of this experiment's section of ``docs/results.md``.
+    """The Markdown of the geometry section of ``docs/results.md``.
+
+    The command, the preset and the machine; per d, the learned model against the isotropic
+    plug-in (table, claims, trainings), then every plug-in variant against the isotropic
+    one.
 
     Parameters
     ----------
     results : dict
-        The output of :func:`run`.
+        The output of :func:`run`; its ``per_dimension`` holds one entry per d.
     command : str
         The exact command line that produced ``results``.
 
     Returns
     -------
     text : str
+        Markdown, two tables per dimension d.
     """
     cfg = results["config"]
-    parts = [
-        f"Command (from the repository root): `{command}`",
-        "",
+    preset = (
         f"Preset `{results['preset']}`: seeds {results['seeds']}, {cfg['n_eval_tasks']} "
         f"held-out tasks per seed, m = {cfg['n_support']} support points, {cfg['n_points']} "
         f"generated vs {cfg['n_points']} true points per task (and {cfg['n_points']} more true "
         f"points for the noise floor), {cfg['n_steps']} Heun steps, sigma_min = {_SIGMA_MIN}. "
-        f"Wall time {results['seconds']['total']:.0f} s.",
-        "",
-        machine_line(results["machine"]["start"], results["machine"]["end"]),
-    ]
+        f"Wall time {results['seconds']['total']:.0f} s."
+    )
+    parts = section_head(results, command, preset)
     for res in results["per_dimension"]:
         d = res["n_features"]
         head = res["learned_vs_isotropic"]

@@ -69,21 +69,11 @@ from skflow import LearnedFlowSampler, NWFlowSampler
 from skflow._threads import parallel_map
 from skflow.tasks import ClassTasks, RotatedTasks
 
-from ._io import (
-    TorchThreads,
-    derive_seed,
-    machine_info,
-    machine_line,
-    prepare_output,
-    progress_bar,
-    save_figure,
-    to_plain,
-    write_json,
-    write_run_section,
-)
+from ._io import RunLog, TorchThreads, derive_seed, progress_bar, save_figure
+from ._jobs import compare_per_support_size, lower_pcts, support_size_cells
+from ._report import convention_tables, section_head, write_run_section
 from .protocol import (
     CONVENTIONS,
-    compare_to_baseline,
     preset_config,
     scores_both_conventions,
     training_budget,
@@ -168,8 +158,6 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 METHODS = ("plugin", "plugin_tuned", "learned", "learned_plain")
-#: The paper's ratio MMD²(plug-in) / MMD²(learned) at m = 10 (24 % lower).
-PAPER_RATIO_M10 = 1.0 / (1.0 - 0.24)
 _SIGMA_MIN = 0.01
 
 
@@ -361,45 +349,11 @@ def _run_seed(Z, y, cfg: dict, n_jobs, seed: int, bar) -> dict:
     }
 
 
-def _compare(per_seed: list[dict], ms: tuple) -> dict:
-    """Per m: the protocol's learned vs plug-in, learned vs tuned plug-in, plain vs plug-in."""
-    out = {}
-    for m in map(str, ms):
-        t = {
-            k: {c: np.stack([s["table"][m][k][c] for s in per_seed]) for c in CONVENTIONS}
-            for k in (*METHODS, "floor")
-        }
-        paper = PAPER_RATIO_M10 if m == "10" else None
-        out[m] = {
-            "learned_vs_plugin": compare_to_baseline(
-                t["plugin"], t["learned"], t["floor"], paper_ratio=paper
-            ),
-            "learned_vs_plugin_tuned": compare_to_baseline(
-                t["plugin_tuned"], t["learned"], t["floor"]
-            ),
-            "learned_plain_vs_plugin": compare_to_baseline(
-                t["plugin"], t["learned_plain"], t["floor"]
-            ),
-            "per_task": t,
-        }
-    return out
-
-
-def _lower_pct(comparison: dict) -> dict:
-    """``100 (1 - mean(b) / mean(a))``, i.e. how much lower the challenger is, with its CI."""
-    with np.errstate(divide="ignore"):
-        inv = 1.0 / np.asarray([comparison["ratio"], *comparison["ratio_ci"]], dtype=float)
-    return {"pct": float(100 * (1 - inv[0])), "ci": [float(100 * (1 - v)) for v in inv[1:]]}
-
-
 def _summary(comp: dict, ms: tuple) -> dict:
     """Per m and convention: how much lower the learned models are, with intervals."""
     out: dict[str, Any] = {"support_sizes": list(ms)}
     for conv in CONVENTIONS:
-        out[conv] = {
-            key: {str(m): _lower_pct(comp[str(m)][key][conv]) for m in ms}
-            for key in ("learned_vs_plugin", "learned_vs_plugin_tuned", "learned_plain_vs_plugin")
-        }
+        out[conv] = lower_pcts(comp, ms, conv)
         mean = {k: [float(np.mean(comp[str(m)]["per_task"][k][conv])) for m in ms] for k in METHODS}
         out[conv]["mmd2"] = {k: dict(zip(map(str, ms), v, strict=True)) for k, v in mean.items()}
         out[conv]["crossing_m_learned_vs_plugin"] = _crossing(ms, mean["learned"], mean["plugin"])
@@ -525,15 +479,14 @@ def run(
     >>> res["summary"]["true"]["learned_vs_plugin"]["10"]  # doctest: +SKIP
     """
     cfg = _config(preset, seeds, n_tasks)
-    out = prepare_output(output_dir)
-    machine_start, start = machine_info(), time.perf_counter()
+    log = RunLog(output_dir, random_state, cfg["n_seeds"])
     Z, y, data_info = _features(cfg)
-    seed_list = [int(random_state) + k for k in range(cfg["n_seeds"])]
+    seed_list = log.seeds
     desc, total = "scarcity: 2 trainings, tuning, evaluation per seed", 4 * len(seed_list)
     with TorchThreads(cfg["torch_threads"]), progress_bar(total, desc, progress) as bar:
         per_seed = [_run_seed(Z, y, cfg, n_jobs, s, bar) for s in seed_list]
-    comparison = _compare(per_seed, cfg["support_sizes"])
-    wall = time.perf_counter() - start
+    comparison = compare_per_support_size(per_seed, cfg["support_sizes"], METHODS)
+    wall = log.wall()
     results = {
         "experiment": "scarcity",
         "preset": preset,
@@ -544,17 +497,9 @@ def run(
         "data": data_info,
         "config": cfg,
         "seconds": {"total": round(wall, 1)},
-        "machine": {"start": machine_start, "end": machine_info()},
+        "machine": log.machine(),
     }
-    results = to_plain(results)
-    results["figure"] = _plot(results, out).name
-    results["output_dir"] = str(out)
-    write_json(results, out)
-    return results
-
-
-def _ci_pct(r: dict) -> str:
-    return f"{r['pct']:+.1f} % [{r['ci'][0]:+.1f} %, {r['ci'][1]:+.1f} %]"
+    return log.finish(results, _plot)
 
 
 #: The sentence under each table of the results page: what it shows, in words.
@@ -568,7 +513,6 @@ _TABLE_NOTE = (
 
 
 def _table(results: dict, conv: str) -> str:
-    s = results["summary"][conv]
     rows = [
         "| m | MMD² plug-in | MMD² tuned plug-in | MMD² learned | MMD² learned, plain fit | "
         f"noise floor: mean (95th percentile), {max(results['summary']['support_sizes'])}-row "
@@ -576,14 +520,8 @@ def _table(results: dict, conv: str) -> str:
         "tuned plug-in [95 % CI] | learned, plain fit: MMD² reduction vs plug-in [95 % CI] |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for m in map(str, results["summary"]["support_sizes"]):
-        fl = results["comparison"][m]["learned_vs_plugin"][conv]["noise_floor"]
-        means = " | ".join(f"{s['mmd2'][k][m]:.3g}" for k in METHODS)
-        gains = " | ".join(
-            _ci_pct(s[k][m])
-            for k in ("learned_vs_plugin", "learned_vs_plugin_tuned", "learned_plain_vs_plugin")
-        )
-        rows.append(f"| {m} | {means} | {fl['mean']:.3g} ({fl['q95']:.3g}) | {gains} |")
+    for cells in support_size_cells(results, conv, METHODS):
+        rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
 
@@ -593,24 +531,28 @@ def _budget(results: dict) -> str:
 
 
 def docs_section(results: dict, command: str) -> str:
-    """The Markdown of this experiment's section of ``docs/results.md``.
+    """The Markdown of the scarcity section of ``docs/results.md``.
+
+    The command, the preset, the trainings and the machine, then one table per MMD²
+    bandwidth convention: per support size m, the MMD² of every method, the noise floor and
+    the learned models' reductions with intervals.
 
     Parameters
     ----------
     results : dict
-        The output of :func:`run`.
+        The output of :func:`run`: ``summary``, ``comparison`` and ``per_seed`` feed the
+        tables.
     command : str
         The exact command line that produced ``results``.
 
     Returns
     -------
     text : str
+        Markdown with both conventions' tables, one row per m.
     """
     cfg = results["config"]
     tuned = {s["seed"]: s["tuned_sigma_min"] for s in results["per_seed"]}
-    parts = [
-        f"Command (from the repository root): `{command}`",
-        "",
+    preset = (
         f"Preset `{results['preset']}`: seeds {results['seeds']}, {cfg['n_eval_tasks']} "
         f"held-out tasks per seed (classes {list(cfg['test_classes'])} in turn), "
         f"{cfg['n_generated']} generated points per task against the class's reference rows, "
@@ -618,20 +560,15 @@ def docs_section(results: dict, command: str) -> str:
         f"{100 * results['data']['pca_explained_variance_ratio']:.1f} % of the training "
         f"classes' variance. Wall time {results['seconds']['total']:.0f} s. "
         + _budget(results)
-        + f" Tuned sigma_min per seed and m: {tuned}.",
-        "",
-        machine_line(results["machine"]["start"], results["machine"]["end"]),
-    ]
-    for conv, label in (("true", "reference (true) rows"), ("pooled", "pooled rows")):
-        parts += [
-            "",
-            f"MMD², median heuristic from the {label}; paper: learned 24 % lower at m = 10. "
-            "Intervals: 95 % bootstrap over tasks, stratified by seed.",
-            "",
-            _table(results, conv),
-            "",
-            _TABLE_NOTE,
-        ]
+        + f" Tuned sigma_min per seed and m: {tuned}."
+    )
+    parts = section_head(results, command, preset) + convention_tables(
+        lambda conv: _table(results, conv),
+        ("reference (true) rows", "pooled rows"),
+        "MMD², median heuristic from the {label}; paper: learned 24 % lower at m = 10. "
+        "Intervals: 95 % bootstrap over tasks, stratified by seed.",
+        _TABLE_NOTE,
+    )
     return "\n".join(parts)
 
 

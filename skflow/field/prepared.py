@@ -262,18 +262,9 @@ class NWField:
         out_dtype = x.dtype
         check32 = both32 and not (xp.name == "torch" and x.device.type == "mps")
         check32 = check32 and self.engine != "pruned"  # which checks its blocks itself
-        tol = self.time_tolerance
         coef = self._coefficients.get(t) if type(t) is float else None
         if coef is None:
-            coef = coefficient_columns(
-                xp,
-                x,
-                t,
-                sigma_min=self.sigma_min,
-                bandwidth=self.bandwidth,
-                need_max=check32,
-                tolerance=tol,
-            )
+            coef = self._coefficient_columns(x, t, need_max=check32)
             self._remember(t, coef)
         geom = self._geometry(dtype)
         if check32:
@@ -286,15 +277,7 @@ class NWField:
                 x = _cast(xp, x, f64)
                 # recomputed, not cast: float32 coefficients would carry their rounding
                 # (relative 6e-8 of a(t), i.e. a(t) R^2 6e-8 in the logits) into float64
-                coef = coefficient_columns(
-                    xp,
-                    x,
-                    t,
-                    sigma_min=self.sigma_min,
-                    bandwidth=self.bandwidth,
-                    need_max=False,
-                    tolerance=tol,
-                )
+                coef = self._coefficient_columns(x, t, need_max=False)
                 geom = self._geometry(f64)
                 call = FieldCall(xp, x, coef, geom, 1.0 - self.sigma_min, self.chunk_size)
                 screen = screen and self.float32_fallback == "screened"
@@ -303,6 +286,18 @@ class NWField:
                 return call, out_dtype
         decay = 1.0 - self.sigma_min
         return FieldCall(xp, x, coef, geom, decay, self.chunk_size), out_dtype
+
+    def _coefficient_columns(self, x: Any, t: Any, need_max: bool) -> Any:
+        """The path coefficients at ``t`` for the rows of ``x``, in ``x``'s dtype."""
+        return coefficient_columns(
+            self.xp,
+            x,
+            t,
+            sigma_min=self.sigma_min,
+            bandwidth=self.bandwidth,
+            need_max=need_max,
+            tolerance=self.time_tolerance,
+        )
 
     def _remember(self, t: Any, coef: Any) -> None:
         """Keep the coefficients of a scalar time (a solver meets each stage time twice, and

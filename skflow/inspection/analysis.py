@@ -287,11 +287,10 @@ def nw_correspondence(recording: Any, *, threshold: float = 0.9) -> NWCorrespond
     Examples
     --------
     >>> import torch
-    >>> import torch.nn.functional as F
     >>> from skflow.inspection import AttentionRecorder, nw_correspondence
     >>> class Attend(torch.nn.Module):
     ...     def forward(self, q, k):
-    ...         return F.scaled_dot_product_attention(q, k, k)
+    ...         return torch.nn.functional.scaled_dot_product_attention(q, k, k)
     >>> g = torch.Generator().manual_seed(0)
     >>> q = torch.randn(1, 2, 8, 4, generator=g)
     >>> k = torch.nn.functional.normalize(torch.randn(1, 2, 6, 4, generator=g), dim=-1)
