@@ -143,4 +143,4 @@ def test_default_prior_is_loaded_by_name(monkeypatch):
         LearnedFlowSampler, "from_pretrained", classmethod(from_pretrained), raising=False
     )
     load = pretrained._pretrained_loader("general-16")
-    assert load(4).n_features_in_ == 4 and seen == [("general-16", 4)]
+    assert load(13).n_features_in_ == 13 and seen == [("general-16", 13)]
