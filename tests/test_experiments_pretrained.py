@@ -121,7 +121,7 @@ def test_headline_rows_and_docs(tiny, tmp_path):
     rows = dict(cli.headline_rows("pretrained", res["summary"]))
     assert "iris, m = 10: pretrained MMD² below tuned plug-in" in rows
     assert "average over data sets, m = 10: below tuned plug-in" in rows
-    assert "digits, m = 10: fine_tuned below scratch" in rows
+    assert "digits, m = 10: fine-tuned below scratch" in rows
     page = tmp_path / "results.md"
     page.write_text("<!-- pretrained:begin -->\nold\n<!-- pretrained:end -->\n", encoding="utf-8")
     pretrained.write_docs(res, "python -m skflow.experiments pretrained --preset tiny", page)
@@ -144,3 +144,17 @@ def test_default_prior_is_loaded_by_name(monkeypatch):
     )
     load = pretrained._pretrained_loader("general-16")
     assert load(13).n_features_in_ == 13 and seen == [("general-16", 13)]
+
+
+def test_fine_tuning_continues_the_prior_with_the_budget_and_its_parameters():
+    Z, y, _ = pretrained.load_dataset("iris")
+    cfg = dict(pretrained.PRESETS["tiny"], train_max_iter=2, fine_tune={"learning_rate": 5e-4})
+    cfg["scratch"] = {"n_layers": 1}
+    models, records = pretrained._train_arms(Z, y, cfg, _stand_in, seed=3)
+    fine, scratch = models["fine_tuned"], models["scratch"]
+    assert fine.warm_start and fine.learning_rate == 5e-4 and fine.max_time == cfg["budget_s"]
+    assert scratch.learning_rate == 1e-3 and scratch.max_time == cfg["budget_s"]
+    assert fine.random_state == scratch.random_state == 3
+    # the prior itself is trained further (its architecture), not a new default model
+    assert fine.d_model == 16 and scratch.d_model == 64 and not scratch.warm_start
+    assert records["fine_tuned"]["n_iter"] == records["scratch"]["n_iter"] == 2

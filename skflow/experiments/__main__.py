@@ -240,7 +240,8 @@ def _pretrained_rows(s: dict) -> list[tuple[str, str]]:
     for key in ("fine_tuned_vs_zero_shot", "fine_tuned_vs_scratch"):
         if "finetune" in s and "10" in s["finetune"]["true"][key]:
             value = _pct(s["finetune"]["true"][key]["10"])
-            rows.append((f"digits, m = 10: {key.replace('_vs_', ' below ')}", value))
+            label = key.replace("_vs_", " below ").replace("_", "-")
+            rows.append((f"digits, m = 10: {label}", value))
     return rows
 
 
