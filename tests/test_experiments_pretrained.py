@@ -157,4 +157,5 @@ def test_fine_tuning_continues_the_prior_with_the_budget_and_its_parameters():
     assert fine.random_state == scratch.random_state == 3
     # the prior itself is trained further (its architecture), not a new default model
     assert fine.d_model == 16 and scratch.d_model == 64 and not scratch.warm_start
+    assert fine.n_steps == 8 and fine.support_size == (2, 50)  # the stand-in's own
     assert records["fine_tuned"]["n_iter"] == records["scratch"]["n_iter"] == 2
