@@ -581,6 +581,7 @@ def _plot(results: dict, output_dir: Path) -> Path:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullLocator
 
     panels = [(n, d["summary"], METHODS) for n, d in results["datasets"].items()]
     if results.get("finetune"):
@@ -591,6 +592,7 @@ def _plot(results: dict, output_dir: Path) -> Path:
         for k in methods:
             ax.plot(ms, [summary["true"]["mmd2"][k][str(m)] for m in ms], "o-", label=k)
         ax.set(xscale="log", yscale="log", xlabel="support size m", title=name)
+        ax.xaxis.set_minor_locator(NullLocator())  # only the support sizes as ticks
         ax.set_xticks(ms, [str(m) for m in ms])
         ax.set_ylabel("mean MMD² (true-point bandwidth)")
         ax.legend(fontsize=7)
