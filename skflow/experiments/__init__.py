@@ -21,15 +21,24 @@ scarcity   support scarcity on real data with classes as tasks
 attention  attention-vs-NW weight correlation of the learned model across t
 families   leave-one-family-out generalization (mixtures, rings, moons, spirals)
 fewshot    the default ``LearnedFlowSampler().fit(X, y)`` on held-out digit classes
+pretrained the shipped pretrained prior, zero-shot on four real data sets, and fine-tuning
 ========== ==================================================================
 
 Examples
 --------
 >>> from skflow.experiments import EXPERIMENTS
 >>> EXPERIMENTS
-('collapse', 'geometry', 'scarcity', 'attention', 'families', 'fewshot')
+('collapse', 'geometry', 'scarcity', 'attention', 'families', 'fewshot', 'pretrained')
 """
 
-EXPERIMENTS = ("collapse", "geometry", "scarcity", "attention", "families", "fewshot")
+EXPERIMENTS = (
+    "collapse",
+    "geometry",
+    "scarcity",
+    "attention",
+    "families",
+    "fewshot",
+    "pretrained",
+)
 
 __all__ = ["EXPERIMENTS"]

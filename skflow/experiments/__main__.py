@@ -229,6 +229,23 @@ def _fewshot_rows(s: dict) -> list[tuple[str, str]]:
     return rows
 
 
+def _pretrained_rows(s: dict) -> list[tuple[str, str]]:
+    rows = []
+    for name, d in s["datasets"].items():
+        for m in ("5", "10"):
+            if m in d["true"]["pretrained_vs_plugin_tuned"]:
+                value = _pct(d["true"]["pretrained_vs_plugin_tuned"][m])
+                rows.append((f"{name}, m = {m}: pretrained MMD² below tuned plug-in", value))
+    avg = s["average_m10"]["true"]["pretrained_vs_plugin_tuned"]
+    rows.append(("average over data sets, m = 10: below tuned plug-in", _pct(avg)))
+    for key in ("fine_tuned_vs_zero_shot", "fine_tuned_vs_scratch"):
+        if "finetune" in s and "10" in s["finetune"]["true"][key]:
+            value = _pct(s["finetune"]["true"][key]["10"])
+            label = key.replace("_vs_", " below ").replace("_", "-")
+            rows.append((f"digits, m = 10: {label}", value))
+    return rows
+
+
 _HEADLINES = {
     "collapse": _collapse_rows,
     "geometry": _geometry_rows,
@@ -236,6 +253,7 @@ _HEADLINES = {
     "attention": _attention_rows,
     "families": _families_rows,
     "fewshot": _fewshot_rows,
+    "pretrained": _pretrained_rows,
 }
 
 
