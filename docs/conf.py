@@ -120,6 +120,7 @@ API_MODULES = [
     ("skflow.diagnostics", "Diagnosis of the failure regimes of the plug-in field."),
     ("skflow.inspection", "Attention inspector: any model's attention calls vs NW weights."),
     ("skflow.tasks", "Meta-distributions of tasks."),
+    ("skflow.pretrain", "The shipped priors' task law, recipes and training run."),
     ("skflow.nn", "Torch modules: exact NW heads and the learned velocity network."),
 ]
 
@@ -127,7 +128,9 @@ GENERATED = DOCS / "generated"
 
 #: Pages of the toctree in index.rst that other contributors write; an entry whose file does
 #: not exist (yet) is dropped from the toctree instead of breaking the build.
-OPTIONAL_PAGES = ("performance", "learned", "diagnostics", "robustness", "results")
+OPTIONAL_PAGES = (
+    "performance", "learned", "diagnostics", "robustness", "results", "pretrained"
+)
 #: Filled below: module -> list of (public name, canonical full name, or None when the object
 #: is documented on that module's page).
 API_INDEX: dict[str, list[tuple[str, str]]] = {}

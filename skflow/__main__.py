@@ -7,13 +7,13 @@ The demo has two parts, both on scikit-learn's bundled handwritten digits (no do
    samples (distance to the closest support digit, relative to that of real held-out digits:
    near 1 for new digits, near 0 for copies) and the effective sample size of the kernel along
    the flow's own trajectories;
-2. few-shot, plug-in vs learned: a small LearnedFlowSampler is meta-trained for a fixed number
-   of iterations (one progress bar) on the other nine digit classes, every task a class under
-   a fresh random rotation of the feature space (PCA to 16 dimensions and standardized, both
-   fitted on the training classes). Both samplers are then conditioned, with no parameter
-   update, on ten examples of the held-out digit; their MMD² and memorisation ratio against
-   the rest of that class are printed (feature space, median-heuristic bandwidth from the
-   held-out rows).
+2. few-shot, plug-in vs learned: the shipped prior ``LearnedFlowSampler.from_pretrained(
+   "general-16")`` (meta-trained on synthetic tasks only, no training here) and the plug-in
+   field are conditioned, with no parameter update, on ten examples of the held-out digit
+   (PCA to 16 dimensions and standardized, both fitted on the other classes); their MMD² and
+   memorisation ratio against the rest of that class are printed (feature space,
+   median-heuristic bandwidth from the held-out rows). ``--train-iter N`` fine-tunes the prior
+   for N iterations on the other nine classes first.
 
 The work is fixed (iterations, not seconds), so the numbers are the same on a busy and on a
 quiet machine; only the wall time changes. A PNG shows both supports and the generated digits
@@ -32,9 +32,11 @@ import numpy as np
 
 __all__ = ["main", "run_demo", "run_few_shot"]
 
-#: Training iterations of the demo's learned sampler: a fixed budget, so that a run does the
-#: same work (and gives the same numbers) whatever the machine's load.
-DEMO_TRAIN_ITER = 600
+#: Fine-tuning iterations of the demo's learned sampler (0: the shipped prior, zero-shot; a
+#: fixed budget otherwise, so that a run does the same work whatever the machine's load).
+DEMO_TRAIN_ITER = 0
+#: The shipped prior of the demo's few-shot part.
+DEMO_PRIOR = "general-16"
 
 
 def run_demo(
@@ -52,8 +54,8 @@ def run_demo(
 ) -> dict:
     """Fit the exact flow on ``n_support`` digits of one class, sample and report.
 
-    With ``learned=True`` it also meta-trains a small learned sampler on the other classes and
-    compares it with the plug-in field on ``few_shot_support`` examples of ``digit``
+    With ``learned=True`` it also compares the shipped prior (fine-tuned on the other classes
+    when ``train_iter > 0``) with the plug-in field on ``few_shot_support`` examples of ``digit``
     (:func:`run_few_shot`).
 
     Parameters
@@ -74,8 +76,9 @@ def run_demo(
         Run the few-shot part.
     few_shot_support : int, default=10
         Support rows of the few-shot part.
-    train_iter : int, default=600
-        Training iterations of the learned sampler (a fixed budget, no time cap).
+    train_iter : int, default=0
+        Fine-tuning iterations of the prior on the other classes (0: zero-shot; a fixed
+        budget, no time cap).
     verbose : int, default=1
         Show the training progress bar.
 
@@ -170,31 +173,25 @@ def _digit_features(digit: int) -> tuple:
 
 
 def _meta_trained_sampler(Z, y, digit, n_support, n_steps, train_iter, random_state, verbose):
-    """The few-shot part's learned sampler, meta-trained on every class but ``digit``.
+    """The few-shot part's learned sampler: the shipped prior, fine-tuned if ``train_iter``.
 
-    The one place that produces the learned model: switching the demo to a pretrained prior
-    replaces this function only.
+    ``LearnedFlowSampler.from_pretrained("general-16")`` was meta-trained on synthetic tasks
+    only (``docs/pretrained.md``): zero-shot, nothing of the digits is seen. With
+    ``train_iter > 0`` it is fine-tuned (``warm_start``) for that many iterations on every
+    class but ``digit``. Returns the sampler and the iterations and seconds of the fine-tuning.
     """
-    from .experiments.scarcity import RotatedClassTasks
     from .samplers import LearnedFlowSampler
 
-    learned = LearnedFlowSampler(
-        d_model=64,
-        n_heads=4,
-        n_layers=2,
-        support_size=n_support,
-        n_targets=100,
-        max_iter=train_iter,
-        n_steps=n_steps,
-        random_state=random_state,
-        verbose=verbose,
-    )
-    # The training loop writes a loss line to stdout every validation_interval iterations
-    # beside its progress bar (stderr); the demo shows the bar only, and prints its numbers
-    # once training has finished.
-    with contextlib.redirect_stdout(io.StringIO()):
-        learned.fit(RotatedClassTasks(Z[y != digit], y[y != digit]))
-    return learned
+    learned = LearnedFlowSampler.from_pretrained(DEMO_PRIOR, n_features=Z.shape[1])
+    learned.set_params(n_steps=n_steps, random_state=random_state, verbose=verbose)
+    n_iter, seconds = learned.n_iter_, learned.training_time_
+    if train_iter > 0:
+        learned.set_params(max_iter=train_iter)
+        # The training loop writes a loss line to stdout every validation_interval
+        # iterations beside its progress bar (stderr); the demo shows the bar only.
+        with contextlib.redirect_stdout(io.StringIO()):
+            learned.fit(Z[y != digit], y[y != digit])
+    return learned, learned.n_iter_ - n_iter, learned.training_time_ - seconds
 
 
 def run_few_shot(
@@ -206,14 +203,13 @@ def run_few_shot(
     random_state: int = 0,
     verbose: int = 0,
 ) -> dict:
-    """Few-shot generation of a held-out digit: plug-in NW field vs a meta-trained model.
+    """Few-shot generation of a held-out digit: plug-in NW field vs the shipped prior.
 
-    A :class:`~skflow.LearnedFlowSampler` (``d_model=64``, 2 layers) is meta-trained, on one
-    Torch thread, for exactly ``train_iter`` iterations on the nine other classes, each
-    training task a class under a fresh Haar-random rotation of the standardized PCA-16
-    feature space
-    (:class:`skflow.experiments.scarcity.RotatedClassTasks`: the rotations remove the class
-    identity, which cannot transfer, and keep the within-class structure, which can). Both it
+    The learned sampler is ``LearnedFlowSampler.from_pretrained("general-16")``, meta-trained
+    on synthetic tasks only (``docs/pretrained.md``); with ``train_iter > 0`` it is first
+    fine-tuned (``warm_start``, on one Torch thread) for exactly ``train_iter`` iterations on
+    the nine other classes of the standardized PCA-16 feature space, every task a class under
+    a fresh random rotation (the estimator's default augmentation of ``fit(X, y)``). Both it
     and the plug-in :class:`~skflow.NWFlowSampler` (``sigma_min=0.01``, the paper's setting)
     are conditioned in context on the same ``n_support`` rows of ``digit`` and generate
     ``max(n_samples, 200)`` points, compared with the class's remaining rows by MMD² in feature
@@ -231,8 +227,8 @@ def run_few_shot(
         Generated points (at least 200).
     n_steps : int, default=50
         Heun steps of both samplers.
-    train_iter : int, default=600
-        Training iterations (fixed: no time cap).
+    train_iter : int, default=0
+        Fine-tuning iterations (0: zero-shot; fixed: no time cap).
     random_state : int, default=0
         Seed of the split, the training and the sampling.
     verbose : int, default=0
@@ -260,7 +256,7 @@ def run_few_shot(
     # numbers everywhere), and a small model trains faster on one thread than on two that
     # contend with other work on a busy machine.
     with TorchThreads(1):
-        learned = _meta_trained_sampler(
+        learned, n_iter, seconds = _meta_trained_sampler(
             Z, y, digit, n_support, n_steps, train_iter, random_state, verbose
         )
         plugin = NWFlowSampler(sigma_min=0.01, n_steps=n_steps).fit(support)
@@ -275,8 +271,8 @@ def run_few_shot(
         "mmd2": {k: mmd2(g, held_out, reference=held_out) for k, g in generated.items()},
         "memorization": {k: memorization_ratio(g, support, held_out) for k, g in generated.items()},
         "mmd2_holdout_split": mmd2(held_out[:half], held_out[half:], reference=held_out),
-        "train_iterations": int(learned.n_iter_),
-        "train_seconds": float(learned.training_time_),
+        "train_iterations": int(n_iter),
+        "train_seconds": float(seconds),
         "support_images": X[rows[:n_support]],
         "images": {k: features.inverse_transform(g[:10]) for k, g in generated.items()},
     }
@@ -302,7 +298,7 @@ def _panels(exact: dict, few: dict | None) -> list[tuple[str, np.ndarray]]:
         support_title = f"Few-shot: the {k} real examples of the held-out digit (the support)"
         panels.append((support_title, few["support_images"]))
         for name, images in few["images"].items():
-            label = "Plug-in NW field" if name == "plug-in" else "Learned (meta-trained)"
+            label = "Plug-in NW field" if name == "plug-in" else "Pretrained prior"
             title = (
                 f"{label}, conditioned on those {k}  (MMD² {few['mmd2'][name]:.3f} in PCA "
                 f"features, "
@@ -366,8 +362,12 @@ def _print_report(report: dict) -> None:
     if few:
         print(
             f"few-shot, held-out digit {few['digit']} from {few['n_support']} examples "
-            f"(learned model meta-trained on the other classes for {few['train_iterations']} "
-            f"iterations, {few['train_seconds']:.0f} s):"
+            + (
+                f"(learned: the shipped prior, fine-tuned on the other classes for "
+                f"{few['train_iterations']} iterations, {few['train_seconds']:.0f} s):"
+                if few["train_iterations"]
+                else f"(learned: the shipped prior {DEMO_PRIOR}, zero-shot, no training):"
+            )
         )
         for name, value in few["mmd2"].items():
             print(
@@ -407,7 +407,7 @@ def _parser() -> argparse.ArgumentParser:
         "--train-iter",
         type=int,
         default=DEMO_TRAIN_ITER,
-        help=f"training iterations of the learned sampler (default {DEMO_TRAIN_ITER})",
+        help=f"fine-tuning iterations of the prior (default {DEMO_TRAIN_ITER}: zero-shot)",
     )
     return parser
 

@@ -67,14 +67,13 @@ from ._io import (
     TorchThreads,
     derive_seed,
     machine_info,
-    machine_line,
     prepare_output,
     progress_bar,
     save_figure,
     to_plain,
     write_json,
-    write_run_section,
 )
+from ._report import machine_line, write_run_section
 from .protocol import (
     BOOT_SEED,
     CONVENTIONS,

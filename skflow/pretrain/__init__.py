@@ -7,5 +7,6 @@ Loading a shipped prior needs none of this: :meth:`skflow.LearnedFlowSampler.fro
 
 from .meta_distribution import FAMILIES, EllipticalMixtureTasks, PriorTasks
 from .recipes import RECIPES
+from .training import train_prior
 
-__all__ = ["FAMILIES", "RECIPES", "EllipticalMixtureTasks", "PriorTasks"]
+__all__ = ["FAMILIES", "RECIPES", "EllipticalMixtureTasks", "PriorTasks", "train_prior"]
