@@ -90,6 +90,8 @@ def main() -> None:
             for m in MS:
                 rows[f"{name}, m={m}"] = score_sampler(model, tasks, m, args.n_generated) + (wall,)
             print(name, "done", round(wall), "s", flush=True)
+            with open(args.json, "w") as f:  # after every variant: a crash keeps the others
+                json.dump({"args": vars(args), "rows": rows}, f, indent=1)
     print("| method | m | MMD² (true) | median copy ratio |\n|---|---|---|---|")
     for key, val in rows.items():
         name, m = key.rsplit(", m=", 1)

@@ -135,6 +135,8 @@ def test_prior_tasks_vary_dimension_family_and_scale():
     assert tasks.variable_n_features and tasks.n_features == 6
     with pytest.raises(InvalidParameterError, match="no family"):
         PriorTasks(weights={"rings": 1.0}).families(1)
+    rings = PriorTasks(max_features=3, weights={"rings": 1.0})  # no 1-feature batch drawn
+    assert {rings.sample_tasks(2, 4, 2, random_state=s)[0].shape[-1] for s in range(30)} == {2, 3}
     with pytest.raises(InvalidParameterError):
         PriorTasks(weights={"cubes": 1.0}).sample_tasks(2, 3, 3, random_state=0)
     assert set(FAMILIES) >= {"gaussian", "student", "lognormal", "rings", "shells"}

@@ -130,7 +130,8 @@ class PriorTasks:
     """The prior's meta-distribution: tasks of a random dimension, family and scale.
 
     Every call of :meth:`sample_tasks` (one training batch) draws its number of features
-    uniformly on ``1..max_features``; every task then draws a family with probability
+    uniformly on ``1..max_features`` (``2..max_features`` when only planar families and shells
+    are weighted); every task then draws a family with probability
     ``weights[family]`` (planar families and shells need 2 features and are left out at
     ``d = 1``) and is multiplied by a scale log-uniform on ``scale``.
 
@@ -225,7 +226,9 @@ class PriorTasks:
         queries : ndarray of shape (B, q, d), float64
         """
         rng = np.random.default_rng(random_state)
-        d = int(rng.integers(1, self.n_features + 1))
+        # planar families and shells need 2 features: without a radial law, d starts at 2
+        low = 1 if set(self._family_weights()) & set(RADIAL_LAWS) else 2
+        d = int(rng.integers(low, self.n_features + 1))
         sources, probs = self.families(d)
         S, Q = MixedTasks(sources, weights=probs).sample_tasks(
             n_tasks, n_support, n_query, random_state=rng
