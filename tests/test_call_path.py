@@ -113,3 +113,11 @@ def test_adaptive_solve_stops_at_its_step_budget_with_a_typed_error():
     with pytest.raises(FlowSolveError, match=f"max_steps={ADAPTIVE_MAX_STEPS}") as info:
         solve_adaptive(fast, np.ones((1, 1)), (0.0, 1.0), rtol=1e-6, atol=1e-6, advice="ADVICE")
     assert isinstance(info.value, ValueError) and str(info.value).endswith("ADVICE")
+
+
+def test_closed_form_density_of_the_pruned_engine_builds_no_index():
+    """The KDE closed form needs no pruning index (clustering the support) and takes any
+    ``support_chunk_size``, which the pruned engine refuses."""
+    pruned = NWFlowSampler(engine="pruned", support_chunk_size=4).fit(S)
+    dense = NWFlowSampler().fit(S)
+    np.testing.assert_allclose(pruned.score_samples(X), dense.score_samples(X), rtol=1e-12)

@@ -378,9 +378,10 @@ class NWFlowSampler(BaseFlowSampler):
             and m * max(d, 64) <= DENSE_SUPPORT_ELEMENTS
         )
 
-    def _nw_field(self, support: Any) -> F.NWField:
+    def _nw_field(self, support: Any, *, dense: bool = False) -> F.NWField:
         """The field of a support already on the call's backend, prepared once for all its
-        evaluations (the pruned engine for one support when ``engine="pruned"``)."""
+        evaluations (the pruned engine for one support when ``engine="pruned"``, unless
+        ``dense``)."""
         P = self.projection_
         if P is not None and is_torch(support):
             import torch
@@ -393,7 +394,7 @@ class NWFlowSampler(BaseFlowSampler):
             "chunk_size": self.chunk_size,
             "support_chunk_size": self.support_chunk_size,
         }
-        if self.engine == "pruned" and support.ndim == 2:  # batches run dense
+        if not dense and self.engine == "pruned" and support.ndim == 2:  # batches run dense
             return F.NWField(support, **kwargs, engine="pruned", pruned_rtol=self.pruned_rtol)
         return F.NWField(support, **kwargs)
 
@@ -577,7 +578,8 @@ class NWFlowSampler(BaseFlowSampler):
         if self._closed_form_density():
             # float64 throughout: float32 distances lose ~1e-3 nats at sigma_min = 0.01.
             backend = self._backend()
-            log_p = closed_form_log_density(self._nw_field(backend.asarray(S64)), X64, backend)
+            field = self._nw_field(backend.asarray(S64), dense=True)  # no index to build
+            log_p = closed_form_log_density(field, X64, backend)
             err = np.zeros(log_p.shape)
         else:
             t_floor = density_t_floor(self.bandwidth, self.sigma_min, S64, self.projection_)
