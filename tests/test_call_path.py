@@ -115,6 +115,17 @@ def test_adaptive_solve_stops_at_its_step_budget_with_a_typed_error():
     assert isinstance(info.value, ValueError) and str(info.value).endswith("ADVICE")
 
 
+def test_adaptive_solve_passes_the_fields_own_errors_through():
+    """A RuntimeError of the field (e.g. Torch's) is not mistaken for a stiff solve."""
+
+    def broken(t, y):
+        raise RuntimeError("the field's own failure")
+
+    with pytest.raises(RuntimeError, match="the field's own failure") as info:
+        solve_adaptive(broken, np.ones((1, 1)), (0.0, 1.0), rtol=1e-6, atol=1e-6, advice="")
+    assert not isinstance(info.value, FlowSolveError)
+
+
 def test_closed_form_density_of_the_pruned_engine_builds_no_index():
     """The KDE closed form needs no pruning index (clustering the support) and takes any
     ``support_chunk_size``, which the pruned engine refuses."""
