@@ -148,7 +148,7 @@ def bench_one_support(cfg, device):
         "bare": lambda: bare_heun(s, x0, cfg["steps"]),
     }
     out = _ratio(fns, device, cfg["rounds"])
-    out["backend"] = "torch" if sampler._use_torch() else "numpy"
+    out["backend"] = "numpy" if sampler._backend().device is None else "torch"
     return out
 
 

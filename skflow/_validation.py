@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -55,6 +55,16 @@ __all__ = [
     "check_sigma_min",
     "check_times",
     "clamp_times",
+    "ParameterCheck",
+    "boolean",
+    "choice",
+    "either",
+    "integer",
+    "optional",
+    "random_seed",
+    "real",
+    "satisfies",
+    "validate_parameters",
 ]
 
 
@@ -369,3 +379,158 @@ def check_data(check: Callable, *args: Any, **kwargs: Any) -> Any:
                 "values or drop those rows first."
             ) from None
         raise
+
+
+# --------------------------------------------------------------------------------------------
+# declarative parameter constraints
+# --------------------------------------------------------------------------------------------
+
+#: A parameter constraint: ``check(value, name)`` returns nothing useful and raises
+#: :class:`InvalidParameterError` (named after ``name``) when ``value`` is not allowed. An
+#: estimator declares one per constructor parameter in its ``_parameter_constraints`` dict
+#: (scikit-learn's style) and :func:`validate_parameters` runs them; the constraints below are
+#: the check functions of this module with their bounds bound, so messages are the same
+#: whether a parameter is checked by an estimator or by a function.
+ParameterCheck = Callable[[Any, str], Any]
+
+
+def integer(*, minimum: int | None = 1, allow_none: bool = False) -> ParameterCheck:
+    """An integer ``>= minimum`` (see :func:`check_int`).
+
+    Examples
+    --------
+    >>> integer(minimum=0)(3, "warmup")
+    3
+    """
+    return lambda value, name: check_int(value, name, minimum=minimum, allow_none=allow_none)
+
+
+def real(**bounds: Any) -> ParameterCheck:
+    """A finite real number within ``bounds`` (the keywords of :func:`check_real`).
+
+    Examples
+    --------
+    >>> real(low=0.0, low_open=True)(0.5, "rtol")
+    0.5
+    """
+    return lambda value, name: check_real(value, name, **bounds)
+
+
+def choice(choices: Sequence[str] | Callable[[], Sequence[str]]) -> ParameterCheck:
+    """One of the strings ``choices`` (see :func:`check_choice`); a callable ``choices`` is
+    called at check time, for choices defined in a module that is slow to import.
+
+    Examples
+    --------
+    >>> choice(("euler", "heun"))("heun", "solver")
+    'heun'
+    """
+    return lambda value, name: check_choice(
+        value, name, choices() if callable(choices) else choices
+    )
+
+
+def boolean() -> ParameterCheck:
+    """A bool (see :func:`check_bool`).
+
+    Examples
+    --------
+    >>> boolean()(False, "compile")
+    False
+    """
+    return check_bool
+
+
+def optional(check: ParameterCheck) -> ParameterCheck:
+    """None, or a value ``check`` accepts (with ``check``'s message for other values).
+
+    Examples
+    --------
+    >>> optional(integer())(None, "chunk_size") is None
+    True
+    """
+    return lambda value, name: None if value is None else check(value, name)
+
+
+def either(literal: str, check: ParameterCheck) -> ParameterCheck:
+    """The string ``literal`` (e.g. ``"auto"``), or a value ``check`` accepts.
+
+    Examples
+    --------
+    >>> either("auto", real(low=0.0))("auto", "tol")
+    'auto'
+    """
+
+    def check_either(value: Any, name: str) -> Any:
+        if isinstance(value, str) and value == literal:
+            return value
+        return check(value, name)
+
+    return check_either
+
+
+def satisfies(check: Callable[[Any], Any]) -> ParameterCheck:
+    """A constraint from a one-argument check that names the parameter itself (e.g.
+    :func:`check_bandwidth`, :func:`check_sigma_min`).
+
+    Examples
+    --------
+    >>> satisfies(check_sigma_min)(0.1, "sigma_min")
+    0.1
+    """
+    return lambda value, name: check(value)
+
+
+def random_seed() -> ParameterCheck:
+    """What :func:`check_random_state` accepts, checked without drawing from a Generator:
+    None, an int in ``[0, 2**32)``, a ``RandomState`` or a ``Generator``.
+
+    Examples
+    --------
+    >>> random_seed()(0, "random_state")
+    """
+
+    def check_random_state_param(value: Any, name: str) -> None:
+        if value is None or isinstance(value, np.random.RandomState | np.random.Generator):
+            return
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise _refuse(value)
+        if not 0 <= value < 2**32:
+            raise _refuse(value)
+
+    return check_random_state_param
+
+
+def validate_parameters(
+    params: Mapping[str, Any], constraints: Mapping[str, ParameterCheck]
+) -> None:
+    """Check every parameter of ``params`` against its constraint, in declaration order.
+
+    Parameters
+    ----------
+    params : mapping of str to object
+        Parameter values, e.g. ``estimator.get_params(deep=False)``.
+    constraints : mapping of str to ParameterCheck
+        One constraint per parameter (an estimator's ``_parameter_constraints``); a parameter
+        without one is a programming error (``KeyError``), so none is left unchecked.
+
+    Raises
+    ------
+    InvalidParameterError
+        From the first parameter whose value its constraint refuses.
+
+    Examples
+    --------
+    >>> constraints = {"n_steps": integer(), "solver": choice(("euler", "heun"))}
+    >>> validate_parameters({"n_steps": 10, "solver": "heun"}, constraints)
+    >>> try:
+    ...     validate_parameters({"n_steps": 0, "solver": "heun"}, constraints)
+    ... except InvalidParameterError as exc:
+    ...     print(exc)
+    n_steps must be an integer >= 1, got 0.
+    """
+    for name in params:
+        if name not in constraints:
+            raise KeyError(f"parameter {name!r} has no declared constraint.")
+    for name, check in constraints.items():
+        check(params[name], name)

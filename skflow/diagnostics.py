@@ -33,7 +33,7 @@ from scipy.spatial import cKDTree
 from scipy.special import betaln, gammaln
 
 from ._validation import as_generator, check_int, check_sigma_min, check_times
-from .field import nw_effective_sample_size, nw_velocity
+from .field import NWField
 from .metrics import distance_to_closest_record
 from .solvers import integrate
 
@@ -125,9 +125,11 @@ def _path_neff(support, sigma_min, n_steps, times, n_trajectories, random_state)
     """
     m, d = support.shape
     x0 = as_generator(random_state).standard_normal((n_trajectories, d))
+    # prepared once (centring, norms, engine choice), evaluated at every solver stage
+    field = NWField(support, sigma_min=sigma_min)
 
     def velocity(t, x):
-        return nw_velocity(x, support, t, sigma_min=sigma_min)
+        return field.velocity(x, t)
 
     grid = np.linspace(0.0, 1.0, n_steps + 1)
     states = integrate(velocity, x0, grid, method="heun", return_trajectory=True).y
@@ -137,7 +139,7 @@ def _path_neff(support, sigma_min, n_steps, times, n_trajectories, random_state)
         x = states[k]
         if tau != grid[k]:
             x = integrate(velocity, x, (grid[k], tau), method="heun").y
-        neff.append(np.asarray(nw_effective_sample_size(x, support, tau, sigma_min=sigma_min)))
+        neff.append(np.asarray(field.effective_sample_size(x, tau)))
     neff = np.stack(neff)
     if not np.all(np.isfinite(neff)):
         raise ValueError(
@@ -164,11 +166,10 @@ def neff_along_path(
     """Kish effective sample size of the NW weights along the plug-in flow's own trajectories.
 
     ``n_trajectories`` noise draws ``x_0 ~ N(0, I)`` are integrated through the exact field of
-    ``support`` (:func:`skflow.field.nw_velocity`) with Heun's method
+    ``support`` (one :class:`skflow.field.NWField`, prepared once) with Heun's method
     (:func:`skflow.solvers.integrate`); at each reported time ``t`` the state ``x_t`` of every
-    trajectory gives ``n_eff(x_t, t) = 1 / sum_i w_i(x_t, t)^2``
-    (:func:`skflow.field.nw_effective_sample_size`). It equals ``m`` at ``t = 0`` and tends to
-    1 as the kernel collapses onto the nearest support point.
+    trajectory gives ``n_eff(x_t, t) = 1 / sum_i w_i(x_t, t)^2``. It equals ``m`` at
+    ``t = 0`` and tends to 1 as the kernel collapses onto the nearest support point.
 
     Parameters
     ----------

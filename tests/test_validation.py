@@ -91,3 +91,57 @@ def test_random_state_policy_is_reproducible():
     for bad in ("0", 1.5, True):
         with pytest.raises(InvalidParameterError, match="random_state must be"):
             check_random_state(bad)
+
+
+def test_declared_constraints_keep_the_check_functions_messages():
+    """The declarative constraints are the check functions with their bounds bound."""
+    from skflow._validation import (
+        choice,
+        either,
+        integer,
+        optional,
+        random_seed,
+        real,
+        validate_parameters,
+    )
+
+    constraints = {
+        "n_steps": integer(),
+        "chunk_size": optional(integer()),
+        "rtol": real(low=0.0, low_open=True),
+        "solver": choice(lambda: ("euler", "heun")),
+        "tol": either("auto", real(low=0.0)),
+        "random_state": random_seed(),
+    }
+    good = {"n_steps": 3, "chunk_size": None, "rtol": 1e-5, "solver": "heun", "tol": "auto",
+            "random_state": np.random.default_rng(0)}  # fmt: skip
+    validate_parameters(good, constraints)
+    bad = {
+        "n_steps": (0, r"^n_steps must be an integer >= 1, got 0\.$"),
+        "chunk_size": (0, r"^chunk_size must be an integer >= 1, got 0\.$"),
+        "rtol": (0.0, r"^rtol must be a finite real number in \(0, inf\)"),
+        "solver": ("rk9", r"^solver must be one of \('euler', 'heun'\)"),
+        "tol": ("x", r"^tol must be a finite real number"),
+        "random_state": (-1, r"^random_state must be None, a non-negative int"),
+    }
+    for name, (value, message) in bad.items():
+        with pytest.raises(InvalidParameterError, match=message):
+            validate_parameters({**good, name: value}, constraints)
+    with pytest.raises(KeyError, match="no declared constraint"):
+        validate_parameters({**good, "undeclared": 1}, constraints)
+
+
+@pytest.mark.parametrize("name", ["NWFlowSampler", "LearnedFlowSampler"])
+def test_parameter_groups_of_the_docstring_name_every_parameter_once(name):
+    """The class docstring's "Parameter groups" paragraph (model, solver, execution, ...)
+    lists every constructor parameter exactly once."""
+    import re
+
+    import skflow
+
+    cls = getattr(skflow, name)
+    paragraph = cls.__doc__.split("**Parameter groups.**")[1].split("\n\n")[0]
+    listed = re.findall(r"``(\w+)``", paragraph)
+    params = list(cls().get_params(deep=False))
+    assert sorted(set(listed)) == sorted(params)
+    assert len(listed) == len(set(listed)) == len(params)

@@ -1,30 +1,49 @@
-"""Shared plumbing of the support-conditioned samplers: validation, sampling, trajectories, score.
+"""Shared plumbing of the support-conditioned samplers: one path from each public call to the field.
 
-A concrete sampler provides ``_field(support)`` returning ``func(t, x)`` (the velocity field
-conditioned on ``support``, on the sampler's backend) and the helpers that move arrays to and
-from that backend. Everything a user calls (``sample``, ``sample_trajectories``, ``score``)
-lives here so every sampler behaves the same way.
+Every public method runs its checks once, here, in this order:
+
+1. :meth:`BaseFlowSampler._begin`: the parameters against the estimator's declared
+   ``_parameter_constraints`` (:func:`skflow._validation.validate_parameters`; ``set_params``
+   may have changed them since ``fit``) and the fitted state (``check_is_fitted``);
+2. the inputs (support(s), queries, times, noise);
+3. :meth:`BaseFlowSampler._backend`, the subclass's choice of array library and device for
+   the whole call;
+4. the solve (:func:`._solve.solve_flow`), with the velocity the subclass prepares once per
+   support (:meth:`BaseFlowSampler._prepare_flow`).
+
+Results, including the proven error bound of an approximate field, come back as return
+values; the only attribute a call writes is the documented ``sampling_error_bound_``.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, ClassVar
 
 import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
-from .._array import to_numpy
+from .._array import resolve_device, to_numpy
 from .._threads import parallel_map
 from .._validation import (
-    check_choice,
+    ParameterCheck,
     check_data,
     check_finite_output,
     check_int,
     check_random_state,
-    check_real,
+    check_sigma_min,
+    check_times,
+    choice,
+    integer,
+    random_seed,
+    real,
+    satisfies,
+    validate_parameters,
 )
-from ..solvers import FIXED_STEP_METHODS, METHODS, integrate
+from ..solvers import FIXED_STEP_METHODS, METHODS
 from ._batch import (
     check_batch_times,
     check_noise,
@@ -34,21 +53,18 @@ from ._batch import (
     is_support_list,
     work_items,
 )
+from ._solve import solve_flow
 
 __all__ = [
-    "ADAPTIVE_MAX_STEPS",
+    "SAMPLER_CONSTRAINTS",
     "SAMPLING_BATCH_SIZE",
     "SCORE_RANDOM_STATE",
+    "Backend",
     "BaseFlowSampler",
+    "PreparedFlow",
     "check_support_names",
+    "sampling_score",
 ]
-
-# Step budget of the adaptive solver (dopri5) per integration. Well-posed problems take a few
-# hundred steps even at tight tolerances; far more means the field is too stiff to resolve
-# (e.g. supports of magnitude ~1e30, where the kernel switches between support points across
-# distances below the floating-point resolution), and the estimator then raises instead of
-# running for minutes.
-ADAPTIVE_MAX_STEPS = 10_000
 
 # Rows integrated together. Sampling always splits into batches of this size, whatever
 # ``n_jobs`` is, so serial and parallel runs do exactly the same arithmetic.
@@ -58,29 +74,94 @@ SAMPLING_BATCH_SIZE = 4096
 #: that ``score`` (and a ``GridSearchCV`` over it) is deterministic by default.
 SCORE_RANDOM_STATE = 0
 
+#: Constraints of the parameters every sampler has (the path, the sampling solver, the
+#: device and the seed); a sampler's ``_parameter_constraints`` adds its own.
+SAMPLER_CONSTRAINTS: dict[str, ParameterCheck] = {
+    "sigma_min": satisfies(check_sigma_min),
+    "solver": choice(METHODS),
+    "n_steps": integer(),
+    "rtol": real(low=0.0, low_open=True),
+    "atol": real(low=0.0, low_open=True),
+    "device": satisfies(resolve_device),
+    "random_state": random_seed(),
+}
+
+
+@dataclass(frozen=True)
+class Backend:
+    """Where one public call computes, decided once per call: NumPy (``device`` None) or
+    Torch on ``device``. Inputs and outputs of the estimators are NumPy whatever it is.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> Backend().asarray(np.zeros(2)).dtype.name
+    'float64'
+    """
+
+    device: str | None = None
+
+    def asarray(self, a: np.ndarray) -> Any:
+        """``a`` on this backend (no copy for NumPy)."""
+        if self.device is None:
+            return a
+        import torch
+
+        return torch.as_tensor(a, device=self.device)
+
+    def to_numpy(self, a: Any) -> np.ndarray:
+        """``a`` back on the host as a NumPy array."""
+        return to_numpy(a)
+
+
+@dataclass(frozen=True)
+class PreparedFlow:
+    """The velocity of one support, prepared once for a whole solve.
+
+    Attributes
+    ----------
+    velocity : callable
+        ``velocity(t, x)`` on the call's backend, as :func:`skflow.solvers.integrate` calls it.
+    error_bound : callable or None
+        For an approximate field (the pruned engine): the proven bound on the velocity
+        error over every evaluation so far, read after the solve.
+    """
+
+    velocity: Callable[[Any, Any], Any]
+    error_bound: Callable[[], float] | None = None
+
 
 class BaseFlowSampler(BaseEstimator):
     """Base class of skflow samplers (not for direct use).
 
-    Subclasses define ``_field(support)`` and may override ``_to_backend`` / ``_to_numpy``.
-    Parameters used here: ``solver``, ``n_steps``, ``rtol``, ``atol``, ``support_size``,
-    ``random_state``.
+    A subclass declares ``_parameter_constraints`` (one check per constructor parameter) and
+    implements :meth:`_prepare_flow`; it may override :meth:`_backend`,
+    :meth:`_check_params` (checks that involve several parameters), :meth:`_start_points`
+    and :meth:`_batchable`. Parameters used here: ``solver``, ``n_steps``, ``rtol``,
+    ``atol``, ``support_size``, ``n_jobs``, ``random_state``.
     """
 
-    # -- validation -------------------------------------------------------------------------
-    def _validate_params(self) -> None:
-        """Check every parameter (subclasses check theirs too); run by each public call."""
-        self._validate_solver_params()
+    #: One check per constructor parameter, ``check(value, name)`` (skflow's
+    #: :data:`~skflow._validation.ParameterCheck`, not scikit-learn's constraint lists),
+    #: run by :meth:`_validate_params`.
+    _parameter_constraints: ClassVar[dict[str, ParameterCheck]] = {}
 
-    def _validate_solver_params(self) -> None:
-        check_choice(self.solver, "solver", METHODS)
-        check_int(self.n_steps, "n_steps")
-        for name in ("rtol", "atol"):
-            check_real(getattr(self, name), name, low=0.0, low_open=True)
+    # -- validation (once per public call) ---------------------------------------------------
+    def _validate_params(self) -> None:
+        """Check every parameter against its declared constraint, then their combinations."""
+        validate_parameters(self.get_params(deep=False), self._parameter_constraints)
+        self._check_params()
+
+    def _check_params(self) -> None:
+        """Checks that involve several parameters (none by default)."""
+
+    def _begin(self) -> None:
+        """The checks of a public call after ``fit``: parameters, then the fitted state."""
+        self._validate_params()
+        check_is_fitted(self)
 
     def _check_support(self, support: Any) -> np.ndarray:
         """The fitted support, or a validated in-context support with the fitted n_features."""
-        check_is_fitted(self)
         if support is None:
             return self.support_
         check_support_names(self, support)
@@ -101,19 +182,21 @@ class BaseFlowSampler(BaseEstimator):
         return support
 
     def _check_queries(self, X: Any) -> np.ndarray:
-        check_is_fitted(self)
         X = check_data(validate_data, self, X, reset=False, dtype=[np.float64, np.float32])
         return X if X.flags.writeable else X.copy()  # Torch warns on read-only arrays
 
-    # -- backend hooks (NumPy by default) ----------------------------------------------------
-    def _to_backend(self, a: np.ndarray) -> Any:
-        return a
+    # -- hooks of the subclasses -----------------------------------------------------------
+    def _backend(self) -> Backend:
+        """Array library and device of this call (NumPy by default)."""
+        return Backend()
 
-    def _to_numpy(self, a: Any) -> np.ndarray:
-        return to_numpy(a)
+    def _prepare_flow(self, support: Any, backend: Backend) -> PreparedFlow:
+        """The velocity of ``support`` (on ``backend``; (m, d) or a batch (G, m, d))."""
+        raise NotImplementedError  # pragma: no cover - abstract
 
-    def _field(self, support: Any):  # pragma: no cover - abstract
-        raise NotImplementedError
+    def _start_points(self, x0: np.ndarray, support: np.ndarray) -> np.ndarray:
+        """Starting points of the flow from the noise ``x0`` (the noise itself by default)."""
+        return x0
 
     # -- sampling --------------------------------------------------------------------------
     def _time_grid(self, n_points: int | None = None) -> np.ndarray:
@@ -129,80 +212,49 @@ class BaseFlowSampler(BaseEstimator):
         # starting points for a given seed.
         return rng.standard_normal((n_samples, n_features)).astype(dtype, copy=False)
 
-    def _integrate_batch(self, support, x0, grid, trajectory, field=None):
-        """Integrate one batch of rows on this sampler's backend with ``field`` (built from
-        ``support`` when None); returns NumPy and the field's error bound (or None)."""
-        if field is None:
-            field = self._field(self._to_backend(support))
-        sol = self._solve(field, self._to_backend(x0), grid, return_trajectory=trajectory)
-        return self._to_numpy(sol.y), getattr(self, "sampling_error_bound_", None)
-
-    def _solve(self, field, y0, grid, **kwargs):
-        """``integrate`` with this sampler's solver; a non-finite velocity, or an adaptive
-        solve that exhausts :data:`ADAPTIVE_MAX_STEPS`, is a ValueError."""
-        return self._solve_adaptive(
-            field, y0, grid, method=self.solver, rtol=self.rtol, atol=self.atol, **kwargs
+    def _solve_rows(self, backend: Backend, flow: PreparedFlow, x0, grid, trajectory):
+        """Integrate one batch of rows ``x0`` with ``flow``; ``(NumPy result, error bound or
+        None)``."""
+        sol = solve_flow(
+            flow.velocity,
+            backend.asarray(x0),
+            grid,
+            method=self.solver,
+            rtol=self.rtol,
+            atol=self.atol,
+            return_trajectory=trajectory,
         )
+        bound = None if flow.error_bound is None else flow.error_bound()
+        return backend.to_numpy(sol.y), bound
 
-    def _solve_adaptive(self, field, y0, grid, *, rtol, atol, method="dopri5", **kwargs):
-        """``integrate`` with the given method and tolerances, errors as in :meth:`_solve`."""
-        try:
-            return integrate(
-                field,
-                y0,
-                grid,
-                method=method,
-                rtol=rtol,
-                atol=atol,
-                max_steps=ADAPTIVE_MAX_STEPS,
-                **kwargs,
-            )
-        except FloatingPointError as exc:  # the adaptive solver met a non-finite velocity
-            raise ValueError(
-                f"{exc} The inputs' magnitude is too large for floating-point arithmetic "
-                "(squared distances overflow); rescale them, e.g. with StandardScaler."
-            ) from exc
-        except RuntimeError as exc:
-            if "max_steps" not in str(exc):
-                raise
-            raise ValueError(
-                f"{exc} The velocity field is too stiff for the adaptive solver at this data "
-                "scale; rescale the data (e.g. StandardScaler), raise rtol/atol or use a "
-                "fixed-step solver."
-            ) from exc
-
-    def _integrate(self, support, x0, grid, trajectory):
+    def _integrate(self, backend: Backend, support, x0, grid, trajectory):
         """Integrate ``x0`` (n, d) with the field of ``support`` (m, d), or a batch: ``x0``
-        (G, n, d) with ``support`` (G, m, d); returns (n, d) / (G, n, d), or (T, ...)."""
-        self._validate_params()  # set_params may have changed any of them since fit
+        (G, n, d) with ``support`` (G, m, d); ``(result, error bound or None)`` with the
+        result of shape (n, d) / (G, n, d), or (T, ...) for a trajectory."""
+        x0 = self._start_points(x0, support)
         items = work_items(x0, support.shape[-2], SAMPLING_BATCH_SIZE)
         n_jobs = getattr(self, "n_jobs", None)
-        # a bound of an earlier call (another engine) must not survive this one
-        self.__dict__.pop("sampling_error_bound_", None)
         if len(items) == 1 or n_jobs in (None, 1):
-            results, key, field = [], None, None
+            results, key, flow = [], None, None
             for task, rows in items:
-                if field is None or task != key:  # prepared once for all its row batches
-                    key, field = task, self._field(self._to_backend(_pick(support, task)))
+                if flow is None or task != key:  # prepared once for all its row batches
+                    key = task
+                    flow = self._prepare_flow(backend.asarray(_pick(support, task)), backend)
                 start = _pick(x0, task)[..., rows, :]
-                results.append(self._integrate_batch(None, start, grid, trajectory, field))
+                results.append(self._solve_rows(backend, flow, start, grid, trajectory))
         else:
             # The estimator itself is shipped to the workers (it pickles), so this also runs
             # under joblib's dask backend on a cluster; each worker gets its share of cores.
-            jobs = [
-                (self, _pick(support, task), _pick(x0, task)[..., rows, :], grid, trajectory)
-                for task, rows in items
-            ]
-            results = parallel_map(_integrate_batch, jobs, n_jobs)
-        bounds = [bound for _, bound in results if bound is not None]
-        if bounds:  # the workers' fields (copies of the sampler) each kept their own
-            self.sampling_error_bound_ = max(bounds)
+            parts = [(_pick(support, task), _pick(x0, task)[..., rows, :]) for task, rows in items]
+            jobs = [(self, backend, S, x, grid, trajectory) for S, x in parts]
+            results = parallel_map(_solve_task, jobs, n_jobs)
         out = np.empty(((len(grid),) if trajectory else ()) + x0.shape, results[0][0].dtype)
         for (task, rows), (y, _) in zip(items, results, strict=True):
             out[
                 (Ellipsis, rows, slice(None)) if task is None else (..., task, rows, slice(None))
             ] = y
-        return check_finite_output(out, "the sampled trajectory" if trajectory else "the sample")
+        out = check_finite_output(out, "the sampled trajectory" if trajectory else "the sample")
+        return out, _largest([bound for _, bound in results])
 
     # -- one support or a batch ------------------------------------------------------------
     def _batchable(self, support: np.ndarray) -> bool:
@@ -214,7 +266,6 @@ class BaseFlowSampler(BaseEstimator):
     def _supports(self, support: Any) -> tuple[Any, Any, int | None]:
         """``(support (m, d), dtype, None)``, or for a batch ``(groups, dtype, B)`` with
         ``groups = [(task indices, supports (G, m, d)), ...]`` (see :mod:`._batch`)."""
-        check_is_fitted(self)
         if is_support_list(support):
             groups, dtype = group_by_size([self._check_support(s) for s in support])
             return groups, dtype, len(support)
@@ -232,15 +283,21 @@ class BaseFlowSampler(BaseEstimator):
         if ndim != 3:
             return None
         name = type(self).__name__
-        S = check_support_batch(support, self._n_features_fitted(), name)
+        S = check_support_batch(support, self.n_features_in_, name)
         X = check_query_batch(X, S.shape[0], S.shape[2])
         t = check_batch_times(t, X.shape[:2])
         dtype = np.result_type(X.dtype, S.dtype)
         return X.astype(dtype, copy=False), S.astype(dtype, copy=False), t
 
-    def _n_features_fitted(self) -> int:
-        check_is_fitted(self)
-        return self.n_features_in_
+    def _field_inputs(self, X: Any, t: Any, support: Any) -> tuple:
+        """``(X, support, t)`` of a field evaluation, validated (after :meth:`_begin`): a batch
+        as in :meth:`_batch_inputs`, else ``X`` (n, d), the support (m, d) and ``t`` (a
+        scalar or (n,)) as float64 times in [0, 1]."""
+        batch = self._batch_inputs(X, t, support)
+        if batch is not None:  # (B, n, d) queries against (B, m, d) supports
+            return batch
+        support = self._check_support(support)
+        return self._check_queries(X), support, check_times(t)
 
     def _sampling_start(self, n_samples, support, random_state, noise):
         """The validated support(s) and the starting points ``(n, d)`` or ``(B, n, d)``."""
@@ -256,10 +313,11 @@ class BaseFlowSampler(BaseEstimator):
         # one draw for the batch: task b is rows b*n .. (b+1)*n - 1 of a single-task draw
         return supports, self._noise(n_tasks * n, d, dtype, random_state).reshape(n_tasks, n, d)
 
-    def _run(self, supports, x0, grid, trajectory):
-        """Integrate one support, or every group of a batch (one run per batchable group)."""
+    def _run(self, backend, supports, x0, grid, trajectory):
+        """Integrate one support, or every group of a batch (one run per batchable group), on
+        the backend of this call; ``(result, largest error bound or None)``."""
         if not isinstance(supports, list):
-            return self._integrate(supports, x0, grid, trajectory)
+            return self._integrate(backend, supports, x0, grid, trajectory)
         out, bounds = None, []
         for idx, S in supports:
             runs = (
@@ -269,14 +327,28 @@ class BaseFlowSampler(BaseEstimator):
             )
             for rows, S_run in runs:
                 start = x0[rows] if S_run.ndim == 3 else x0[rows[0]]
-                y = self._integrate(S_run, start, grid, trajectory)
-                bounds.append(getattr(self, "sampling_error_bound_", None))
+                y, bound = self._integrate(backend, S_run, start, grid, trajectory)
+                bounds.append(bound)
                 if out is None:
                     out = np.empty(((len(grid),) if trajectory else ()) + x0.shape, y.dtype)
                 out[..., rows, :, :] = y if S_run.ndim == 3 else y[..., None, :, :]
-        bounds = [b for b in bounds if b is not None]
-        if bounds:
-            self.sampling_error_bound_ = max(bounds)
+        return out, _largest(bounds)
+
+    def _keep_error_bound(self, bound: float | None) -> None:
+        """``sampling_error_bound_`` of this call; removed when this call had none, so that a
+        bound of an earlier call (another engine) does not survive it."""
+        if bound is not None:
+            self.sampling_error_bound_ = bound
+        elif hasattr(self, "sampling_error_bound_"):
+            del self.sampling_error_bound_
+
+    def _sample(self, n_samples, *, support=None, random_state=None, noise=None, backend=None):
+        """:meth:`sample` after :meth:`_begin`; on ``backend`` when given (``score`` decides
+        it once for all its draws), else on the backend :meth:`_backend` decides."""
+        supports, x0 = self._sampling_start(n_samples, support, random_state, noise)
+        backend = self._backend() if backend is None else backend
+        out, bound = self._run(backend, supports, x0, self._time_grid(), trajectory=False)
+        self._keep_error_bound(bound)
         return out
 
     def sample(
@@ -325,8 +397,8 @@ class BaseFlowSampler(BaseEstimator):
         >>> bool(np.allclose(X[1], s.sample(4, support=S[1], noise=X0[1])))
         True
         """
-        supports, x0 = self._sampling_start(n_samples, support, random_state, noise)
-        return self._run(supports, x0, self._time_grid(), trajectory=False)
+        self._begin()
+        return self._sample(n_samples, support=support, random_state=random_state, noise=noise)
 
     def sample_trajectories(
         self,
@@ -355,16 +427,16 @@ class BaseFlowSampler(BaseEstimator):
             States at those times; ``X[-1]`` equals ``sample(...)`` for the same seed up to
             the adaptive solver's tolerance.
         """
+        self._begin()
         supports, x0 = self._sampling_start(n_samples, support, random_state, noise)
         if n_points is not None:
             n_points = check_int(n_points, "n_points", minimum=2)
         grid = self._time_grid(n_points or 101)
-        return grid, self._run(supports, x0, grid, trajectory=True)
+        out, bound = self._run(self._backend(), supports, x0, grid, trajectory=True)
+        self._keep_error_bound(bound)
+        return grid, out
 
     # -- scoring ---------------------------------------------------------------------------
-    def _score_one(self, reference: np.ndarray, support: Any) -> float:
-        return sampling_score(self, reference, support, self.random_state)
-
     def score(self, X: Any, y: Any = None) -> float:
         """Negative MMD^2 between generated samples and ``X`` (higher is better).
 
@@ -388,9 +460,17 @@ class BaseFlowSampler(BaseEstimator):
         -------
         score : float
         """
+        # SamplingPipeline.score is this method with the pipeline as ``self``: its parameters,
+        # fitted state and queries are checked the same way, and it draws through its own
+        # ``_score_one`` (its ``sample``, in input space)
+        BaseFlowSampler._begin(self)
         X = self._check_queries(X)
+        score_one = getattr(self, "_score_one", None)
+        if isinstance(self, BaseFlowSampler):  # one backend for the draws of every task
+            draw = partial(self._sample, backend=self._backend())
+            score_one = partial(_score_task, self, draw)
         if y is None:
-            return self._score_one(X, None)
+            return score_one(X, None)
         y = np.asarray(y)
         if y.ndim != 1:
             raise ValueError(f"y must be a 1-D array of task labels, got shape {y.shape}.")
@@ -400,7 +480,7 @@ class BaseFlowSampler(BaseEstimator):
         for label in np.unique(y):
             rows = X[y == label]
             k = self._task_support_size(rows.shape[0], label)
-            scores.append(self._score_one(rows[k:], rows[:k]))
+            scores.append(score_one(rows[k:], rows[:k]))
         return float(np.mean(scores))
 
     def _task_support_size(self, n_rows: int, label: Any) -> int:
@@ -408,12 +488,19 @@ class BaseFlowSampler(BaseEstimator):
 
 
 def sampling_score(
-    sampler: Any, reference: np.ndarray, support: Any, random_state: Any = None
+    sampler: Any,
+    reference: np.ndarray,
+    support: Any,
+    random_state: Any = None,
+    *,
+    sample: Callable[..., np.ndarray] | None = None,
 ) -> float:
     """``-MMD^2`` between ``len(reference)`` samples of ``sampler`` and ``reference``.
 
     Samples are drawn with ``sampler.sample(n, support=support, random_state=...)`` (so a
-    pipeline scores in input space), seeded by ``random_state`` (the estimator's), or by
+    pipeline scores in input space; ``sample`` replaces ``sampler.sample``, e.g. by a sampler's
+    own draw that skips the checks its ``score`` already ran), seeded by ``random_state`` (the
+    estimator's), or by
     :data:`SCORE_RANDOM_STATE` when it is None so that the score is deterministic; the
     Gaussian kernel's bandwidth is the median heuristic of ``reference`` alone, so scores of
     different models are comparable.
@@ -423,7 +510,8 @@ def sampling_score(
     if reference.shape[0] < 2:
         raise ValueError("score needs at least 2 reference rows to estimate MMD^2.")
     seed = SCORE_RANDOM_STATE if random_state is None else random_state
-    generated = sampler.sample(reference.shape[0], support=support, random_state=seed)
+    draw = sampler.sample if sample is None else sample
+    generated = draw(reference.shape[0], support=support, random_state=seed)
     return -float(mmd2(generated, reference, bandwidth="median", reference=reference))
 
 
@@ -458,9 +546,21 @@ def few_shot_support_size(support_size: Any, n_rows: int, label: Any) -> int:
     return k
 
 
-def _integrate_batch(sampler, support, x0, grid, trajectory):
-    """Module-level wrapper so joblib can pickle the task."""
-    return sampler._integrate_batch(support, x0, grid, trajectory)
+def _solve_task(sampler, backend, support, x0, grid, trajectory):
+    """One batch of rows in a worker (module level so joblib can pickle the task)."""
+    flow = sampler._prepare_flow(backend.asarray(support), backend)
+    return sampler._solve_rows(backend, flow, x0, grid, trajectory)
+
+
+def _score_task(sampler: BaseFlowSampler, draw: Callable, reference, support) -> float:
+    """``-MMD^2`` of one task of ``sampler.score``, samples drawn by ``draw``."""
+    return sampling_score(sampler, reference, support, sampler.random_state, sample=draw)
+
+
+def _largest(bounds: list) -> float | None:
+    """The largest of the error bounds that are not None; None when there is none."""
+    bounds = [bound for bound in bounds if bound is not None]
+    return max(bounds) if bounds else None
 
 
 def _safe_ndim(a: Any) -> int:

@@ -6,21 +6,23 @@ import warnings
 from typing import Any
 
 import numpy as np
-from sklearn.utils.validation import check_array, check_is_fitted, validate_data
+from sklearn.utils.validation import check_array, validate_data
 
 from .._array import resolve_device
 from .._validation import (
     InvalidParameterError,
-    check_bool,
-    check_choice,
+    boolean,
     check_data,
     check_int,
     check_random_state,
-    check_real,
-    check_sigma_min,
-    check_times,
+    choice,
+    either,
+    integer,
+    optional,
+    real,
+    satisfies,
 )
-from ._base import BaseFlowSampler
+from ._base import SAMPLER_CONSTRAINTS, Backend, BaseFlowSampler, PreparedFlow
 from ._batch import check_support_batch, is_support_list
 from ._frame import build_model, is_task_source
 from ._frame import support_bounds as _support_bounds  # the inference half's former names
@@ -40,6 +42,20 @@ __all__ = ["LearnedFlowSampler"]
 # also bounded: queries x support points x heads <= _INFERENCE_SCORES (64 MiB of float32).
 _INFERENCE_CHUNK = 65536
 _INFERENCE_SCORES = 2**24
+
+
+def _check_normalize(value: Any, name: str) -> None:
+    if not (value == "auto" or isinstance(value, bool | np.bool_)):
+        raise InvalidParameterError(f"{name} must be 'auto', True or False, got {value!r}.")
+
+
+def _training():
+    """:mod:`skflow.nn.training`, imported when first needed (it imports Torch)."""
+    from ..nn import training
+
+    return training
+
+
 class LearnedFlowSampler(BaseFlowSampler):
     """Meta-trained, support-conditioned flow: a cross-attention transformer velocity field.
 
@@ -51,6 +67,17 @@ class LearnedFlowSampler(BaseFlowSampler):
     the frozen exact Nadaraya-Watson field of the support is an input and a residual of the
     network, and the untrained model equals :class:`~skflow.NWFlowSampler`'s field exactly;
     training learns where and how to depart from the plug-in field.
+
+    **Parameter groups.** What is learned: the network (``d_model``, ``n_heads``,
+    ``n_layers``, ``mlp_ratio``, ``exact_head``) on the path of ``sigma_min``; the training
+    (``max_iter``, ``max_time``, ``batch_tasks``, ``support_size``, ``n_targets``,
+    ``augment``, ``normalize``, ``learning_rate``, ``weight_decay``, ``warmup``,
+    ``lr_schedule``, ``clip_grad``, ``time_sampling``, ``target``, ``ema_decay``,
+    ``warm_start``), its early stopping (``validation_fraction``, ``n_iter_no_change``,
+    ``tol``, ``validation_interval``) and the sampling solver (``solver``, ``n_steps``,
+    ``rtol``, ``atol``). *Execution* settings, which change where and how it is computed, come
+    last: ``device``, ``mixed_precision``, ``compile``; then ``random_state`` and
+    ``verbose``. All but the first six are keyword-only.
 
     Parameters
     ----------
@@ -438,56 +465,37 @@ class LearnedFlowSampler(BaseFlowSampler):
         }
 
     # -- validation ------------------------------------------------------------------------
-    def _validate_params(self) -> None:
-        check_sigma_min(self.sigma_min)
-        for name in ("d_model", "n_heads", "n_layers", "mlp_ratio", "batch_tasks"):
-            check_int(getattr(self, name), name)
-        check_int(self.max_iter, "max_iter", minimum=0)
-        _support_bounds(self.support_size)
-        check_int(self.n_targets, "n_targets")
-        if self.augment is not None:
-            check_choice(self.augment, "augment", ("auto", "rotate"))
-        if not (self.normalize == "auto" or isinstance(self.normalize, bool | np.bool_)):
-            raise InvalidParameterError(
-                f"normalize must be 'auto', True or False, got {self.normalize!r}."
-            )
-        check_int(self.validation_interval, "validation_interval")
-        check_int(self.warmup, "warmup", minimum=0)
+    _parameter_constraints = {
+        **SAMPLER_CONSTRAINTS,
+        **dict.fromkeys(("d_model", "n_heads", "n_layers", "mlp_ratio", "batch_tasks"), integer()),
+        "max_iter": integer(minimum=0),
+        "support_size": satisfies(_support_bounds),
+        "n_targets": integer(),
+        "augment": optional(choice(("auto", "rotate"))),
+        "normalize": _check_normalize,
+        "validation_interval": integer(),
+        "warmup": integer(minimum=0),
+        "n_iter_no_change": either("auto", integer(allow_none=True)),
+        "learning_rate": real(low=0.0, low_open=True),
+        "weight_decay": real(low=0.0),
+        "tol": real(low=0.0),
+        "clip_grad": real(low=0.0, low_open=True, allow_none=True),
+        "max_time": real(low=0.0, low_open=True, allow_none=True),
+        "validation_fraction": either("auto", real(low=0.0, high=1.0, high_open=True)),
+        # nn.training imports Torch: its choices are read when a parameter is checked
+        "time_sampling": choice(lambda: _training().TIME_SAMPLINGS),
+        "lr_schedule": choice(lambda: _training().LR_SCHEDULES),
+        "target": choice(lambda: _training().TARGETS),
+        "ema_decay": real(low=0.0, high=1.0, low_open=True, high_open=True, allow_none=True),
+        **dict.fromkeys(("exact_head", "mixed_precision", "compile", "warm_start"), boolean()),
+        "verbose": integer(minimum=None),
+    }
+
+    def _check_params(self) -> None:
         if self.d_model % self.n_heads:
             raise InvalidParameterError(
                 f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}."
             )
-        if self.n_iter_no_change != "auto":
-            check_int(self.n_iter_no_change, "n_iter_no_change", allow_none=True)
-        check_real(self.learning_rate, "learning_rate", low=0.0, low_open=True)
-        check_real(self.weight_decay, "weight_decay", low=0.0)
-        check_real(self.tol, "tol", low=0.0)
-        check_real(self.clip_grad, "clip_grad", low=0.0, low_open=True, allow_none=True)
-        check_real(self.max_time, "max_time", low=0.0, low_open=True, allow_none=True)
-        if not isinstance(self.validation_fraction, str) or self.validation_fraction != "auto":
-            check_real(
-                self.validation_fraction, "validation_fraction", low=0.0, high=1.0, high_open=True
-            )
-        self._validate_training_options()
-        for name in ("exact_head", "mixed_precision", "compile", "warm_start"):
-            check_bool(getattr(self, name), name)
-        check_int(self.verbose, "verbose", minimum=None)
-        self._validate_solver_params()
-        resolve_device(self.device)
-
-    def _validate_training_options(self) -> None:
-        from ..nn.training import LR_SCHEDULES, TARGETS, TIME_SAMPLINGS
-
-        for name, allowed in (
-            ("time_sampling", TIME_SAMPLINGS),
-            ("lr_schedule", LR_SCHEDULES),
-            ("target", TARGETS),
-        ):
-            check_choice(getattr(self, name), name, allowed)
-        check_real(
-            self.ema_decay, "ema_decay", low=0.0, high=1.0, low_open=True, high_open=True,
-            allow_none=True,
-        )  # fmt: skip
 
     def _train_device(self) -> str:
         import torch
@@ -606,7 +614,6 @@ class LearnedFlowSampler(BaseFlowSampler):
 
     # -- support and backend ---------------------------------------------------------------
     def _check_support(self, support: Any) -> np.ndarray:
-        check_is_fitted(self)
         if support is None:
             if self.support_ is None:
                 raise ValueError(
@@ -619,24 +626,22 @@ class LearnedFlowSampler(BaseFlowSampler):
             raise ValueError("support is empty: at least one support point is required.")
         return super()._check_support(support)
 
-    def _model(self):
-        device = self._inference_device()
+    def _backend(self) -> Backend:
+        """Torch on the inference device (the CPU, with a warning, when CUDA is missing)."""
+        return Backend(self._inference_device())
+
+    def _model(self, device: str):
+        """The network on ``device`` (moved there once)."""
         model = self.model_
         if next(model.parameters()).device.type != device.split(":")[0]:
             model.to(device)
-        return model, device
+        return model
 
-    def _to_backend(self, a: np.ndarray) -> Any:
+    def _predict(self, model, x, support, t, *, return_attention=False):
+        """``model``'s output for torch ``x`` (n, d) or (B, n, d), ``support`` (m, d) or
+        (B, m, d) and ``t`` a float or per-query times of shape (n,) or (B, n)."""
         import torch
 
-        return torch.as_tensor(a, device=self._model()[1])
-
-    def _predict(self, x, support, t, *, return_attention=False):
-        """Model output for torch ``x`` (n, d) or (B, n, d), ``support`` (m, d) or (B, m, d)
-        and ``t`` a float or per-query times of shape (n,) or (B, n)."""
-        import torch
-
-        model, _ = self._model()
         batched = x.ndim == 3
         if not batched:
             x, support = x[None], support[None]
@@ -680,9 +685,6 @@ class LearnedFlowSampler(BaseFlowSampler):
         centre, scale = _task_frame(np.asarray(support, dtype=np.float64), self.task_scale_)
         return (centre + scale * x0).astype(x0.dtype, copy=False)
 
-    def _integrate(self, support, x0, grid, trajectory):
-        return super()._integrate(support, self._start_points(x0, support), grid, trajectory)
-
     def _task_support_size(self, n_rows: int, label: Any) -> int:
         from ._base import few_shot_support_size
 
@@ -691,27 +693,25 @@ class LearnedFlowSampler(BaseFlowSampler):
         hi = getattr(self, "support_range_", _support_bounds(self.support_size))[1]
         return few_shot_support_size(max(1, min(hi, n_rows // 2)), n_rows, label)
 
-    def _field(self, support: Any):
-        def velocity(t, x):
-            return self._predict(x, support, t)
+    def _prepare_flow(self, support: Any, backend: Backend) -> PreparedFlow:
+        model = self._model(backend.device)
+        return PreparedFlow(lambda t, x: self._predict(model, x, support, t))
 
-        return velocity
-
-    def _prepare_call(self, X: Any, t: Any, support: Any):
-        check_is_fitted(self)
-        self._validate_params()  # set_params may have changed them since fit
-        batch = self._batch_inputs(X, t, support)
-        if batch is not None:
-            return batch
-        support = self._check_support(support)
-        X = self._check_queries(X)
-        t_arr = check_times(t)
-        if t_arr.ndim == 1 and t_arr.shape[0] != X.shape[0]:
-            raise ValueError(
-                f"t must be a scalar or have shape ({X.shape[0]},), got shape {t_arr.shape}."
-            )
-        dtype = np.result_type(X.dtype, support.dtype)
-        return X.astype(dtype, copy=False), support.astype(dtype, copy=False), t_arr
+    def _network_call(self, X: Any, t: Any, support: Any):
+        """Checks of a public call on the network, then ``(model, backend, X, support, t)``
+        with ``X`` and the support on the backend, in one dtype."""
+        self._begin()
+        X, support, t = self._field_inputs(X, t, support)
+        if X.ndim == 2:  # a batch comes back checked and in one dtype
+            if t.ndim == 1 and t.shape[0] != X.shape[0]:
+                raise ValueError(
+                    f"t must be a scalar or have shape ({X.shape[0]},), got shape {t.shape}."
+                )
+            dtype = np.result_type(X.dtype, support.dtype)
+            X, support = X.astype(dtype, copy=False), support.astype(dtype, copy=False)
+        backend = self._backend()
+        model = self._model(backend.device)
+        return model, backend, backend.asarray(X), backend.asarray(support), t
 
     # -- many supports at once -------------------------------------------------------------
     def sample_batch(
@@ -737,9 +737,10 @@ class LearnedFlowSampler(BaseFlowSampler):
         -------
         X : ndarray of shape (B, n_samples, n_features)
         """
+        self._begin()
         if not is_support_list(supports):
-            supports = check_support_batch(supports, self._n_features_fitted(), type(self).__name__)
-        return self.sample(n_samples, support=supports, random_state=random_state)
+            supports = check_support_batch(supports, self.n_features_in_, type(self).__name__)
+        return self._sample(n_samples, support=supports, random_state=random_state)
 
     # -- the field -------------------------------------------------------------------------
     def velocity(self, X: Any, t: Any, *, support: Any = None) -> np.ndarray:
@@ -759,9 +760,8 @@ class LearnedFlowSampler(BaseFlowSampler):
         V : ndarray of shape (n, n_features)
             float32 when ``X`` and the support are float32, float64 otherwise.
         """
-        X, support, t = self._prepare_call(X, t, support)
-        out = self._predict(self._to_backend(X), self._to_backend(support), t)
-        return self._to_numpy(out)
+        model, backend, X, support, t = self._network_call(X, t, support)
+        return backend.to_numpy(self._predict(model, X, support, t))
 
     def attention_weights(self, X: Any, t: Any, *, support: Any = None) -> np.ndarray:
         """Learned cross-attention weights ``softmax(Q K^T / sqrt(d_k))`` of every layer/head.
@@ -778,11 +778,10 @@ class LearnedFlowSampler(BaseFlowSampler):
             Rows are probability vectors over the support; compare them with
             ``NWFlowSampler.weights`` (e.g. :func:`skflow.metrics.nw_weight_correlation`).
         """
-        X, support, t = self._prepare_call(X, t, support)
-        _, attn = self._predict(
-            self._to_backend(X), self._to_backend(support), t, return_attention=True
-        )
-        return self._to_numpy(attn).astype(X.dtype, copy=False)
+        model, backend, X, support, t = self._network_call(X, t, support)
+        _, attn = self._predict(model, X, support, t, return_attention=True)
+        dtype = backend.to_numpy(X[:0]).dtype  # the weights in the inputs' dtype
+        return backend.to_numpy(attn).astype(dtype, copy=False)
 
     # -- persistence -----------------------------------------------------------------------
     def __getstate__(self):
@@ -804,7 +803,7 @@ class LearnedFlowSampler(BaseFlowSampler):
         if isinstance(model, dict) and model.get("__skflow_model__"):
             from ..nn.transformer import CrossAttentionVelocity
 
-            net = _build_model(CrossAttentionVelocity, model["config"])
+            net = build_model(CrossAttentionVelocity, model["config"])
             net.load_state_dict(model["state_dict"])
             net.eval()
             state = dict(state)
@@ -815,11 +814,3 @@ class LearnedFlowSampler(BaseFlowSampler):
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = False
         return tags
-
-
-def _build_model(cls, config: dict):
-    """Construct a network without consuming the global Torch RNG (its state is restored)."""
-    import torch
-
-    with torch.random.fork_rng(devices=[]):
-        return cls(**config)
