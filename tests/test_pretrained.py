@@ -168,3 +168,13 @@ def test_train_prior_is_deterministic_and_resumable(tmp_path):
                        resume=True, progress=False)  # fmt: skip
     resumed = json.loads(card.read_text())
     assert resumed["training"]["iterations"] == n0 + 2 and resumed["training"]["resumed"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_model_card_page_is_written_from_the_card(name):
+    from pathlib import Path
+
+    from skflow.pretrain.model_card import card_markdown
+
+    page = Path(__file__).resolve().parents[1] / "docs" / "pretrained.md"
+    assert card_markdown(name, CARDS[name]) in page.read_text()

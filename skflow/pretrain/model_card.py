@@ -17,6 +17,8 @@ from skflow.samplers._pretrained import PRETRAINED_DIR, pretrained_cards
 __all__ = ["card_markdown", "write_docs"]
 
 DOCS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "pretrained.md"
+#: Start of the block that benchmarks/prior_family_ablation.py writes (kept on a rewrite).
+_ABLATION = "<!-- prior-ablation:begin -->"
 _INTRO = """# Pretrained priors
 
 skflow ships in-context priors: meta-trained {class} networks whose weights live inside the
@@ -32,7 +34,15 @@ X_new = prior.sample(200, support=X[:10], random_state=0)
 `LearnedFlowSampler.pretrained_models()` lists the priors with their cards. A prior is a fitted
 `LearnedFlowSampler` with `warm_start=True`: `prior.fit(X_train, y_train)` fine-tunes it on your
 own classes (set `max_iter` or `max_time`). How the priors compare with the plug-in field on
-real data sets they never saw, and what fine-tuning adds, is in {results}.
+real data sets they never saw (digits, iris, wine, breast cancer: every class a task, with
+intervals, the tuned plug-in and the memorisation ratio), on which data they lose, and what
+fine-tuning adds, is measured in {results} (`python -m skflow.experiments pretrained --quick
+--write-docs`).
+
+The training losses below are means over intervals of iterations: tasks with 2 support rows
+normalised by their own spread put some targets far from the support, so a few batches have
+losses thousands of times the median and dominate the means (the validation set holds such
+tasks too). Gradient clipping bounds their steps.
 
 Each card below is written from the prior's `.json` card by `python -m skflow.pretrain
 --write-docs`; the card itself is written by the training command it names.
@@ -115,5 +125,8 @@ def write_docs(path: str | Path | None = None, folder: str | Path | None = None)
         **{"class": "`CrossAttentionVelocity`", "results": "[the results page](results.md)"}
     )
     text += "\n" + "\n".join(card_markdown(n, c) for n, c in cards.items())
+    if path.exists() and _ABLATION in path.read_text():  # benchmarks/prior_family_ablation.py
+        old = path.read_text()
+        text += "\n## Which synthetic families transfer\n\n" + old[old.index(_ABLATION) :]
     path.write_text(text)
     return path
