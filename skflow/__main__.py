@@ -7,13 +7,13 @@ The demo has two parts, both on scikit-learn's bundled handwritten digits (no do
    samples (distance to the closest support digit, relative to that of real held-out digits:
    near 1 for new digits, near 0 for copies) and the effective sample size of the kernel along
    the flow's own trajectories;
-2. few-shot, plug-in vs learned: the shipped prior ``LearnedFlowSampler.from_pretrained(
-   "general-16")`` (meta-trained on synthetic tasks only, no training here) and the plug-in
-   field are conditioned, with no parameter update, on ten examples of the held-out digit
-   (PCA to 16 dimensions and standardized, both fitted on the other classes); their MMD² and
-   memorisation ratio against the rest of that class are printed (feature space,
-   median-heuristic bandwidth from the held-out rows). ``--train-iter N`` fine-tunes the prior
-   for N iterations on the other nine classes first.
+2. few-shot, plug-in vs learned: the shipped prior general-16
+   (LearnedFlowSampler.from_pretrained, meta-trained on synthetic tasks only, no training here)
+   and the plug-in field are conditioned, with no parameter update, on ten examples of the
+   held-out digit (PCA to 16 dimensions and standardized, both fitted on the other classes);
+   their MMD² and memorisation ratio against the rest of that class are printed (feature space,
+   median-heuristic bandwidth from the held-out rows). --train-iter N fine-tunes the prior for
+   N iterations on the other nine classes first.
 
 The work is fixed (iterations, not seconds), so the numbers are the same on a busy and on a
 quiet machine; only the wall time changes. A PNG shows both supports and the generated digits

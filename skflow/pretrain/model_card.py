@@ -81,7 +81,15 @@ def _training_lines(tr: dict) -> list[str]:
 
 
 def card_markdown(name: str, card: dict) -> str:
-    """The markdown section of one prior's model card."""
+    """The markdown section of one prior's model card.
+
+    Examples
+    --------
+    >>> from skflow import LearnedFlowSampler
+    >>> card = LearnedFlowSampler.pretrained_models()["general-16"]
+    >>> card_markdown("general-16", card).splitlines()[0]
+    '## `general-16`'
+    """
     tr, net = card["training"], card["network"]
     lines = [f"## `{name}`", "", tr["description"], ""]
     lines += [

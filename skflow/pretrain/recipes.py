@@ -4,6 +4,13 @@ A recipe is everything ``python -m skflow.pretrain NAME`` needs to rebuild a pri
 (on one Torch thread): the :class:`~skflow.LearnedFlowSampler` parameters, the
 :class:`~skflow.pretrain.PriorTasks` parameters and the number of iterations. Add a recipe
 here to train a new prior; its weights and model card land in ``skflow/pretrained/``.
+
+Examples
+--------
+>>> from skflow.pretrain import RECIPES
+>>> recipe = RECIPES["general-16"]
+>>> recipe["tasks"]["max_features"], recipe["sampler"]["support_size"]
+(16, (2, 100))
 """
 
 from __future__ import annotations

@@ -110,6 +110,16 @@ def train_prior(
     -------
     card : Path
         The model card written.
+
+    Examples
+    --------
+    >>> import json, tempfile
+    >>> from skflow.pretrain import train_prior
+    >>> with tempfile.TemporaryDirectory() as folder:  # two iterations, elsewhere
+    ...     card = train_prior("general-16", max_iter=2, folder=folder, progress=False)
+    ...     json.loads(card.read_text())["training"]["iterations"]
+    [2/2] ...
+    2
     """
     recipe = RECIPES[name]
     total = int(recipe["max_iter"] if max_iter is None else max_iter)
