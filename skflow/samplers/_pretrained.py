@@ -95,12 +95,8 @@ def write_prior(
     state = {k: v.detach().cpu().float().numpy() for k, v in sampler.model_.state_dict().items()}
     weights = folder / f"{name}.npz"
     np.savez_compressed(weights, **state)
-    fitted = {k: getattr(sampler, k) for k in FITTED}
-    fitted["support_range_"] = list(fitted["support_range_"])
+    fitted = {k: getattr(sampler, k) for k in FITTED}  # tuples are written as JSON lists
     params = {k: v for k, v in sampler.get_params().items() if k not in ("verbose", "device")}
-    params["support_size"] = "auto" if params["support_size"] == "auto" else list(
-        np.atleast_1d(params["support_size"]).tolist()
-    )
     card = {
         "name": name,
         "network": dict(sampler.model_.config),
