@@ -109,6 +109,29 @@ def test_errors_name_width_and_corrupted_weights(tmp_path):
         read_prior("general-16", folder=tmp_path)
 
 
+@pytest.mark.parametrize("batched", [False, True], ids=["support", "batch"])
+def test_support_of_another_width_names_the_remedy(batched):
+    """The width is fixed at load (``n_features_in_``): a narrower support names
+    ``from_pretrained(name, n_features=d)``, a wider one the prior's limit and PCA; both in
+    ``sample(support=...)`` (one support or a batch) and ``sample_batch``, also after pickling."""
+    width = CARDS["general-16"]["network"]["n_features"]
+    prior = pickle.loads(pickle.dumps(LearnedFlowSampler.from_pretrained("general-16")))
+    shape = (2, 10) if batched else (10,)
+    narrow, wide = np.ones((*shape, 4)), np.ones((*shape, width + 4))
+    remedy = r"from_pretrained\('general-16', n_features=4\)"
+    with pytest.raises(ValueError, match=remedy):
+        prior.sample(5, support=narrow)
+    limit = rf"serves at most {width} features.*PCA\(n_components={width}\)"
+    with pytest.raises(ValueError, match=limit):
+        prior.sample(5, support=wide)
+    if batched:
+        with pytest.raises(ValueError, match=remedy):
+            prior.sample_batch(5, narrow)
+    # loaded as the message says, the same support is served
+    fitted = LearnedFlowSampler.from_pretrained("general-16", n_features=4)
+    assert fitted.set_params(n_steps=2).sample(5, support=narrow).shape == (*shape[:-1], 5, 4)
+
+
 def test_pickle_and_fine_tune_on_labelled_data():
     prior = LearnedFlowSampler.from_pretrained("general-16", n_features=4)
     X, y = load_iris(return_X_y=True)

@@ -31,6 +31,14 @@ prior = LearnedFlowSampler.from_pretrained("general-16", n_features=X.shape[1]) 
 X_new = prior.sample(200, support=X[:10], random_state=0)
 ```
 
+**Width.** A prior of width 16 serves any number of features `d <= 16` (the network
+restricted to `d` coordinates is exactly the zero-padded one), but the width is chosen at load,
+`from_pretrained(name, n_features=d)`, because a fitted scikit-learn estimator has one
+`n_features_in_` that every call checks. `from_pretrained("general-16")` alone expects 16
+features; a support of another width raises a `ValueError` that names the remedy:
+`from_pretrained('general-16', n_features=4)` for 4 features, or, for more than 16, the limit
+and a reduction such as `sklearn.decomposition.PCA(n_components=16)`.
+
 `LearnedFlowSampler.pretrained_models()` lists the priors with their cards. A prior is a fitted
 `LearnedFlowSampler` with `warm_start=True`: `prior.fit(X_train, y_train)` fine-tunes it on your
 own classes (set `max_iter` or `max_time`). How the priors compare with the plug-in field on

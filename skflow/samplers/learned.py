@@ -374,7 +374,10 @@ class LearnedFlowSampler(BaseFlowSampler):
             trained on tasks of 1 to ``width`` features serves ``d < width`` through the
             network restricted to the first ``d`` coordinates
             (:meth:`~skflow.nn.transformer.CrossAttentionVelocity.restrict_features`: exactly
-            the zero-padded network).
+            the zero-padded network). The width is fixed at load, as ``n_features_in_`` is
+            for every fitted scikit-learn estimator: a support of another width is refused
+            with an error that names ``from_pretrained(name, n_features=d)``, or, above the
+            prior's width, the limit and how to reduce the data (PCA).
 
         Returns
         -------
@@ -414,6 +417,7 @@ class LearnedFlowSampler(BaseFlowSampler):
         fitted = card["fitted"]
         sampler.model_ = (net if d == width else net.restrict_features(d)).eval()
         sampler.n_features_in_ = d
+        sampler._prior = (name, width)  # names the remedy when a support has another width
         sampler.support_ = None
         sampler.support_range_ = tuple(fitted["support_range_"])
         sampler.task_scale_ = float(fitted["task_scale_"])
@@ -624,7 +628,39 @@ class LearnedFlowSampler(BaseFlowSampler):
         shape = getattr(support, "shape", None)
         if shape is not None and len(shape) == 2 and shape[0] == 0:
             raise ValueError("support is empty: at least one support point is required.")
+        self._check_prior_width(support)
         return super()._check_support(support)
+
+    def _check_prior_width(self, support: Any) -> None:
+        """A support (m, d) or batch (B, m, d) whose width differs from that of a prior loaded
+        by :meth:`from_pretrained`: an error that says how to load the prior for ``d``, or,
+        above the prior's width, its limit and how to reduce the data."""
+        prior = getattr(self, "_prior", None)
+        shape = getattr(support, "shape", None)
+        if prior is None or shape is None or len(shape) not in (2, 3):
+            return
+        name, width = prior
+        d = int(shape[-1])
+        if d == self.n_features_in_ or d == 0:
+            return  # an empty support gets the usual message
+        head = (
+            f"support has {d} features, but this {type(self).__name__} (the prior {name!r} "
+            f"loaded with n_features={self.n_features_in_}) is expecting "
+            f"{self.n_features_in_} features as input"
+        )
+        if d > width:
+            raise ValueError(
+                f"{head}; the prior {name!r} serves at most {width} features: reduce the data "
+                f"first, e.g. sklearn.decomposition.PCA(n_components={width})."
+            )
+        raise ValueError(
+            f"{head}; it serves any 1 <= d <= {width}: load it for your data with "
+            f"LearnedFlowSampler.from_pretrained({name!r}, n_features={d})."
+        )
+
+    def _supports(self, support: Any) -> tuple[Any, Any, int | None]:
+        self._check_prior_width(support)  # a (B, m, d) batch skips _check_support
+        return super()._supports(support)
 
     def _backend(self) -> Backend:
         """Torch on the inference device (the CPU, with a warning, when CUDA is missing)."""
@@ -739,6 +775,7 @@ class LearnedFlowSampler(BaseFlowSampler):
         """
         self._begin()
         if not is_support_list(supports):
+            self._check_prior_width(supports)
             supports = check_support_batch(supports, self.n_features_in_, type(self).__name__)
         return self._sample(n_samples, support=supports, random_state=random_state)
 
