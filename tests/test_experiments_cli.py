@@ -108,6 +108,30 @@ def test_table_and_file_paths_are_printed(monkeypatch, tmp_path, capsys):
     assert "{" not in text  # no raw JSON without --json
 
 
+def test_each_distinct_warning_is_printed_once_with_a_count(monkeypatch, tmp_path, capsys):
+    """20 fits that warn alike (numbers differ) are one line with their count, not 20 blocks;
+    another warning is its own line."""
+    import warnings
+
+    from skflow.exceptions import MemorizationWarning
+    from skflow.experiments import scarcity
+
+    fake = _fake_run(str(tmp_path), SCARCITY_SUMMARY)
+
+    def run(*args, **kwargs):
+        for i in range(20):
+            warnings.warn(f"sigma_min is tiny: {i / 7:.3g}", MemorizationWarning, stacklevel=1)
+        warnings.warn("something else", RuntimeWarning, stacklevel=1)
+        return fake(*args, **kwargs)
+
+    monkeypatch.setattr(scarcity, "run", run)
+    assert cli.main(["scarcity", "--output-dir", str(tmp_path)]) == 0
+    err = capsys.readouterr().err
+    assert err.count("sigma_min is tiny") == 1 and err.count("something else") == 1
+    assert "20 x MemorizationWarning at test_experiments_cli.py:" in err
+    assert "1 x RuntimeWarning" in err and "warnings of the run (21," in err
+
+
 def test_json_flag_prints_the_summary(monkeypatch, tmp_path, capsys):
     from skflow.experiments import scarcity
 

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from . import EXPERIMENTS
-from ._io import SMOKE
+from ._io import SMOKE, WarningTally
 from ._report import recorded_wall_times
 
 _SMOKE_LABEL = "smoke: not a result (a short run that only checks the pipeline works)"
@@ -313,6 +313,17 @@ def _files_written(output_dir: str, since: float) -> list[str]:
     )
 
 
+def _print_warnings(tally: WarningTally) -> None:
+    """The run's warnings on stderr, each distinct one once with its count."""
+    lines = tally.lines()
+    if lines:
+        print(
+            f"warnings of the run ({len(tally.records)}, each distinct one once):", file=sys.stderr
+        )
+        for line in lines:
+            print("  " + line, file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one experiment; print its headline table and files (or JSON with ``--json``)."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -326,7 +337,9 @@ def main(argv: list[str] | None = None) -> int:
     module = importlib.import_module(f"skflow.experiments.{args.name}")
     output_dir = args.output_dir or f"output/experiments/{args.name}"
     start = time.time()
-    results = _run(module, args, output_dir)
+    with WarningTally() as tally:  # one line per distinct warning instead of one per fit
+        results = _run(module, args, output_dir)
+    _print_warnings(tally)
     files = _files_written(output_dir, start)
     if args.write_docs:
         command = "python -m skflow.experiments " + " ".join(argv)

@@ -200,3 +200,55 @@ def run_jobs(func: Any, jobs: list[tuple], *, n_jobs: int | None, bar: Any) -> l
     [8, 9]
     """
     return parallel_map(func, jobs, n_jobs, on_result=lambda _: bar.update(1))
+
+
+class WarningTally:
+    """Collect the warnings of a run and report each distinct one once, with a count.
+
+    An experiment fits many estimators: the same warning (e.g. a
+    :class:`~skflow.exceptions.MemorizationWarning` of every plug-in fit at a small
+    ``sigma_min``) would otherwise fill the terminal with near-identical blocks whose numbers
+    differ. Warnings are grouped by category and the line that raised them; each group is
+    one line: the count, the category, the place and the first message. Warnings raised in
+    joblib worker processes (``n_jobs > 1``) are printed by the workers and not collected.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> with WarningTally() as tally:
+    ...     for i in range(3):
+    ...         warnings.warn(f"value {i} is odd", UserWarning)
+    >>> print(tally.lines()[0].split(" at ")[0])
+    3 x UserWarning
+    """
+
+    def __init__(self, width: int = 160):
+        self.width = width
+        self.records: list = []
+        self._catch = None
+
+    def __enter__(self) -> WarningTally:
+        import warnings
+
+        self._catch = warnings.catch_warnings(record=True)
+        self.records = self._catch.__enter__()
+        warnings.simplefilter("always")  # every occurrence is counted, even a repeated one
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        self._catch.__exit__(*exc)
+        return False
+
+    def lines(self) -> list[str]:
+        """One line per distinct warning (category and place), most frequent first."""
+        groups: dict[tuple, list] = {}
+        for rec in self.records:
+            groups.setdefault((rec.category.__name__, rec.filename, rec.lineno), []).append(rec)
+        out = []
+        for (category, filename, lineno), recs in sorted(groups.items(), key=lambda g: -len(g[1])):
+            message = " ".join(str(recs[0].message).split())
+            if len(message) > self.width:
+                message = message[: self.width - 3] + "..."
+            place = f"{Path(filename).name}:{lineno}"
+            out.append(f"{len(recs)} x {category} at {place} (first: {message})")
+        return out

@@ -262,6 +262,7 @@ def _plot(results: dict, output_dir: Path) -> Path:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullLocator
 
     fig, axes = plt.subplots(
         1, len(results["datasets"]), figsize=(5.5 * len(results["datasets"]), 4)
@@ -279,6 +280,9 @@ def _plot(results: dict, output_dir: Path) -> Path:
                 label=k,
             )
         ax.set(xscale="log", yscale="log", xlabel="support size m", title=name)
+        # only the support sizes as ticks: the minor labels of a log axis spanning less than a
+        # decade (3x10^0, 4x10^0, ...) would overprint them
+        ax.xaxis.set_minor_locator(NullLocator())
         ax.set_xticks(ms, [str(m) for m in ms])
         ax.set_ylabel("mean MMD² (true-point bandwidth)")
         ax.legend(fontsize=8)

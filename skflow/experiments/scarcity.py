@@ -377,6 +377,7 @@ def _plot(results: dict, output_dir: Path) -> Path:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullLocator
 
     ms = np.asarray(results["summary"]["support_sizes"])
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
@@ -412,6 +413,7 @@ def _plot(results: dict, output_dir: Path) -> Path:
     axes[1].legend(fontsize=10, loc="lower left", numpoints=1)
     for ax in axes:
         ax.set_xscale("log")
+        ax.xaxis.set_minor_locator(NullLocator())  # only the support sizes as ticks
         ax.set_xticks(ms, [str(m) for m in ms])
         ax.set_xlabel("support size m")
     fig.tight_layout()
