@@ -65,13 +65,14 @@ def _assert_same_sampler(a, b, X):
 def test_nw_flow_sampler_round_trip(data, tmp_path, round_trip, backend, geometry):
     X, Q = data
     # loose density tolerances: the round trip must reproduce score_samples bit for bit, its
-    # accuracy is tested in test_likelihood.py
+    # accuracy is tested in test_likelihood.py (the Mahalanobis solve takes about 25 times
+    # longer at 1e-4: tens of seconds per case on a loaded 2-core machine)
     est = NWFlowSampler(
         n_steps=4,
         backend=backend,
         random_state=0,
-        density_rtol=1e-4,
-        density_atol=1e-4,
+        density_rtol=1e-2,
+        density_atol=1e-2,
         density_max_error=10.0,
         **geometry,
     ).fit(X)
@@ -119,6 +120,7 @@ def test_sampling_pipeline_round_trip(data, tmp_path, round_trip):
     assert pipe.score(X[:30]) == loaded.score(X[:30])
 
 
+@pytest.mark.filterwarnings("ignore::skflow.exceptions.AccuracyWarning")
 @pytest.mark.parametrize("round_trip", ROUND_TRIPS)
 def test_flow_projection_round_trip(data, tmp_path, round_trip):
     X, Q = data
@@ -128,8 +130,10 @@ def test_flow_projection_round_trip(data, tmp_path, round_trip):
     Z = proj.transform(Q)
     np.testing.assert_array_equal(proj.inverse_transform(Z), loaded.inverse_transform(Z))
     assert loaded.loss_curve_ == proj.loss_curve_
-    # ... and as the kernel geometry of a sampler, itself round-tripped
-    est = NWFlowSampler(projection=proj, n_steps=4, random_state=0).fit(X)
+    # ... and as the kernel geometry of a sampler, itself round-tripped (loose density
+    # tolerances, as above: at the default 1e-8 the density solve took over a minute)
+    loose = {"density_rtol": 1e-2, "density_atol": 1e-2, "density_max_error": 10.0}
+    est = NWFlowSampler(projection=proj, n_steps=4, random_state=0, **loose).fit(X)
     _assert_same_sampler(est, round_trip(est, tmp_path), Q)
 
 
