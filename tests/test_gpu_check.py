@@ -3,6 +3,11 @@
 Without CUDA the script must exit at once; its ``--self-test`` runs every step on tiny CPU
 shapes, so the subprocess, time cap, JSON, docs-fragment and ``--apply`` code paths are known
 to work before a GPU run. The GPU numbers themselves only come from a GPU.
+
+The three tests of the ``--self-test`` run are marked ``slow`` (the run starts a Python per
+step: about 45 s on a loaded 2-core machine); run them with ``python -m pytest -m slow
+tests/test_gpu_check.py`` before a GPU check. The rest (exit without CUDA, time cap, crash
+isolation, ``--apply`` markers, the reported rates and targets) run by default.
 """
 
 from __future__ import annotations
@@ -63,6 +68,7 @@ def test_exits_at_once_without_cuda(tmp_path):
     assert time.perf_counter() - t0 < 60  # the time of importing torch, nothing run
 
 
+@pytest.mark.slow
 def test_self_test_runs_every_step(self_test):
     out, res = self_test
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
@@ -85,6 +91,7 @@ def test_self_test_runs_every_step(self_test):
     assert train["projected_100k_s"] == pytest.approx(1e5 / train["steps_per_s_steady"])
 
 
+@pytest.mark.slow
 def test_self_test_writes_the_docs_fragment(self_test):
     out, _ = self_test
     section = (out / "gpu_section.md").read_text()
@@ -96,6 +103,7 @@ def test_self_test_writes_the_docs_fragment(self_test):
     assert "<!-- bench:cpu:start -->" in page  # the rest of the page is kept
 
 
+@pytest.mark.slow
 def test_apply_refuses_a_self_test_then_writes_only_between_the_markers(self_test, tmp_path):
     out, _ = self_test
     docs = tmp_path / "performance.md"
