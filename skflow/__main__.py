@@ -288,7 +288,8 @@ def _panels(exact: dict, few: dict | None) -> list[tuple[str, np.ndarray]]:
             exact["support"],
         ),
         (
-            f"Exact flow: new samples  (MMD² {exact['mmd2_generated']:.3f}, memorisation ratio "
+            f"Exact flow: generated samples  (MMD² {exact['mmd2_generated']:.3f}, "
+            f"memorisation ratio "
             f"{exact['memorization_generated']:.2f})",
             exact["generated"],
         ),
@@ -296,6 +297,11 @@ def _panels(exact: dict, few: dict | None) -> list[tuple[str, np.ndarray]]:
     if few is not None:
         k = few["n_support"]
         support_title = f"Few-shot: the {k} real examples of the held-out digit (the support)"
+        first = np.asarray(exact["support"])[:k]
+        if first.shape == np.shape(few["support_images"]) and np.array_equal(
+            first, few["support_images"]
+        ):  # one seed draws both supports: say so rather than let it look like a mistake
+            support_title = f"Few-shot: {k} real examples, the first {k} of row 1 again (same seed)"
         panels.append((support_title, few["support_images"]))
         for name, images in few["images"].items():
             label = "Plug-in NW field" if name == "plug-in" else "Pretrained prior"
@@ -333,7 +339,7 @@ def _plot(panels: list, output: str, digit: int) -> str | None:
             else:
                 ax.axis("off")
     fig.suptitle(
-        f"skflow demo: new handwritten {digit}s generated from a few examples\n"
+        f"skflow demo: handwritten {digit}s generated from a few real examples\n"
         "MMD²: lower is closer to real digits.  Memorisation ratio: ~1 new digits, ~0 copies.",
         fontsize=12,
     )

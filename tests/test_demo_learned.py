@@ -76,6 +76,23 @@ def test_figure_panels_show_supports_and_numbers(few_shot):
         assert f"{few_shot['memorization'][name]:.2f}" in title
 
 
+def test_figure_says_when_the_few_shot_support_repeats_row_one(few_shot):
+    """One seed draws both supports: when row 3 shows the first digits of row 1 again, its
+    title says so (and does not when they differ)."""
+    k = few_shot["n_support"]
+    exact = {
+        "n_support": 20,
+        "support": np.zeros((20, 64)),
+        "generated": np.zeros((64, 64)),
+        "mmd2_generated": 0.0123,
+        "memorization_generated": 0.456,
+    }
+    assert "row 1" not in _panels(exact, few_shot)[2][0]
+    exact["support"] = np.concatenate([few_shot["support_images"], np.zeros((20 - k, 64))])
+    title = _panels(exact, few_shot)[2][0]
+    assert f"{k} real examples, the first {k} of row 1 again" in title
+
+
 def test_cli_prints_both_samplers_and_no_loss_lines(tmp_path, capsys):
     out = tmp_path / "demo.png"
     # 60 iterations: the training loop logs a loss line at 50 and at 60
