@@ -34,3 +34,23 @@ def test_tiny_end_to_end_and_docs(tmp_path):
     text = page.read_text(encoding="utf-8")
     assert "not a result" in text and "memorisation ratio" in text.lower()
     assert "learned lower than tuned plug-in" in text and "old" not in text
+
+
+def test_log_support_axis_has_no_minor_tick_labels(monkeypatch, tmp_path):
+    """The support-size axis is log scaled and spans about a decade: matplotlib would label
+    its minor ticks (3x10^0, 4x10^0, ...) over the support sizes. Only the sizes are labelled."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    figures = []
+    monkeypatch.setattr(fewshot, "save_figure", lambda fig, out, name: figures.append(fig))
+    ms = [2, 5, 10, 20]
+    curve = {str(m): 0.1 / m for m in ms}
+    summary = {"support_sizes": ms, "true": {"mmd2": {k: curve for k in fewshot.METHODS}}}
+    fewshot._plot({"datasets": {"digits": {"summary": summary}}}, tmp_path)
+    (fig,) = figures
+    fig.canvas.draw()
+    (ax,) = fig.axes
+    assert ax.get_xscale() == "log"
+    assert [t.get_text() for t in ax.get_xticklabels()] == [str(m) for m in ms]
+    assert not [t.get_text() for t in ax.get_xticklabels(minor=True) if t.get_text()]
