@@ -16,8 +16,9 @@ a message that names nothing, fails it.
 
 The suite is derandomized (``derandomize=True``, no example database; ``tests/conftest.py``
 imports every ``skflow`` module first, so the examples do not depend on which tests ran
-before), so every run tries the same examples; ``max_examples`` keeps the whole file well
-under a minute on a loaded 2-core machine. ``python -m pytest tests/test_fuzz.py -s`` prints
+before), so every run tries the same examples; ``max_examples`` keeps the default run of the
+file short (the deep ``NWFlowSampler`` run, ``test_nw_flow_sampler_deep``, is marked ``slow``:
+``python -m pytest -m slow tests/test_fuzz.py``). ``python -m pytest tests/test_fuzz.py -s`` prints
 the number of cases tried per test and how they ended; with ``SKFLOW_FUZZ_COUNTS=PATH`` in
 the environment the counts are also written to ``PATH`` as JSON, which
 ``python benchmarks/fuzz_counts.py --write-docs`` turns into the table of
@@ -86,7 +87,8 @@ CASES: Counter = Counter()
 
 #: test name -> max_examples before SKFLOW_FUZZ_SCALE (recorded by ``_fuzz``'s callers).
 MAX_EXAMPLES = {
-    "NWFlowSampler": 250,
+    "NWFlowSampler": 40,
+    "NWFlowSampler (deep)": 250,
     "SamplingPipeline": 120,
     "FlowProjection": 60,
     "LearnedFlowSampler": 25,
@@ -432,7 +434,22 @@ def param_expect(bad):
 @_fuzz(MAX_EXAMPLES["NWFlowSampler"])
 @given(data=st.data(), params=NW_PARAMS, bad=BAD_PARAMS)
 def test_nw_flow_sampler(data, params, bad):
-    name = "NWFlowSampler"
+    check_nw_flow_sampler("NWFlowSampler", data, params, bad)
+
+
+# The same contract at depth: about 1.7 s a case on a loaded 2-core machine, so 250 cases are
+# minutes (a third of the default run before it was marked slow). ``-m slow`` runs it; with
+# SKFLOW_FUZZ_SCALE both go deeper.
+@pytest.mark.slow
+@_fuzz(MAX_EXAMPLES["NWFlowSampler (deep)"])
+@given(data=st.data(), params=NW_PARAMS, bad=BAD_PARAMS)
+def test_nw_flow_sampler_deep(data, params, bad):
+    check_nw_flow_sampler("NWFlowSampler (deep)", data, params, bad)
+
+
+def check_nw_flow_sampler(name, data, params, bad):
+    """One fuzz case of NWFlowSampler: fit, every field method, sample, score (the body of
+    the fast and the deep test; ``name`` keys the outcome counts)."""
     CASES[name] += 1
     X = data.draw(arrays(), label="X")
     if X.dtype.kind == "f" and X.ndim == 2:
