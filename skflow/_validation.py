@@ -346,11 +346,13 @@ def check_real_array(a: Any, name: str) -> np.ndarray:
 
 def check_data(check: Callable, *args: Any, **kwargs: Any) -> Any:
     """``check(*args, **kwargs)`` (scikit-learn's ``check_array`` or ``validate_data``), with
-    its two wordiest messages restated in skflow's words.
+    its wordiest messages restated in skflow's words.
 
     The array is the last positional argument. A 1-D array is reported by its shape (not its
     values), and NaN keeps scikit-learn's first line (``"Input X contains NaN."``) without the
-    advice about other estimators. Other errors pass through unchanged.
+    advice about other estimators; infinite values get the same style of message, and complex
+    input is named by its dtype (scikit-learn prints the whole array). All three stay
+    ``ValueError`` (scikit-learn's convention). Other errors pass through unchanged.
 
     Examples
     --------
@@ -373,10 +375,24 @@ def check_data(check: Callable, *args: Any, **kwargs: Any) -> Any:
                 f"{shape}. Reshape your data with .reshape(-1, 1) for a single feature or "
                 ".reshape(1, -1) for a single sample."
             ) from None
-        if "contains NaN" in message.split("\n", 1)[0]:
+        first = message.split("\n", 1)[0]
+        if "contains NaN" in first:
             raise ValueError(
-                message.split("\n", 1)[0] + " skflow needs finite values: impute the missing "
+                first + " skflow needs finite values: impute the missing "
                 "values or drop those rows first."
+            ) from None
+        if "contains infinity" in first:
+            # scikit-learn's line names the dtype too; ours says what to do about it
+            raise ValueError(
+                f"Input {name} contains infinity (or a value too large for its dtype). skflow "
+                "needs finite values: drop those rows or clip them first."
+            ) from None
+        if first.startswith("Complex data not supported"):
+            # scikit-learn prints the whole array after this line; the dtype is enough
+            raise ValueError(
+                f"Input {name} contains complex values (dtype "
+                f"{np.asarray(args[-1]).dtype}); skflow needs real values: pass "
+                f"np.real({name}) or np.abs({name}) as appropriate."
             ) from None
         raise
 

@@ -474,3 +474,32 @@ def test_learned_beats_plugin_on_shells():
         ]
     )
     assert learned < plug / 3
+
+
+def test_fit_with_a_single_class_is_refused_and_string_labels_work():
+    """Every label is one task: a single class leaves nothing to meta-train across (issue 34)."""
+    X = np.random.default_rng(0).normal(size=(24, 2))
+    for y in (np.zeros(24), np.array(["cat"] * 24)):
+        with pytest.raises(ValueError, match="single class") as info:
+            LearnedFlowSampler(**TINY).fit(X, y)
+        assert "fit(X)" in str(info.value)
+    y = np.array(["cat", "dog"] * 12)
+    lf = LearnedFlowSampler(**TINY, random_state=0).fit(X, y)
+    assert lf.n_iter_ == TINY["max_iter"] and lf.sample(3, support=X[:5]).shape == (3, 2)
+
+
+def test_fit_xy_model_refuses_frameless_supports_and_fit_x_model_takes_them():
+    """``fit(X, y)`` trains in each support's frame (``normalize_``): a constant or one-row
+    support has none and is refused (issue 34); ``fit(X)`` (no frame) takes it as given."""
+    rng = np.random.default_rng(1)
+    X, y = rng.normal(size=(24, 2)), np.repeat([0, 1, 2], 8)
+    lf = LearnedFlowSampler(**TINY, random_state=0).fit(X, y)
+    assert lf.normalize_
+    for S in (np.ones((6, 2)), X[:1]):
+        with pytest.raises(ValueError, match="single row|no spread"):
+            lf.sample(3, support=S)
+        with pytest.raises(ValueError, match="single row|no spread"):
+            lf.velocity(X[:2], 0.3, support=S)
+    plain = LearnedFlowSampler(**TINY, random_state=0).fit(X)
+    assert not plain.normalize_
+    assert np.isfinite(plain.sample(3, support=np.ones((6, 2)))).all()

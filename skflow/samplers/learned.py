@@ -529,9 +529,7 @@ class LearnedFlowSampler(BaseFlowSampler):
             if hasattr(self, "feature_names_in_"):
                 del self.feature_names_in_
             return X, None
-        X = check_data(
-            validate_data, self, X, dtype=[np.float64, np.float32], ensure_min_samples=1
-        )
+        X = check_data(validate_data, self, X, dtype=[np.float64, np.float32], ensure_min_samples=1)
         if y is None:
             if X.shape[0] < 2:
                 raise ValueError(
@@ -549,6 +547,13 @@ class LearnedFlowSampler(BaseFlowSampler):
             raise ValueError(
                 f"fit(X, y) needs a class of at least 4 samples (2 support and 2 target rows), "
                 f"got {n} sample{'s' if n > 1 else ''}."
+            )
+        classes = np.unique(y)
+        if classes.size < 2:  # one task: nothing to transfer, no class to validate on
+            raise ValueError(
+                f"fit(X, y) got a single class ({classes[0]!r}): every label is one task, so "
+                "there is nothing to meta-train across. Use fit(X) to train on one data set, "
+                "or pass labels of at least 2 classes."
             )
         return X, y
 
@@ -595,7 +600,9 @@ class LearnedFlowSampler(BaseFlowSampler):
             Training rows (with ``y``: rows of many tasks; without: one task), or an object
             with ``sample_tasks`` (a meta-distribution, e.g. ``GaussianMixtureTasks``).
         y : array-like of shape (n_samples,), optional
-            Task labels: every label is one task.
+            Task labels: every label is one task (at least 2 classes; any hashable labels,
+            e.g. strings). A single class raises ``ValueError``: use ``fit(X)`` for one
+            data set.
 
         Returns
         -------
@@ -682,8 +689,29 @@ class LearnedFlowSampler(BaseFlowSampler):
         mapped into the support's frame (``centre + scale * x0``; support (m, d) or (B, m, d))."""
         if not getattr(self, "normalize_", False):
             return x0
+        self._refuse_frameless(support)
         centre, scale = _task_frame(np.asarray(support, dtype=np.float64), self.task_scale_)
         return (centre + scale * x0).astype(x0.dtype, copy=False)
+
+    def _refuse_frameless(self, support: Any) -> None:
+        """With per-task normalisation, refuse a support (m, d) or batch (B, m, d) of fewer
+        than 2 distinct rows: it has no frame (no spread), the network never saw one, and
+        its output there is far from the support (issue 34: 39 away for ``np.ones((10, 4))``)."""
+        if not getattr(self, "normalize_", False):
+            return
+        S = np.asarray(support, dtype=np.float64)
+        _, scale = _task_frame(S if S.ndim == 3 else S[None], 0.0)  # 0: no spread
+        if np.all(scale > 0):
+            return
+        bad = int(np.flatnonzero(scale.ravel() == 0)[0])
+        which = f" {bad} of the batch" if S.ndim == 3 and S.shape[0] > 1 else ""
+        raise ValueError(
+            f"support{which} has {'a single row' if S.shape[-2] < 2 else 'no spread'}: "
+            f"{type(self).__name__} works in each support's frame (its mean and spread; "
+            "normalize_=True, as after fit(X, y) and for the pretrained priors), which needs "
+            "at least 2 distinct rows. For such a support use NWFlowSampler().fit(support): "
+            "its flow is exact and lands at the support point plus sigma_min-sized noise."
+        )
 
     def _task_support_size(self, n_rows: int, label: Any) -> int:
         from ._base import few_shot_support_size
@@ -702,6 +730,7 @@ class LearnedFlowSampler(BaseFlowSampler):
         with ``X`` and the support on the backend, in one dtype."""
         self._begin()
         X, support, t = self._field_inputs(X, t, support)
+        self._refuse_frameless(support)
         if X.ndim == 2:  # a batch comes back checked and in one dtype
             if t.ndim == 1 and t.shape[0] != X.shape[0]:
                 raise ValueError(
