@@ -503,3 +503,23 @@ def test_fit_xy_model_refuses_frameless_supports_and_fit_x_model_takes_them():
     plain = LearnedFlowSampler(**TINY, random_state=0).fit(X)
     assert not plain.normalize_
     assert np.isfinite(plain.sample(3, support=np.ones((6, 2)))).all()
+
+
+def test_normalized_model_samples_in_the_supports_frame():
+    """With per-task normalisation the flow runs in the support's frame and the samples come
+    back in data units (issue 34): moving and scaling the support moves and scales the
+    samples and the velocity alike, and samples of a far support lie near it."""
+    rng = np.random.default_rng(2)
+    X, y = rng.normal(size=(24, 2)), np.repeat([0, 1, 2], 8)
+    lf = LearnedFlowSampler(**TINY, random_state=0).fit(X, y)
+    assert lf.normalize_
+    S, X0 = X[:6], rng.normal(size=(5, 2))
+    a, b = 10.0, np.array([100.0, -50.0])
+    base = lf.sample(5, support=S, noise=X0)
+    moved = lf.sample(5, support=a * S + b, noise=X0)
+    np.testing.assert_allclose(moved, a * base + b, rtol=0, atol=1e-9 * a * np.abs(b).max())
+    assert np.abs(moved - (a * S + b).mean(0)).max() < 10 * a * S.std()
+    v = lf.velocity(X0, 0.4, support=S)
+    np.testing.assert_allclose(
+        lf.velocity(a * X0 + b, 0.4, support=a * S + b), a * v, rtol=1e-6, atol=1e-9
+    )

@@ -252,9 +252,11 @@ def test_value_radius_counts_when_values_differ_from_keys():
 
 @pytest.mark.skipif(not _EXACT, reason="needs an extended-precision np.longdouble")
 @pytest.mark.parametrize("lib", ["numpy", "torch"])
-def test_float32_rounding_terms_are_needed(lib):
-    """Nothing skipped (tiny rtol) and float32 forced on a wide spread: the bound is then all
-    rounding, dominated by the logit error ``delta``; dropping it is violated."""
+def test_float32_forced_on_a_wide_spread_stays_within_its_bound(lib):
+    """Nothing skipped (tiny rtol) and float32 forced far past its default tolerance: the
+    bound is then all rounding (dominated by the logit error ``delta``) and still holds.
+    (Its worst-case rounding terms are ~500x above the observed error here, so no truth
+    comparison can catch one of them shrunk; see the planted-bug table of issue 34.)"""
     rng = np.random.default_rng(13)
     S = _clustered_support(400, 4, 6, rng).astype(np.float32)
     keys = S - S.mean(0)
@@ -278,4 +280,4 @@ def test_float32_rounding_terms_are_needed(lib):
         bound = np.asarray(res.mean_error)
         assert (err <= bound).all(), (t, float((err / bound).max()))
         worst = max(worst, float((err / bound).max()))
-    print(lib, worst)
+    assert worst > 1e-4  # the rounding error is real, not zero

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 from typing import Any
 
@@ -74,10 +75,11 @@ class LearnedFlowSampler(BaseFlowSampler):
     ``augment``, ``normalize``, ``learning_rate``, ``weight_decay``, ``warmup``,
     ``lr_schedule``, ``clip_grad``, ``time_sampling``, ``target``, ``ema_decay``,
     ``warm_start``), its early stopping (``validation_fraction``, ``n_iter_no_change``,
-    ``tol``, ``validation_interval``) and the sampling solver (``solver``, ``n_steps``,
-    ``rtol``, ``atol``). *Execution* settings, which change where and how it is computed, come
-    last: ``device``, ``mixed_precision``, ``compile``; then ``random_state`` and
-    ``verbose``. All but the first six are keyword-only.
+    ``tol``, ``validation_interval``), the sampling solver (``solver``, ``n_steps``,
+    ``rtol``, ``atol``) and the field's times (``time_tolerance``). *Execution* settings,
+    which change where and how it is computed, come last: ``device``, ``mixed_precision``,
+    ``compile``; then ``random_state`` and ``verbose``. All but the first six are
+    keyword-only.
 
     Parameters
     ----------
@@ -185,6 +187,13 @@ class LearnedFlowSampler(BaseFlowSampler):
         Steps of the fixed-step solvers.
     rtol, atol : float, default=1e-5
         Tolerances of ``"dopri5"``.
+    time_tolerance : float, default=inf
+        How :meth:`velocity` and :meth:`attention_weights` treat times outside [0, 1]: within
+        this distance they are evaluated at the nearest end, the learned field frozen there
+        (continuous, so the flow on [0, 1] is unchanged). The default accepts every finite
+        time, so third-party adaptive solvers (torchdiffeq's ``dopri5``, ``flow_matching``'s
+        ``ODESolver``), which probe stages a whole step past ``t = 1``, work with no wrapper;
+        a finite value refuses farther times with a ``ValueError`` naming the value.
     device : {"cpu", "cuda", "auto"} or "cuda:N", default="cpu"
         Torch device of training and sampling. A model unpickled where the requested CUDA
         device is missing runs on the CPU (with a warning).
@@ -301,6 +310,7 @@ class LearnedFlowSampler(BaseFlowSampler):
         n_steps: int = 100,
         rtol: float = 1e-5,
         atol: float = 1e-5,
+        time_tolerance: float = math.inf,
         device: str = "cpu",
         mixed_precision: bool = False,
         compile: bool = False,
@@ -337,6 +347,7 @@ class LearnedFlowSampler(BaseFlowSampler):
         self.n_steps = n_steps
         self.rtol = rtol
         self.atol = atol
+        self.time_tolerance = time_tolerance
         self.device = device
         self.mixed_precision = mixed_precision
         self.compile = compile
