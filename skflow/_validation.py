@@ -432,9 +432,9 @@ def check_data(check: Callable, *args: Any, **kwargs: Any) -> Any:
             ) from None
         if first.startswith("Complex data not supported"):
             # scikit-learn prints the whole array after this line; the dtype is enough
-            raise ValueError(
-                f"Input {name} contains complex values (dtype "
-                f"{np.asarray(args[-1]).dtype}); skflow needs real values: pass "
+            raise ValueError(  # scikit-learn's first words kept (check_complex_data)
+                f"Complex data not supported: input {name} has dtype "
+                f"{np.asarray(args[-1]).dtype}; skflow needs real values: pass "
                 f"np.real({name}) or np.abs({name}) as appropriate."
             ) from None
         raise

@@ -349,8 +349,11 @@ def test_bad_inputs(fitted, gmm2):
         fitted.sample(3, support=bad)
     with pytest.raises(ValueError, match="NaN"):
         fitted.velocity(bad, 0.5, support=S)
-    with pytest.raises(ValueError, match=r"\[0, 1\]"):
-        fitted.velocity(S, 1.5, support=S)
+    with pytest.raises(ValueError, match=r"\[0, 1\].*finite; got nan"):
+        fitted.velocity(S, np.nan, support=S)
+    np.testing.assert_array_equal(  # time_tolerance=inf: frozen at the nearest end
+        fitted.velocity(S, 1.5, support=S), fitted.velocity(S, 1.0, support=S)
+    )
     with pytest.raises(ValueError, match="n_samples"):
         fitted.sample(0, support=S)
     with pytest.raises(ValueError, match="features"):

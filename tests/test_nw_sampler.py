@@ -269,7 +269,9 @@ def test_bad_inputs(support):
     with pytest.raises(TypeError, match="n_samples"):
         s.sample(2.5)
     with pytest.raises(ValueError, match="t must lie in"):
-        s.velocity(np.ones((2, 2)), 1.2)
+        s.velocity(np.ones((2, 2)), np.nan)
+    with pytest.raises(ValueError, match=r"t must lie in .*got 1\.2\. .*time_tolerance=inf"):
+        s.set_params(time_tolerance=1e-6).velocity(np.ones((2, 2)), 1.2)
     with pytest.raises(ValueError, match="could not convert|numeric"):
         NWFlowSampler().fit(np.array([["a", "b"]]))
 

@@ -159,7 +159,7 @@ def test_check_data_restates_infinity_and_complex_messages():
     with pytest.raises(ValueError, match="support contains infinity") as info:
         check_data(check_array, inf, input_name="support")
     assert "finite values" in str(info.value) and "dtype(" not in str(info.value)
-    with pytest.raises(ValueError, match=r"X contains complex values \(dtype complex128\)") as info:
+    with pytest.raises(ValueError, match=r"not supported: input X has dtype complex128;") as info:
         check_data(check_array, np.ones((400, 3)) * 1j)
     assert "np.real(X)" in str(info.value) and len(str(info.value)) < 150
     with pytest.raises(ValueError, match="contains NaN"):  # unchanged
@@ -168,13 +168,13 @@ def test_check_data_restates_infinity_and_complex_messages():
     from skflow import LearnedFlowSampler, NWFlowSampler
 
     fitted = NWFlowSampler(n_steps=2).fit(np.random.default_rng(0).normal(size=(6, 3)))
-    for bad, word in ((inf, "infinity"), (np.ones((4, 3)) * (1 + 1j), "complex")):
+    for bad, word in ((inf, "contains infinity"), (np.ones((4, 3)) * (1 + 1j), "dtype complex")):
         for call in (
             lambda a: NWFlowSampler().fit(a),
             lambda a: LearnedFlowSampler(max_iter=0).fit(a),
             lambda a: fitted.sample(2, support=a),
             lambda a: fitted.velocity(a, 0.5),
         ):
-            with pytest.raises(ValueError, match=f"contains {word}") as info:
+            with pytest.raises(ValueError, match=word) as info:
                 call(bad)
             assert len(str(info.value)) < 200
