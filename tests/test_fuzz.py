@@ -488,6 +488,8 @@ def test_nw_flow_sampler(data, params, bad):
     # a bandwidth bounded at t = 0 may make the density solve too stiff: refused up front with
     # that reason; -inf is a valid log-density (rows the flow never reaches)
     expect = base + array_expect(Q, n_features=d) + Expect(may_fail=[r"too stiff to integrate"])
+    if params["sigma_min"] == 1e-6:  # near-singular: the density solve may be too stiff too
+        expect += Expect(may_fail=[MAGNITUDE])
     log_p = call(
         name,
         est.score_samples,

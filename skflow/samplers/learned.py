@@ -14,6 +14,7 @@ from .._validation import (
     InvalidParameterError,
     boolean,
     check_data,
+    check_finite_output,
     check_int,
     check_random_state,
     choice,
@@ -801,7 +802,10 @@ class LearnedFlowSampler(BaseFlowSampler):
             float32 when ``X`` and the support are float32, float64 otherwise.
         """
         model, backend, X, support, t = self._network_call(X, t, support)
-        return backend.to_numpy(self._predict(model, X, support, t))
+        # huge inputs (e.g. 1e30) overflow inside the network: say so instead of NaN
+        return check_finite_output(
+            backend.to_numpy(self._predict(model, X, support, t)), "velocity"
+        )
 
     def attention_weights(self, X: Any, t: Any, *, support: Any = None) -> np.ndarray:
         """Learned cross-attention weights ``softmax(Q K^T / sqrt(d_k))`` of every layer/head.
