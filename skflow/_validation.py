@@ -53,6 +53,7 @@ __all__ = [
     "check_real",
     "check_real_array",
     "check_sigma_min",
+    "check_time_tolerance",
     "check_times",
     "clamp_times",
     "ParameterCheck",
@@ -171,38 +172,80 @@ def check_choice(value: Any, name: str, choices: Sequence[str]) -> str:
     return value
 
 
-#: Times within this distance outside [0, 1] are clamped to the interval: adaptive solvers of
-#: other libraries (torchdiffeq, flow_matching) evaluate the field at ``1 + rounding`` or just
-#: past the end of their interval. Farther times raise.
+#: Times within this distance outside [0, 1] are clamped to the interval by the functions of
+#: :mod:`skflow.field` and by :func:`check_times` (rounding: ``1 + eps``). Farther times raise
+#: there; the estimators' and ``NWField``'s ``velocity`` take their own ``time_tolerance``
+#: (default ``inf``: any finite time, the field frozen at the nearest end) for third-party
+#: adaptive solvers, which probe stages up to a whole step past ``t = 1``.
 TIME_TOLERANCE = 1e-6
 
+#: What an out-of-range time error suggests by default.
+TIME_HINT = (
+    "a third-party adaptive solver (torchdiffeq, flow_matching) steps past t = 1: call the "
+    "velocity of an estimator or of NWField, whose time_tolerance (default inf) holds the "
+    "field at the nearest end"
+)
 
-def clamp_times(arr: np.ndarray, name: str = "t", tolerance: float = TIME_TOLERANCE) -> np.ndarray:
+
+def check_time_tolerance(value: Any, name: str = "time_tolerance") -> float:
+    """A non-negative float, ``inf`` allowed (any finite time is then accepted).
+
+    Examples
+    --------
+    >>> check_time_tolerance(float("inf"))
+    inf
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value >= 0:
+        raise InvalidParameterError(f"{name} must be a non-negative float or inf, got {value!r}.")
+    return float(value)
+
+
+def clamp_times(
+    arr: np.ndarray,
+    name: str = "t",
+    tolerance: float = TIME_TOLERANCE,
+    hint: str = TIME_HINT,
+) -> np.ndarray:
     """float64 times checked to be finite and within ``tolerance`` (default
-    :data:`TIME_TOLERANCE`) of [0, 1], clamped to [0, 1] (``ValueError`` otherwise).
+    :data:`TIME_TOLERANCE`) of [0, 1], clamped to [0, 1] (``ValueError`` otherwise, naming
+    the value farthest outside and ``hint``, the fix).
+
+    With ``tolerance=inf`` every finite time is accepted: the field is frozen at the nearest
+    end (``u_t = u_1`` for ``t > 1``, ``u_0`` for ``t < 0``), a continuous extension under
+    which an adaptive solver's stages past the end leave the solution on [0, 1] unchanged.
 
     Examples
     --------
     >>> clamp_times(np.array([-1e-9, 0.5, 1.0 + 1e-9])).tolist()
     [0.0, 0.5, 1.0]
+    >>> clamp_times(np.array([1.3]), tolerance=float("inf")).tolist()
+    [1.0]
     """
-    if not np.all(np.isfinite(arr)) or np.any(arr < -tolerance) or np.any(arr > 1 + tolerance):
+    finite = np.isfinite(arr)
+    if not np.all(finite):
+        bad = arr[~finite].ravel()[0]
+        raise ValueError(f"{name} must lie in [0, 1] and be finite; got {float(bad)!r}.")
+    if np.any(arr < -tolerance) or np.any(arr > 1 + tolerance):
+        outside = np.maximum(-arr, arr - 1.0)
+        bad = float(arr.ravel()[np.argmax(outside.ravel())])
         raise ValueError(
             f"{name} must lie in [0, 1] (finite; values within {tolerance:g} of it are "
-            "clamped); got values outside that interval."
+            f"clamped); got {bad!r}. If {hint}."
         )
     if np.any(arr < 0.0) or np.any(arr > 1.0):
         arr = np.clip(arr, 0.0, 1.0)
     return arr
 
 
-def check_times(t: Any, name: str = "t") -> np.ndarray:
+def check_times(
+    t: Any, name: str = "t", tolerance: float = TIME_TOLERANCE, hint: str = TIME_HINT
+) -> np.ndarray:
     """Times as a float64 array (a scalar or shape ``(n,)``) with values in [0, 1].
 
-    Values within :data:`TIME_TOLERANCE` outside the interval are clamped to it (third-party
-    adaptive solvers step slightly past ``t = 1``). Non-numeric and complex input raises
-    ``TypeError``; other shapes and values farther outside (or non-finite) raise
-    ``ValueError``.
+    Values within ``tolerance`` (default :data:`TIME_TOLERANCE`) outside the interval are
+    clamped to it (third-party adaptive solvers step past ``t = 1``; the estimators pass
+    their ``time_tolerance``). Non-numeric and complex input raises ``TypeError``; other
+    shapes and values farther outside (or non-finite) raise ``ValueError``.
 
     Examples
     --------
@@ -222,7 +265,7 @@ def check_times(t: Any, name: str = "t") -> np.ndarray:
     arr = arr.astype(np.float64, copy=False)
     if arr.ndim > 1:
         raise ValueError(f"{name} must be a scalar or a 1-D array of times, got {arr.shape}.")
-    return clamp_times(arr, name)
+    return clamp_times(arr, name, tolerance, hint)
 
 
 def check_finite_output(a: np.ndarray, what: str) -> np.ndarray:
@@ -346,11 +389,13 @@ def check_real_array(a: Any, name: str) -> np.ndarray:
 
 def check_data(check: Callable, *args: Any, **kwargs: Any) -> Any:
     """``check(*args, **kwargs)`` (scikit-learn's ``check_array`` or ``validate_data``), with
-    its two wordiest messages restated in skflow's words.
+    its wordiest messages restated in skflow's words.
 
     The array is the last positional argument. A 1-D array is reported by its shape (not its
     values), and NaN keeps scikit-learn's first line (``"Input X contains NaN."``) without the
-    advice about other estimators. Other errors pass through unchanged.
+    advice about other estimators; infinite values get the same style of message, and complex
+    input is named by its dtype (scikit-learn prints the whole array). All three stay
+    ``ValueError`` (scikit-learn's convention). Other errors pass through unchanged.
 
     Examples
     --------
@@ -373,10 +418,24 @@ def check_data(check: Callable, *args: Any, **kwargs: Any) -> Any:
                 f"{shape}. Reshape your data with .reshape(-1, 1) for a single feature or "
                 ".reshape(1, -1) for a single sample."
             ) from None
-        if "contains NaN" in message.split("\n", 1)[0]:
+        first = message.split("\n", 1)[0]
+        if "contains NaN" in first:
             raise ValueError(
-                message.split("\n", 1)[0] + " skflow needs finite values: impute the missing "
+                first + " skflow needs finite values: impute the missing "
                 "values or drop those rows first."
+            ) from None
+        if "contains infinity" in first:
+            # scikit-learn's line names the dtype too; ours says what to do about it
+            raise ValueError(
+                f"Input {name} contains infinity (or a value too large for its dtype). skflow "
+                "needs finite values: drop those rows or clip them first."
+            ) from None
+        if first.startswith("Complex data not supported"):
+            # scikit-learn prints the whole array after this line; the dtype is enough
+            raise ValueError(  # scikit-learn's first words kept (check_complex_data)
+                f"Complex data not supported: input {name} has dtype "
+                f"{np.asarray(args[-1]).dtype}; skflow needs real values: pass "
+                f"np.real({name}) or np.abs({name}) as appropriate."
             ) from None
         raise
 

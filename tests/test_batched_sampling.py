@@ -189,7 +189,7 @@ def test_times_within_tolerance_are_clamped(backend):
 
     S, X = _supports()[0], _noise(np.float64)[0]
     conv = torch.as_tensor if backend == "torch" else np.asarray
-    field = NWField(conv(S))
+    field = NWField(conv(S), time_tolerance=1e-6)  # the default (inf) accepts any finite t
     for t_out, t_in in ((1.0 + 1e-9, 1.0), (-1e-9, 0.0), (1.0 + 9e-7, 1.0)):
         for method in ("velocity", "divergence", "weights"):
             got = getattr(field, method)(conv(X), t_out)
@@ -217,8 +217,13 @@ def test_sampler_velocity_clamps_times(learned):
         np.testing.assert_array_equal(
             est.velocity(X, [-1e-9] * N, support=S), est.velocity(X, 0.0, support=S)
         )
-        with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        np.testing.assert_array_equal(  # the default time_tolerance=inf: frozen at 1
+            est.velocity(X, 1.5, support=S), est.velocity(X, 1.0, support=S)
+        )
+        est.set_params(time_tolerance=1e-6)
+        with pytest.raises(ValueError, match=r"\[0, 1\].*got 1\.00001"):
             est.velocity(X, 1.0 + 1e-5, support=S)
+        est.set_params(time_tolerance=float("inf"))
 
 
 def test_torchdiffeq_dopri5_over_nwfield_completes():
@@ -253,9 +258,10 @@ def test_torchdiffeq_dopri5_over_nwfield_completes():
         )
         assert max(seen) > 1.0  # the case of the issue: evaluated past the end
         np.testing.assert_allclose(path[-1].numpy(), reference, atol=1e-3)
-    with pytest.raises(ValueError, match=r"\[0, 1\]"):  # the default refuses a whole step
+    strict = NWField(torch.as_tensor(S), time_tolerance=1e-6)
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):  # rounding only: refuses a whole step
         torchdiffeq.odeint(
-            lambda t, x: NWField(torch.as_tensor(S)).velocity(x, t),
+            lambda t, x: strict.velocity(x, t),
             torch.as_tensor(X0),
             grid,
             method="dopri5",

@@ -327,11 +327,14 @@ COUNTS = st.one_of(st.integers(1, 5), st.sampled_from([0, -1, True, 2.5, "3", No
 
 #: Times within this distance of [0, 1] are clamped (adaptive third-party solvers step past 1).
 TIME_TOLERANCE = 1e-6
+#: The estimators' field methods: any finite time, the field frozen at the nearest end.
+FROZEN = {"tolerance": np.inf}
 
 
-def time_expect(t, n_rows, name="t"):
+def time_expect(t, n_rows, name="t", tolerance=TIME_TOLERANCE):
     """The :class:`Expect` of times ``t`` for ``n_rows`` queries (None: any length, and a
-    (B, n) array of a batched call may be valid)."""
+    (B, n) array of a batched call may be valid). The estimators' field methods take any
+    finite time (``time_tolerance=inf``: frozen at the nearest end): ``tolerance=inf``."""
     word = Expect([rf"\b{name}\b"])
     arr = np.asarray(t)
     if arr.dtype.kind not in "biuf":
@@ -339,7 +342,7 @@ def time_expect(t, n_rows, name="t"):
     if arr.ndim > 1:
         return word if n_rows is not None else Expect(may_fail=[rf"\b{name}\b", SHAPE])
     with np.errstate(all="ignore"):
-        outside = np.any(arr < -TIME_TOLERANCE) or np.any(arr > 1 + TIME_TOLERANCE)
+        outside = np.any(arr < -tolerance) or np.any(arr > 1 + tolerance)
     if not np.all(np.isfinite(arr)) or outside:
         return word
     if np.any(arr < 0) or np.any(arr > 1):  # within the tolerance: clamped, or refused
@@ -483,7 +486,7 @@ def check_nw_flow_sampler(name, data, params, bad):
         ("effective_sample_size", (rows,)),
         ("divergence", (rows,)),
     ):
-        expect = base + q_expect + s_expect + time_expect(t, None if batched else rows)
+        expect = base + q_expect + s_expect + time_expect(t, None if batched else rows, **FROZEN)
         shape = shape if rows and not batched else None
         # +inf is the true divergence at t = 0 on cell boundaries of a bounded bandwidth
         inf_ok = method == "divergence" and callable(params["bandwidth"])
@@ -502,6 +505,10 @@ def check_nw_flow_sampler(name, data, params, bad):
     # a bandwidth bounded at t = 0 may make the density solve too stiff: refused up front with
     # that reason; -inf is a valid log-density (rows the flow never reaches)
     expect = base + array_expect(Q, n_features=d) + Expect(may_fail=[r"too stiff to integrate"])
+    # the change-of-variables solve may also be refused as too stiff at the data's scale (a
+    # FlowSolveError naming that and the fix; seen with sigma_min=1e-6, and with bandwidth=0.5
+    # on 1-D data, on main as well): a clear refusal, not a wrong number
+    expect += Expect(may_fail=[r"too stiff at this data scale"])
     log_p = call(
         name,
         est.score_samples,
@@ -622,7 +629,7 @@ def test_learned_flow_sampler(data):
     q_expect = array_expect(Q, n_features=d)
     if Q.ndim == 3 or S2.ndim == 3:
         q_expect, rows = _batched_call_expect(Q, S2, d), None
-    expect = base + q_expect + time_expect(t, rows) + s_expect
+    expect = base + q_expect + time_expect(t, rows, **FROZEN) + s_expect
     call(name, est.velocity, Q, t, support=S2, expect=expect)
     call(name, est.score, Q, expect=base + array_expect(Q, n_features=d, min_rows=2) + DUPLICATES)
 

@@ -349,8 +349,11 @@ def test_bad_inputs(fitted, gmm2):
         fitted.sample(3, support=bad)
     with pytest.raises(ValueError, match="NaN"):
         fitted.velocity(bad, 0.5, support=S)
-    with pytest.raises(ValueError, match=r"\[0, 1\]"):
-        fitted.velocity(S, 1.5, support=S)
+    with pytest.raises(ValueError, match=r"\[0, 1\].*finite; got nan"):
+        fitted.velocity(S, np.nan, support=S)
+    np.testing.assert_array_equal(  # time_tolerance=inf: frozen at the nearest end
+        fitted.velocity(S, 1.5, support=S), fitted.velocity(S, 1.0, support=S)
+    )
     with pytest.raises(ValueError, match="n_samples"):
         fitted.sample(0, support=S)
     with pytest.raises(ValueError, match="features"):
@@ -474,3 +477,52 @@ def test_learned_beats_plugin_on_shells():
         ]
     )
     assert learned < plug / 3
+
+
+def test_fit_with_a_single_class_is_refused_and_string_labels_work():
+    """Every label is one task: a single class leaves nothing to meta-train across (issue 34)."""
+    X = np.random.default_rng(0).normal(size=(24, 2))
+    for y in (np.zeros(24), np.array(["cat"] * 24)):
+        with pytest.raises(ValueError, match="single class") as info:
+            LearnedFlowSampler(**TINY).fit(X, y)
+        assert "fit(X)" in str(info.value)
+    y = np.array(["cat", "dog"] * 12)
+    lf = LearnedFlowSampler(**TINY, random_state=0).fit(X, y)
+    assert lf.n_iter_ == TINY["max_iter"] and lf.sample(3, support=X[:5]).shape == (3, 2)
+
+
+def test_fit_xy_model_refuses_frameless_supports_and_fit_x_model_takes_them():
+    """``fit(X, y)`` trains in each support's frame (``normalize_``): a constant or one-row
+    support has none and is refused (issue 34); ``fit(X)`` (no frame) takes it as given."""
+    rng = np.random.default_rng(1)
+    X, y = rng.normal(size=(24, 2)), np.repeat([0, 1, 2], 8)
+    lf = LearnedFlowSampler(**TINY, random_state=0).fit(X, y)
+    assert lf.normalize_
+    for S in (np.ones((6, 2)), X[:1]):
+        with pytest.raises(ValueError, match="single row|no spread"):
+            lf.sample(3, support=S)
+        with pytest.raises(ValueError, match="single row|no spread"):
+            lf.velocity(X[:2], 0.3, support=S)
+    plain = LearnedFlowSampler(**TINY, random_state=0).fit(X)
+    assert not plain.normalize_
+    assert np.isfinite(plain.sample(3, support=np.ones((6, 2)))).all()
+
+
+def test_normalized_model_samples_in_the_supports_frame():
+    """With per-task normalisation the flow runs in the support's frame and the samples come
+    back in data units (issue 34): moving and scaling the support moves and scales the
+    samples and the velocity alike, and samples of a far support lie near it."""
+    rng = np.random.default_rng(2)
+    X, y = rng.normal(size=(24, 2)), np.repeat([0, 1, 2], 8)
+    lf = LearnedFlowSampler(**TINY, random_state=0).fit(X, y)
+    assert lf.normalize_
+    S, X0 = X[:6], rng.normal(size=(5, 2))
+    a, b = 10.0, np.array([100.0, -50.0])
+    base = lf.sample(5, support=S, noise=X0)
+    moved = lf.sample(5, support=a * S + b, noise=X0)
+    np.testing.assert_allclose(moved, a * base + b, rtol=0, atol=1e-9 * a * np.abs(b).max())
+    assert np.abs(moved - (a * S + b).mean(0)).max() < 10 * a * S.std()
+    v = lf.velocity(X0, 0.4, support=S)
+    np.testing.assert_allclose(
+        lf.velocity(a * X0 + b, 0.4, support=a * S + b), a * v, rtol=1e-6, atol=1e-9
+    )

@@ -540,3 +540,14 @@ def test_memorization_ratio_rejects_support_as_reference():
         memorization_ratio(S, S, S)
     with pytest.raises(ValueError, match="features"):
         memorization_ratio(S, S[:, :1], S)
+
+
+def test_memorization_ratio_is_a_ratio_of_medians():
+    """Hand-computed DCRs with one far outlier on each side: medians, not means (a mean
+    would let one stray sample hide a generator that copies the rest)."""
+    from skflow.metrics import memorization_ratio
+
+    support = np.zeros((1, 2))
+    generated = np.array([[1.0, 0.0], [2.0, 0.0], [3.0, 0.0], [100.0, 0.0]])  # DCR 1 2 3 100
+    reference = np.array([[0.0, 4.0], [0.0, 5.0], [0.0, 6.0], [0.0, 1000.0]])  # 4 5 6 1000
+    assert memorization_ratio(generated, support, reference) == pytest.approx(2.5 / 5.5)

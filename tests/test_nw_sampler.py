@@ -269,7 +269,9 @@ def test_bad_inputs(support):
     with pytest.raises(TypeError, match="n_samples"):
         s.sample(2.5)
     with pytest.raises(ValueError, match="t must lie in"):
-        s.velocity(np.ones((2, 2)), 1.2)
+        s.velocity(np.ones((2, 2)), np.nan)
+    with pytest.raises(ValueError, match=r"t must lie in .*got 1\.2\. .*time_tolerance=inf"):
+        s.set_params(time_tolerance=1e-6).velocity(np.ones((2, 2)), 1.2)
     with pytest.raises(ValueError, match="could not convert|numeric"):
         NWFlowSampler().fit(np.array([["a", "b"]]))
 
@@ -336,3 +338,12 @@ def test_fit_warns_once_when_sigma_min_makes_samples_copies():
         NWFlowSampler(sigma_min=0.5).fit(Z)
         NWFlowSampler(bandwidth=lambda t: np.full(np.shape(t), 0.5)).fit(X)
         NWFlowSampler().fit(X[:1])  # one point: no spacing to compare with
+
+
+@pytest.mark.parametrize("S", [np.ones((10, 4)), np.full((1, 4), 3.0)], ids=["constant", "m=1"])
+def test_degenerate_support_lands_on_the_point_plus_sigma_min_noise(S):
+    """Decided in issue 34: a support of one row, or of identical rows, is a valid support of
+    the exact flow (its KDE is one Gaussian): every sample is ``s + sigma_min * x0``."""
+    x0 = np.random.RandomState(0).standard_normal((50, 4))
+    flow = NWFlowSampler(sigma_min=0.05, solver="rk4", n_steps=20).fit(S)
+    np.testing.assert_allclose(flow.sample(50, noise=x0), S[0] + 0.05 * x0, atol=1e-12)

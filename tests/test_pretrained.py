@@ -184,8 +184,13 @@ def test_train_prior_is_deterministic_and_resumable(tmp_path):
     ckpt = tmp_path / "ckpt.pkl"
     prior = LearnedFlowSampler.from_pretrained("general-16")
     with open(ckpt, "wb") as f:
-        pickle.dump({"sampler": prior.set_params(warm_start=False), "log": {
-            "loss": [1.0] * 3, "validation": [], "wall_s": 1.0, "cpu_s": 1.0}}, f)
+        pickle.dump(
+            {
+                "sampler": prior.set_params(warm_start=False),
+                "log": {"loss": [1.0] * 3, "validation": [], "wall_s": 1.0, "cpu_s": 1.0},
+            },
+            f,
+        )
     n0 = prior.n_iter_
     card = train_prior("general-16", max_iter=n0 + 2, folder=tmp_path / "c", checkpoint=ckpt,
                        resume=True, progress=False)  # fmt: skip
@@ -201,3 +206,25 @@ def test_model_card_page_is_written_from_the_card(name):
 
     page = Path(__file__).resolve().parents[1] / "docs" / "pretrained.md"
     assert card_markdown(name, CARDS[name]) in page.read_text()
+
+
+def test_degenerate_supports_are_refused_and_small_spread_stays_near():
+    """Issue 34: a constant support (``np.ones((10, 4))`` gave samples 39 away) or a single
+    row has no frame; the prior refuses it and names the exact alternative. A support of
+    small but nonzero spread is served in its frame: the samples stay at that scale."""
+    prior = LearnedFlowSampler.from_pretrained("general-16", n_features=4)
+    calls = (
+        lambda S: prior.sample(5, support=S, random_state=0),
+        lambda S: prior.velocity(np.zeros((2, 4)), 0.5, support=S),
+        lambda S: prior.sample(5, support=np.stack([np.eye(4)[:3], S[:3]])),
+    )
+    for S, what in ((np.ones((10, 4)), "no spread"), (np.full((1, 4), 2.0), "a single row")):
+        for call in calls[: 2 if len(S) == 1 else 3]:
+            with pytest.raises(ValueError, match=what) as info:
+                call(S)
+            assert "NWFlowSampler" in str(info.value)
+    rng = np.random.default_rng(0)
+    for eps in (1e-3, 1e-6):
+        S = 1.0 + eps * rng.normal(size=(10, 4))
+        X = prior.sample(200, support=S, random_state=0)
+        assert np.abs(X - 1.0).max() < 20 * eps

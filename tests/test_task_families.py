@@ -254,3 +254,21 @@ def test_fit_xy_keeps_its_targets_and_never_leaks():
 def test_docstring_examples_run():
     result = doctest.testmod(tasks_module, optionflags=doctest.ELLIPSIS)
     assert result.attempted >= 8 and result.failed == 0
+
+
+def test_few_shot_class_tasks_never_use_support_rows_as_targets():
+    """FewShotClassTasks (the tasks of ``fit(X, y)``): targets drawn with replacement among
+    the class's non-support rows only (issue 34), and every non-support row can be drawn."""
+    from skflow.tasks import FewShotClassTasks
+
+    X = np.column_stack([np.arange(60.0), np.zeros(60)])  # row id in the first column
+    y = np.repeat([0, 1, 2], [8, 12, 40])
+    Ss, Qs = FewShotClassTasks(X, y).sample_tasks(200, 5, 30, random_state=0)
+    seen = set()
+    for S, Q in zip(Ss, Qs, strict=True):
+        assert not np.isin(Q[:, 0], S[:, 0]).any()
+        assert len(np.unique(y[S[:, 0].astype(int)])) == 1 == len(
+            np.unique(y[np.r_[S[:, 0], Q[:, 0]].astype(int)])
+        )  # one class per task
+        seen.update(Q[:, 0].astype(int).tolist())
+    assert seen == set(range(60))  # each row is a non-support row of some task

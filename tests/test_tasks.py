@@ -466,3 +466,22 @@ def test_docstring_examples_run():
     for cls in (GaussianMixtureTasks, SphericalShellTasks, ClassTasks):
         doc = cls.__doc__
         assert "Parameters" in doc and "Examples" in doc and ">>>" in doc
+
+
+@pytest.mark.parametrize("center", ["support", "origin"])
+def test_rotate_tasks_moves_supports_and_targets_by_one_rotation(center):
+    """Every task's support and targets get the same orthogonal map (issue 34): all the
+    support-target distances are kept, while both sets move."""
+    from scipy.spatial.distance import cdist
+
+    from skflow.tasks import rotate_tasks
+
+    rng = np.random.default_rng(0)
+    S, Q = rng.normal(size=(5, 6, 3)) + 2.0, rng.normal(size=(5, 4, 3))
+    S2, Q2 = rotate_tasks(S, Q, random_state=1, center=center)
+    for b in range(5):
+        np.testing.assert_allclose(cdist(S2[b], Q2[b]), cdist(S[b], Q[b]), rtol=1e-12)
+        np.testing.assert_allclose(cdist(S2[b], S2[b]), cdist(S[b], S[b]), atol=1e-12)
+        assert np.abs(Q2[b] - Q[b]).max() > 1e-3 and np.abs(S2[b] - S[b]).max() > 1e-3
+    if center == "support":  # the support mean is the fixed point
+        np.testing.assert_allclose(S2.mean(axis=1), S.mean(axis=1), atol=1e-12)

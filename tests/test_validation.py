@@ -145,3 +145,36 @@ def test_parameter_groups_of_the_docstring_name_every_parameter_once(name):
     params = list(cls().get_params(deep=False))
     assert sorted(set(listed)) == sorted(params)
     assert len(listed) == len(set(listed)) == len(params)
+
+
+def test_check_data_restates_infinity_and_complex_messages():
+    """Infinite and complex input get skflow's own short messages (issue 34), in the style of
+    the NaN one; complex input no longer prints the whole array. Both stay ValueError."""
+    from sklearn.utils import check_array
+
+    from skflow._validation import check_data
+
+    inf = np.ones((400, 3))
+    inf[5, 1] = np.inf
+    with pytest.raises(ValueError, match="support contains infinity") as info:
+        check_data(check_array, inf, input_name="support")
+    assert "finite values" in str(info.value) and "dtype(" not in str(info.value)
+    with pytest.raises(ValueError, match=r"not supported: input X has dtype complex128;") as info:
+        check_data(check_array, np.ones((400, 3)) * 1j)
+    assert "np.real(X)" in str(info.value) and len(str(info.value)) < 150
+    with pytest.raises(ValueError, match="contains NaN"):  # unchanged
+        check_data(check_array, np.full((2, 2), np.nan))
+    # through the estimators (fit, a new support, a call)
+    from skflow import LearnedFlowSampler, NWFlowSampler
+
+    fitted = NWFlowSampler(n_steps=2).fit(np.random.default_rng(0).normal(size=(6, 3)))
+    for bad, word in ((inf, "contains infinity"), (np.ones((4, 3)) * (1 + 1j), "dtype complex")):
+        for call in (
+            lambda a: NWFlowSampler().fit(a),
+            lambda a: LearnedFlowSampler(max_iter=0).fit(a),
+            lambda a: fitted.sample(2, support=a),
+            lambda a: fitted.velocity(a, 0.5),
+        ):
+            with pytest.raises(ValueError, match=word) as info:
+                call(bad)
+            assert len(str(info.value)) < 200

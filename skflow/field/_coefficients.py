@@ -132,11 +132,8 @@ def torch_coefficients(
         t = torch.as_tensor(np.asarray(t, dtype=np.float64), device=device).to(work)
     if validate and t.numel():
         inside = (t >= -tolerance) & (t <= 1.0 + tolerance)
-        if not bool(inside.all()):
-            raise ValueError(
-                f"t must lie in [0, 1] (finite; values within {tolerance:g} of it are "
-                "clamped); got values outside that interval."
-            )
+        if not bool(inside.all()):  # the host check names the value and the fix
+            clamp_times(t.detach().cpu().numpy(), "t", tolerance)
     t = t.clamp(0.0, 1.0)  # NaN stays NaN (refused above where validated)
     sigma_t = OTPath(sigma_min).sigma(t)
     if callable(bandwidth):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .._validation import TIME_TOLERANCE
 from ._coefficients import Bandwidth
 from .prepared import NWField
 
@@ -46,6 +47,7 @@ def _field_function(name: str, method: str, doc: str) -> Callable[..., Any]:
             projection=projection,
             chunk_size=chunk_size,
             support_chunk_size=support_chunk_size,
+            time_tolerance=TIME_TOLERANCE,  # functions: [0, 1] up to rounding
         )
         return getattr(field, method)(x, t)
 
@@ -277,5 +279,6 @@ def nw_log_density(
         sigma_min=sigma_min,
         chunk_size=chunk_size,
         support_chunk_size=support_chunk_size,
+        time_tolerance=TIME_TOLERANCE,
     )
     return field.log_density(x, t)

@@ -8,19 +8,20 @@ SDPA layout of the keys -- and every method then only does the per-query work.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from .._array import get_namespace, is_torch, to_numpy
 from .._validation import (
-    TIME_TOLERANCE,
     check_bandwidth,
     check_choice,
     check_int,
     check_real,
     check_real_array,
     check_sigma_min,
+    check_time_tolerance,
 )
 from . import _dense, _stream
 from ._call import FieldCall
@@ -109,15 +110,14 @@ class NWField:
         evaluation runs on the dense engine (nothing skipped, bound 0). None: always prune.
     n_clusters : int, optional
         ``engine="pruned"``: clusters of the support index (default ``ceil(2 sqrt(m))``).
-    time_tolerance : float, default=1e-6
-        Times up to this far outside [0, 1] are clamped to the interval (the field at
-        ``t = 1 + 1e-9`` is the field at 1); farther ones raise ``ValueError``. The default
-        absorbs the rounding of solvers that land on ``1 + eps``, such as torchdiffeq's
-        ``dopri5`` with ``options={"jump_t": [1.0]}``. Adaptive solvers that take a whole
-        step past the end and interpolate back (torchdiffeq's ``dopri5`` without it,
-        ``flow_matching``'s ``ODESolver(...).sample(step_size=None)``) evaluate up to one
-        step beyond ``t = 1``: give them a field with a larger tolerance, e.g. ``0.5`` (the
-        field is then held constant at its ``t = 1`` value past the end).
+    time_tolerance : float, default=inf
+        Times up to this far outside [0, 1] are evaluated at the nearest end: the field is
+        frozen, ``u_t = u_1`` for ``t > 1`` and ``u_0`` for ``t < 0`` (a continuous
+        extension, so the flow on [0, 1] is unchanged). The default accepts every finite time,
+        so third-party adaptive solvers that probe stages a whole step past ``t = 1`` and
+        interpolate back (torchdiffeq's ``dopri5``, ``flow_matching``'s ``ODESolver``) work on
+        :meth:`velocity` with no wrapper. A finite value (e.g. ``1e-6``, rounding only) makes
+        farther times raise a ``ValueError`` that names the value.
 
     Attributes
     ----------
@@ -166,7 +166,7 @@ class NWField:
         pruned_rtol: float = 1e-10,
         n_clusters: int | None = None,
         pruned_max_share: float | None = PRUNED_MAX_SHARE,
-        time_tolerance: float = TIME_TOLERANCE,
+        time_tolerance: float = math.inf,
     ):
         self.sigma_min = check_sigma_min(sigma_min)
         check_bandwidth(bandwidth)
@@ -188,7 +188,7 @@ class NWField:
             if pruned_max_share is None
             else check_real(pruned_max_share, "pruned_max_share", low=0.0, high=1.0)
         )
-        self.time_tolerance = check_real(time_tolerance, "time_tolerance", low=0.0)
+        self.time_tolerance = check_time_tolerance(time_tolerance)
         self.last_velocity_error_, self.max_velocity_error_ = None, 0.0
         self.last_evaluated_fraction_: float | None = None
         rows = check_chunk(support_chunk_size, "support_chunk_size")

@@ -327,7 +327,9 @@ class CrossAttentionVelocity(nn.Module):
 
     # -- forward ----------------------------------------------------------------------------
     def _times(self, t: Any, x: torch.Tensor) -> torch.Tensor:
-        tt = torch.as_tensor(t, device=x.device, dtype=x.dtype)
+        # frozen at the nearest end outside [0, 1] (the path, and training, stop there):
+        # third-party adaptive solvers probe stages past t = 1
+        tt = torch.as_tensor(t, device=x.device, dtype=x.dtype).clamp(0.0, 1.0)
         try:
             return torch.broadcast_to(tt, x.shape[:-1])
         except RuntimeError:
@@ -352,6 +354,8 @@ class CrossAttentionVelocity(nn.Module):
             :meth:`restrict_features` ``(d)`` returns.
         support : tensor of shape (B, m, d)
         t : float or tensor broadcastable to (B, n)
+            Times; outside [0, 1] the field is frozen at the nearest end (``v(x, t) =
+            v(x, 1)`` for ``t > 1``), so adaptive solvers may probe past ``t = 1``.
         return_attention : bool, default=False
             Also return the attention weights ``softmax(Q K^T / sqrt(d_k))`` of every layer,
             a tensor of shape (n_layers, B, n_heads, n, m) (computed explicitly instead of by

@@ -17,6 +17,7 @@ values; the only attribute a call writes is the documented ``sampling_error_boun
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -35,6 +36,7 @@ from .._validation import (
     check_int,
     check_random_state,
     check_sigma_min,
+    check_time_tolerance,
     check_times,
     choice,
     integer,
@@ -82,6 +84,7 @@ SAMPLER_CONSTRAINTS: dict[str, ParameterCheck] = {
     "n_steps": integer(),
     "rtol": real(low=0.0, low_open=True),
     "atol": real(low=0.0, low_open=True),
+    "time_tolerance": satisfies(check_time_tolerance),
     "device": satisfies(resolve_device),
     "random_state": random_seed(),
 }
@@ -285,7 +288,7 @@ class BaseFlowSampler(BaseEstimator):
         name = type(self).__name__
         S = check_support_batch(support, self.n_features_in_, name)
         X = check_query_batch(X, S.shape[0], S.shape[2])
-        t = check_batch_times(t, X.shape[:2])
+        t = check_batch_times(t, X.shape[:2], **self._time_clamp())
         dtype = np.result_type(X.dtype, S.dtype)
         return X.astype(dtype, copy=False), S.astype(dtype, copy=False), t
 
@@ -297,7 +300,17 @@ class BaseFlowSampler(BaseEstimator):
         if batch is not None:  # (B, n, d) queries against (B, m, d) supports
             return batch
         support = self._check_support(support)
-        return self._check_queries(X), support, check_times(t)
+        return self._check_queries(X), support, check_times(t, **self._time_clamp())
+
+    def _time_clamp(self) -> dict[str, Any]:
+        """How a field call treats times outside [0, 1]: ``time_tolerance`` (``inf``, the
+        field frozen at the nearest end, for estimators pickled before it existed)."""
+        tolerance = getattr(self, "time_tolerance", math.inf)
+        hint = (
+            f"a solver steps past t = 1, construct {type(self).__name__} with "
+            "time_tolerance=inf (the default), which holds the field at the nearest end"
+        )
+        return {"tolerance": tolerance, "hint": hint}
 
     def _sampling_start(self, n_samples, support, random_state, noise):
         """The validated support(s) and the starting points ``(n, d)`` or ``(B, n, d)``."""

@@ -177,15 +177,16 @@ def check_query_batch(X: Any, n_tasks: int, n_features: int) -> np.ndarray:
     return arr.astype(np.float32 if arr.dtype == np.float32 else np.float64, copy=False)
 
 
-def check_batch_times(t: Any, shape: tuple[int, int]) -> np.ndarray:
+def check_batch_times(t: Any, shape: tuple[int, int], **clamp: Any) -> np.ndarray:
     """Times of a batched evaluation: a scalar, ``(n,)`` (shared by the tasks) or ``(B, n)``,
-    validated (and clamped near the ends) by :func:`skflow._validation.check_times`."""
+    validated (and clamped near the ends) by :func:`skflow._validation.check_times`, which
+    takes ``clamp`` (``tolerance``, ``hint``)."""
     arr = np.asarray(t.detach().cpu().numpy() if hasattr(t, "detach") else t)
     if arr.ndim == 2:
         if arr.shape != shape:
             raise ValueError(f"t must be a scalar, (n,) or {shape}, got shape {arr.shape}.")
-        return check_times(arr.ravel()).reshape(shape)
-    out = check_times(arr)
+        return check_times(arr.ravel(), **clamp).reshape(shape)
+    out = check_times(arr, **clamp)
     if out.ndim == 1:
         if out.shape[0] != shape[1]:
             raise ValueError(f"t must be a scalar, ({shape[1]},) or {shape}, got {out.shape}.")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 from typing import Any
 
@@ -13,6 +14,7 @@ from .._validation import (
     InvalidParameterError,
     boolean,
     check_data,
+    check_finite_output,
     check_int,
     check_random_state,
     choice,
@@ -74,10 +76,11 @@ class LearnedFlowSampler(BaseFlowSampler):
     ``augment``, ``normalize``, ``learning_rate``, ``weight_decay``, ``warmup``,
     ``lr_schedule``, ``clip_grad``, ``time_sampling``, ``target``, ``ema_decay``,
     ``warm_start``), its early stopping (``validation_fraction``, ``n_iter_no_change``,
-    ``tol``, ``validation_interval``) and the sampling solver (``solver``, ``n_steps``,
-    ``rtol``, ``atol``). *Execution* settings, which change where and how it is computed, come
-    last: ``device``, ``mixed_precision``, ``compile``; then ``random_state`` and
-    ``verbose``. All but the first six are keyword-only.
+    ``tol``, ``validation_interval``), the sampling solver (``solver``, ``n_steps``,
+    ``rtol``, ``atol``) and the field's times (``time_tolerance``). *Execution* settings,
+    which change where and how it is computed, come last: ``device``, ``mixed_precision``,
+    ``compile``; then ``random_state`` and ``verbose``. All but the first six are
+    keyword-only.
 
     Parameters
     ----------
@@ -185,6 +188,13 @@ class LearnedFlowSampler(BaseFlowSampler):
         Steps of the fixed-step solvers.
     rtol, atol : float, default=1e-5
         Tolerances of ``"dopri5"``.
+    time_tolerance : float, default=inf
+        How :meth:`velocity` and :meth:`attention_weights` treat times outside [0, 1]: within
+        this distance they are evaluated at the nearest end, the learned field frozen there
+        (continuous, so the flow on [0, 1] is unchanged). The default accepts every finite
+        time, so third-party adaptive solvers (torchdiffeq's ``dopri5``, ``flow_matching``'s
+        ``ODESolver``), which probe stages a whole step past ``t = 1``, work with no wrapper;
+        a finite value refuses farther times with a ``ValueError`` naming the value.
     device : {"cpu", "cuda", "auto"} or "cuda:N", default="cpu"
         Torch device of training and sampling. A model unpickled where the requested CUDA
         device is missing runs on the CPU (with a warning).
@@ -301,6 +311,7 @@ class LearnedFlowSampler(BaseFlowSampler):
         n_steps: int = 100,
         rtol: float = 1e-5,
         atol: float = 1e-5,
+        time_tolerance: float = math.inf,
         device: str = "cpu",
         mixed_precision: bool = False,
         compile: bool = False,
@@ -337,6 +348,7 @@ class LearnedFlowSampler(BaseFlowSampler):
         self.n_steps = n_steps
         self.rtol = rtol
         self.atol = atol
+        self.time_tolerance = time_tolerance
         self.device = device
         self.mixed_precision = mixed_precision
         self.compile = compile
@@ -533,9 +545,7 @@ class LearnedFlowSampler(BaseFlowSampler):
             if hasattr(self, "feature_names_in_"):
                 del self.feature_names_in_
             return X, None
-        X = check_data(
-            validate_data, self, X, dtype=[np.float64, np.float32], ensure_min_samples=1
-        )
+        X = check_data(validate_data, self, X, dtype=[np.float64, np.float32], ensure_min_samples=1)
         if y is None:
             if X.shape[0] < 2:
                 raise ValueError(
@@ -553,6 +563,13 @@ class LearnedFlowSampler(BaseFlowSampler):
             raise ValueError(
                 f"fit(X, y) needs a class of at least 4 samples (2 support and 2 target rows), "
                 f"got {n} sample{'s' if n > 1 else ''}."
+            )
+        classes = np.unique(y)
+        if classes.size < 2:  # one task: nothing to transfer, no class to validate on
+            raise ValueError(
+                f"fit(X, y) got a single class ({classes[0]!r}): every label is one task, so "
+                "there is nothing to meta-train across. Use fit(X) to train on one data set, "
+                "or pass labels of at least 2 classes."
             )
         return X, y
 
@@ -599,7 +616,9 @@ class LearnedFlowSampler(BaseFlowSampler):
             Training rows (with ``y``: rows of many tasks; without: one task), or an object
             with ``sample_tasks`` (a meta-distribution, e.g. ``GaussianMixtureTasks``).
         y : array-like of shape (n_samples,), optional
-            Task labels: every label is one task.
+            Task labels: every label is one task (at least 2 classes; any hashable labels,
+            e.g. strings). A single class raises ``ValueError``: use ``fit(X)`` for one
+            data set.
 
         Returns
         -------
@@ -718,8 +737,29 @@ class LearnedFlowSampler(BaseFlowSampler):
         mapped into the support's frame (``centre + scale * x0``; support (m, d) or (B, m, d))."""
         if not getattr(self, "normalize_", False):
             return x0
+        self._refuse_frameless(support)
         centre, scale = _task_frame(np.asarray(support, dtype=np.float64), self.task_scale_)
         return (centre + scale * x0).astype(x0.dtype, copy=False)
+
+    def _refuse_frameless(self, support: Any) -> None:
+        """With per-task normalisation, refuse a support (m, d) or batch (B, m, d) of fewer
+        than 2 distinct rows: it has no frame (no spread), the network never saw one, and
+        its output there is far from the support (issue 34: 39 away for ``np.ones((10, 4))``)."""
+        if not getattr(self, "normalize_", False):
+            return
+        S = np.asarray(support, dtype=np.float64)
+        _, scale = _task_frame(S if S.ndim == 3 else S[None], 0.0)  # 0: no spread
+        if np.all(scale > 0):
+            return
+        bad = int(np.flatnonzero(scale.ravel() == 0)[0])
+        which = f" {bad} of the batch" if S.ndim == 3 and S.shape[0] > 1 else ""
+        raise ValueError(
+            f"support{which} has {'a single row' if S.shape[-2] < 2 else 'no spread'}: "
+            f"{type(self).__name__} works in each support's frame (its mean and spread; "
+            "normalize_=True, as after fit(X, y) and for the pretrained priors), which needs "
+            "at least 2 distinct rows. For such a support use NWFlowSampler().fit(support): "
+            "its flow is exact and lands at the support point plus sigma_min-sized noise."
+        )
 
     def _task_support_size(self, n_rows: int, label: Any) -> int:
         from ._base import few_shot_support_size
@@ -738,6 +778,7 @@ class LearnedFlowSampler(BaseFlowSampler):
         with ``X`` and the support on the backend, in one dtype."""
         self._begin()
         X, support, t = self._field_inputs(X, t, support)
+        self._refuse_frameless(support)
         if X.ndim == 2:  # a batch comes back checked and in one dtype
             if t.ndim == 1 and t.shape[0] != X.shape[0]:
                 raise ValueError(
@@ -798,7 +839,10 @@ class LearnedFlowSampler(BaseFlowSampler):
             float32 when ``X`` and the support are float32, float64 otherwise.
         """
         model, backend, X, support, t = self._network_call(X, t, support)
-        return backend.to_numpy(self._predict(model, X, support, t))
+        # huge inputs (e.g. 1e30) overflow inside the network: say so instead of NaN
+        return check_finite_output(
+            backend.to_numpy(self._predict(model, X, support, t)), "velocity"
+        )
 
     def attention_weights(self, X: Any, t: Any, *, support: Any = None) -> np.ndarray:
         """Learned cross-attention weights ``softmax(Q K^T / sqrt(d_k))`` of every layer/head.

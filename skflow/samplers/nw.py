@@ -81,7 +81,8 @@ class NWFlowSampler(BaseFlowSampler):
 
     **Parameter groups.** What is computed: the flow (``bandwidth``, ``sigma_min``), its
     kernel geometry (``kernel``, ``projection``, ``kernel_reg``), the sampling solver
-    (``solver``, ``n_steps``, ``rtol``, ``atol``), the density solve (``density_rtol``,
+    (``solver``, ``n_steps``, ``rtol``, ``atol``), the field's times outside [0, 1]
+    (``time_tolerance``), the density solve (``density_rtol``,
     ``density_atol``, ``density_max_error``) and the few-shot score (``support_size``).
     *Execution* settings, which change where and how it is computed but not the result
     (beyond rounding, and the certified tolerance of the pruned engine), come last:
@@ -123,6 +124,15 @@ class NWFlowSampler(BaseFlowSampler):
         Steps of the fixed-step solvers.
     rtol, atol : float, default=1e-5
         Tolerances of ``"dopri5"`` when it is the sampling ``solver``.
+    time_tolerance : float, default=inf
+        How :meth:`velocity` (and the other field methods) treat times outside [0, 1]:
+        within this distance they are evaluated at the nearest end, the field frozen
+        (``u_t = u_1`` for ``t > 1``, ``u_0`` for ``t < 0``; continuous, so the flow on [0, 1]
+        is unchanged). The default accepts every finite time, so third-party adaptive solvers
+        that probe stages a whole step past ``t = 1`` (torchdiffeq's ``dopri5``,
+        ``flow_matching``'s ``ODESolver``) land where :meth:`sample` lands with no wrapper.
+        A finite value (e.g. ``1e-6``) refuses farther times with a ``ValueError`` naming the
+        value. Sampling itself only uses [0, 1].
     density_rtol, density_atol : float, default=1e-8
         Relative and absolute tolerances of the adaptive change-of-variables solve of
         :meth:`score_samples` where there is no closed form (on the state ``x e^(-s)`` and
@@ -229,6 +239,7 @@ class NWFlowSampler(BaseFlowSampler):
         n_steps: int = 100,
         rtol: float = 1e-5,
         atol: float = 1e-5,
+        time_tolerance: float = math.inf,
         density_rtol: float = 1e-8,
         density_atol: float = 1e-8,
         density_max_error: float = 0.1,
@@ -251,6 +262,7 @@ class NWFlowSampler(BaseFlowSampler):
         self.n_steps = n_steps
         self.rtol = rtol
         self.atol = atol
+        self.time_tolerance = time_tolerance
         self.density_rtol = density_rtol
         self.density_atol = density_atol
         self.density_max_error = density_max_error
