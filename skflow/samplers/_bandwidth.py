@@ -47,7 +47,7 @@ BANDWIDTH_RULES = ("auto",)
 RULE_SCALE = 1.27
 RULE_EXPONENT = 0.37
 #: ``h >= COPY_FLOOR * nn / sqrt(d)``: the floor that keeps samples off the support points.
-COPY_FLOOR = 0.56
+COPY_FLOOR = 0.67
 #: Largest terminal noise of the frame's flow (``sigma_min`` must stay below 1).
 FRAME_SIGMA_MAX = 0.9
 

@@ -125,7 +125,7 @@ class NWFlowSampler(BaseFlowSampler):
         in units of each support's spread when ``normalize=True``). ``"auto"``: the bandwidth
         is chosen from each support alone, inside every call (``sample(n, support=S)``, a
         batch ``(B, m, d)`` alike, no refit), as
-        ``h = max(1.27 m^-0.37 spread, 0.56 nn / sqrt(d))`` in data units, with ``spread``
+        ``h = max(1.27 m^-0.37 spread, 0.67 nn / sqrt(d))`` in data units, with ``spread``
         the support's root-mean-square per-coordinate standard deviation and ``nn`` its median
         nearest-neighbour distance: the first term tracks the MMD-optimal bandwidth of
         held-out classes, the second keeps the memorisation ratio near 0.5 or above (constants
@@ -441,7 +441,7 @@ class NWFlowSampler(BaseFlowSampler):
         noise of norm about ``h * sqrt(d)``. Below ``COPY_FRACTION`` of the median
         nearest-neighbour distance of the support, samples are near-copies (a callable
         bandwidth keeps the weights wide at ``t = 1`` and is not checked; the ``"auto"`` rule
-        has a floor at 0.56 of that distance).
+        keeps ``h * sqrt(d)`` at 0.67 of that distance or more).
         """
         if callable(self.bandwidth) or isinstance(self._sigma_min(), str):
             return  # the rule's copy floor keeps samples off the support by construction
