@@ -311,6 +311,27 @@ def calibrate_warning(n_tasks: int, seed: int) -> dict:
     return {"rows": rows, "k_min": float(k.min()), "k_median": float(np.median(k))}
 
 
+# -- speed -------------------------------------------------------------------------------------
+def speed(rounds: int = 7, seed: int = 0) -> dict:
+    """Cost of the per-support selection in a batched call: ``sample(256, support=S)`` with
+    ``S`` (256, 50, 16) float32, Heun 100 steps, ``"auto"`` against ``sigma_min=0.01``
+    (``benchmarks/bench_small_support.py``'s many-supports shape), interleaved rounds; the
+    median of the per-round time ratios."""
+    S = np.random.default_rng(seed).normal(size=(256, 50, 16)).astype(np.float32)
+    samplers = {k: NWFlowSampler(sigma_min=k).fit(S[0]) for k in (0.01, "auto")}
+    times = {k: [] for k in samplers}
+    for _ in range(rounds):
+        for k, s in samplers.items():
+            t0 = time.perf_counter()
+            s.sample(256, support=S, random_state=0)
+            times[k].append(time.perf_counter() - t0)
+    ratio = float(np.median(np.array(times["auto"]) / np.array(times[0.01])))
+    out = {"ratio_auto_over_001": ratio, "seconds_001": float(np.median(times[0.01]))}
+    out["seconds_auto"] = float(np.median(times["auto"]))
+    print(json.dumps(out), machine(), flush=True)
+    return out
+
+
 # -- the docs --------------------------------------------------------------------------------
 def _ci(r) -> str:
     return f"{r[0]:.3f} [{r[1]:.3f}, {r[2]:.3f}]"
@@ -394,6 +415,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--fit", action="store_true", help="fit the rule's constants and stop")
     ap.add_argument("--calibrate-warning", action="store_true", help="the copy check's data")
+    ap.add_argument("--speed", action="store_true", help="time the selection in a batched call")
     ap.add_argument("--tasks", type=int, default=30)
     ap.add_argument("--n-steps", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)
@@ -407,6 +429,9 @@ def main() -> None:
     torch.set_num_threads(1)
     if args.fit:
         fit_rule(args.tasks * 2, args.seed, args.copy_target)
+        return
+    if args.speed:
+        speed()
         return
     if args.calibrate_warning:
         print(json.dumps(calibrate_warning(args.tasks, args.seed)))
