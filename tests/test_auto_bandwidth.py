@@ -172,3 +172,16 @@ def test_one_row_support_and_constant_support_sample():
 def test_invalid_rule_or_frame(params, match):
     with pytest.raises(ValueError, match=match):
         NWFlowSampler(**params).fit(np.zeros((3, 2)))
+
+
+@pytest.mark.parametrize("params", [{"backend": "torch"}, {"engine": "pruned"}])
+def test_auto_frame_on_every_backend_and_engine(params):
+    """The frame is applied the same way on Torch (float32 tensors) and by the pruned
+    engine, whose proven bound is then in data units."""
+    S = _support(m=40).astype(np.float32)
+    ref = NWFlowSampler(sigma_min="auto", n_steps=20, backend="numpy").fit(S)
+    other = NWFlowSampler(sigma_min="auto", n_steps=20, **params).fit(S)
+    a, b = ref.sample(30, random_state=0), other.sample(30, random_state=0)
+    np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-3 * np.abs(S).max())
+    if "engine" in params:
+        assert 0.0 <= other.sampling_error_bound_ < 1e-4 * np.abs(S).max()
