@@ -238,3 +238,59 @@ def test_skflow_imports_without_imblearn():
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
+
+
+# -- benchmarks/bench_oversampling.py ----------------------------------------------------------
+
+
+def _bench():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "bench_oversampling", ROOT / "benchmarks" / "bench_oversampling.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_benchmark_tasks_have_their_imbalance():
+    bench = _bench()
+    for spec in [*bench.TASKS.values(), *bench.DEV_TASKS.values()]:
+        X, y = bench.make_task(spec)
+        n_min, n_maj = int(y.sum()), int((y == 0).sum())
+        assert n_min == max(n_maj // spec[2], 6) and X.shape[0] == n_min + n_maj
+    assert not set(bench.TASKS) & set(bench.DEV_TASKS)  # the rule's tasks are not in the table
+
+
+def test_benchmark_verdicts_are_paired_intervals():
+    bench = _bench()
+    folds = np.arange(9.0)
+    scores = {
+        "SMOTE": {"logistic f1": 0.5 + 0.01 * folds},
+        "skflow a": {"logistic f1": 0.6 + 0.01 * folds + 0.001 * (folds % 2)},  # always ahead
+        "skflow b": {"logistic f1": 0.4 + 0.01 * folds},
+    }
+    behind = {arm: {"logistic f1": np.array(v["logistic f1"]) - 0.2} for arm, v in scores.items()}
+    behind["SMOTE"] = scores["SMOTE"]
+    results = {"t1": {"arms": scores}, "t2": {"arms": behind}}
+    for r in results.values():
+        for v in r["arms"].values():
+            v["logistic bacc"] = v["logistic f1"]
+    best = bench.summarize(results, ("logistic",))["best"]["logistic f1"]
+    assert best["arm"] == "skflow a"
+    assert best["tasks"]["t1"]["verdict"] == "skflow ahead"
+    assert best["tasks"]["t2"]["verdict"] == "SMOTE ahead"
+    assert (best["n_ahead"], best["n_behind"]) == (1, 1)
+
+
+@pytest.mark.slow
+def test_benchmark_smoke(tmp_path):
+    bench = _bench()
+    saved = bench.main(["--smoke", "--no-progress", "--json", str(tmp_path / "r.json")])
+    assert set(saved["summary"]["tasks"]) == set(list(bench.TASKS)[-2:])
+    best = saved["summary"]["best"]["logistic f1"]
+    assert best["arm"] in bench.SKFLOW_ARMS
+    assert "| mean over tasks |" in bench.table(saved, "logistic f1")
+    for task in saved["summary"]["tasks"].values():
+        assert 0.0 < task["skflow nw"]["memorization"][0] < 3.0
