@@ -43,7 +43,7 @@ def run_demo(
     digit: int = 3,
     n_support: int = 20,
     n_samples: int = 64,
-    sigma_min: float = 0.05,
+    sigma_min: float | str = "auto",
     n_steps: int = 50,
     output: str | None = "skflow_demo.png",
     random_state: int = 0,
@@ -66,8 +66,9 @@ def run_demo(
         Support rows of the exact-flow part.
     n_samples : int, default=64
         Generated digits of the exact-flow part (at least 200 in the few-shot part).
-    sigma_min, n_steps : float, int
-        Terminal bandwidth (exact-flow part) and Heun steps of every sampler.
+    sigma_min, n_steps : float or "auto", int
+        Terminal bandwidth (exact-flow part; ``"auto"``: chosen from the support, so the
+        samples are not copies) and Heun steps of every sampler.
     output : str or None, default="skflow_demo.png"
         Path of the figure; None skips it.
     random_state : int, default=0
@@ -379,6 +380,10 @@ def _print_report(report: dict) -> None:
         print(f"  figure written to {report['figure']}")
 
 
+def _sigma_min_arg(value: str) -> float | str:
+    return value if value == "auto" else float(value)
+
+
 def _parser() -> argparse.ArgumentParser:
     first = __doc__.splitlines()[0]
     parser = argparse.ArgumentParser(
@@ -397,7 +402,9 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--digit", type=int, default=3, help="digit class (default 3)")
     demo.add_argument("--n-support", type=int, default=20, help="exact-flow support size")
     demo.add_argument("--n-samples", type=int, default=64, help="generated digits")
-    demo.add_argument("--sigma-min", type=float, default=0.05, help="exact-flow sigma_min")
+    demo.add_argument(
+        "--sigma-min", type=_sigma_min_arg, default="auto", help="exact-flow sigma_min ('auto')"
+    )
     demo.add_argument("--n-steps", type=int, default=50, help="ODE steps of every sampler")
     demo.add_argument("--output", default="skflow_demo.png", help="PNG path ('' to skip)")
     demo.add_argument("--seed", type=int, default=0)

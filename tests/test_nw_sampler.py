@@ -310,8 +310,9 @@ def test_input_messages_are_short_and_in_our_words(support, cls):
 
 def test_fit_warns_once_when_sigma_min_makes_samples_copies():
     """Raw 0-16 digit pixels with the default sigma_min: samples lie 0.08 from a support point,
-    support points about 16 apart. One MemorizationWarning names the cause and the fix;
-    standardised digits (default or a sensible sigma_min) and a callable bandwidth do not warn."""
+    support points about 16 apart. One MemorizationWarning names the cause and a fix that can
+    always be followed; standardised digits warn too at the default (memorisation ratio about
+    0.01), not at sigma_min=0.5, nor with "auto" or a callable bandwidth."""
     import warnings
 
     from sklearn.datasets import load_digits
@@ -326,13 +327,15 @@ def test_fit_warns_once_when_sigma_min_makes_samples_copies():
     memo = [w for w in caught if issubclass(w.category, MemorizationWarning)]
     assert len(memo) == 1
     message = str(memo[0].message)
-    for words in ("sigma_min=0.01", "near-copies", "StandardScaler", "raise sigma_min"):
+    for words in ("sigma_min=0.01", "near-copies", "sigma_min='auto'"):
         assert words in message
     assert memo[0].filename == __file__  # points at the user's fit call
     Z = StandardScaler().fit_transform(X)
+    with pytest.warns(MemorizationWarning, match="memorisation ratio about 0.0"):
+        NWFlowSampler().fit(Z)
     with warnings.catch_warnings():
         warnings.simplefilter("error", MemorizationWarning)
-        NWFlowSampler().fit(Z)
         NWFlowSampler(sigma_min=0.5).fit(Z)
+        NWFlowSampler(sigma_min="auto").fit(X)
         NWFlowSampler(bandwidth=lambda t: np.full(np.shape(t), 0.5)).fit(X)
         NWFlowSampler().fit(X[:1])  # one point: no spacing to compare with

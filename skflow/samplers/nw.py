@@ -15,11 +15,14 @@ import numpy as np
 from sklearn.utils.validation import validate_data
 
 from .. import field as F
-from .._array import BACKENDS, is_torch, resolve_device, use_torch_backend
+from .._array import BACKENDS, is_torch, resolve_device, to_numpy, use_torch_backend
 from .._validation import (
+    InvalidParameterError,
     check_bandwidth,
+    check_choice,
     check_data,
     check_finite_output,
+    check_sigma_min,
     choice,
     integer,
     optional,
@@ -28,22 +31,39 @@ from .._validation import (
 )
 from ..exceptions import AccuracyWarning, MemorizationWarning
 from ..paths import OTPath
+from ._bandwidth import BANDWIDTH_RULES, support_frames
 from ._base import SAMPLER_CONSTRAINTS, Backend, BaseFlowSampler, PreparedFlow
 from ._batch import DENSE_SUPPORT_ELEMENTS
 from ._density import closed_form_log_density, density_t_floor, log_density_and_error
 from ._kernel_geometry import KERNELS, check_projection, fit_projection, median_nn_distance
+from ._selection import DEFAULT_SIGMA_MIN_GRID, check_sigma_min_grid, select_sigma_min
 
 __all__ = ["NWFlowSampler"]
 
 #: ``fit`` warns (:class:`~skflow.exceptions.MemorizationWarning`) when the terminal KDE's
-#: typical displacement ``sigma_min * sqrt(d)`` is below this fraction of the support's median
-#: nearest-neighbour distance: samples are then the support points up to a perturbation 100
-#: times smaller than the spacing of the data (e.g. raw 0-16 digit pixels at the default
-#: ``sigma_min``: 0.08 in d = 64, against pixel values 0-16).
-COPY_FRACTION = 0.01
+#: typical displacement ``h * sqrt(d)`` (``h`` its bandwidth in data units) is below this
+#: fraction of the support's median nearest-neighbour distance ``nn``. In that regime the
+#: memorisation ratio (:func:`skflow.metrics.memorization_ratio`) of the samples is
+#: ``h sqrt(d) / nn`` to within 12 % (measured on digits, raw pixels, iris, wine, breast
+#: cancer and the Gaussian-mixture and shell task families: ``python
+#: benchmarks/bench_auto_bandwidth.py --calibrate-warning``), so the warning fires when
+#: samples lie about 5 times closer to the support than fresh points of the same law do.
+COPY_FRACTION = 0.2
 #: Velocity engines of :class:`NWFlowSampler` (its ``engine`` parameter).
 SAMPLER_ENGINES = ("auto", "dense", "pruned")
 _POSITIVE = real(low=0.0, low_open=True)
+
+
+def _check_sigma_min(value: Any, name: str) -> None:
+    if isinstance(value, str):
+        check_choice(value, name, BANDWIDTH_RULES)
+    else:
+        check_sigma_min(value)
+
+
+def _check_normalize(value: Any, name: str) -> None:
+    if not (value == "auto" or isinstance(value, bool | np.bool_)):
+        raise InvalidParameterError(f"{name} must be 'auto', True or False, got {value!r}.")
 
 
 class NWFlowSampler(BaseFlowSampler):
@@ -100,8 +120,37 @@ class NWFlowSampler(BaseFlowSampler):
         positive float (bounded ``h``: one-hot weights on ``argmax_i <x, s_i>`` at 0); other
         callables raise ``ValueError`` when ``t = 0`` is evaluated (see
         :func:`skflow.field.kernel_coefficients`).
-    sigma_min : float, default=0.01
-        Path noise at ``t = 1`` (in (0, 1)); the terminal KDE's bandwidth.
+    sigma_min : float or "auto", default=0.01
+        Path noise at ``t = 1`` (in (0, 1)); the terminal KDE's bandwidth (in data units, or
+        in units of each support's spread when ``normalize=True``). ``"auto"``: the bandwidth
+        is chosen from each support alone, inside every call (``sample(n, support=S)``, a
+        batch ``(B, m, d)`` alike, no refit), as
+        ``h = max(1.27 m^-0.37 spread, 0.67 nn / sqrt(d))`` in data units, with ``spread``
+        the support's root-mean-square per-coordinate standard deviation and ``nn`` its median
+        nearest-neighbour distance: the first term tracks the MMD-optimal bandwidth of
+        held-out classes, the second keeps the memorisation ratio near 0.5 or above (constants
+        and measurements: docs/auto_bandwidth.md). The flow then runs in the support's frame.
+    normalize : bool or "auto", default="auto"
+        Per-support frame, the counterpart of :class:`~skflow.LearnedFlowSampler`'s: the flow
+        runs in ``z = (x - c) / s`` from standard noise there (``c`` the support mean) and the
+        samples are mapped back. With a float ``sigma_min``, ``s`` is the support's spread and
+        the KDE bandwidth ``sigma_min * s``; with ``"auto"``, ``s = h / sigma`` with the frame
+        noise ``sigma = min(1.27 m^-0.37, 0.9)`` shared by all supports of a size, so that
+        every support of a batch gets its own ``h`` from one field. The terminal law is
+        exactly the Gaussian KDE of the support with bandwidth ``h = kde_bandwidth_``
+        (``score_samples`` is its density in data units); ``velocity`` is the velocity of the
+        frame's flow in data units, ``sample_trajectories`` its states in data units,
+        ``noise=`` the standard noise of the frame (starting at ``c + s * noise``), and
+        ``weights``/``effective_sample_size``/``divergence`` are unchanged by the map.
+        ``"auto"``: True for ``sigma_min="auto"``, False for a float (the paper's plug-in).
+    sigma_min_grid : "default", sequence of (float or "auto") or None, default="default"
+        Candidates of ``fit(X, y)`` (task labels ``y``): ``sigma_min`` is chosen by the
+        few-shot :meth:`score` on ``GroupKFold(cv)`` splits of the classes, exactly as
+        ``GridSearchCV(NWFlowSampler(sigma_min_grid=None), {"sigma_min": grid},
+        cv=GroupKFold(cv)).fit(X, y, groups=y)``. ``"default"``: ``("auto", 0.01, 0.05, 0.1,
+        0.2, 0.3, 0.5, 0.7, 0.9)``. None: ``fit`` ignores ``y``.
+    cv : int, default=5
+        Folds of that class-grouped split (at most the number of classes).
     kernel : {"isotropic", "diagonal", "mahalanobis"}, default="isotropic"
         Shape of the kernel of the weights, estimated from the (projected) support at ``fit``
         and normalized as described above.
@@ -182,6 +231,13 @@ class NWFlowSampler(BaseFlowSampler):
         Number of features.
     path_ : OTPath
         The probability path.
+    kde_bandwidth_ : float
+        Bandwidth, in data units, of the Gaussian KDE that the flow of the fitted support
+        samples.
+    sigma_min_ : float or "auto"
+        Set by ``fit(X, y)`` only: the chosen ``sigma_min``, used in place of the parameter.
+    cv_scores_ : ndarray of shape (n_candidates, n_splits)
+        Set by ``fit(X, y)`` only: the few-shot score of every candidate on every split.
     projection_ : ndarray of shape (k, n_features) or None
         The matrix ``P = G L`` of the weights (float64); None for the isotropic kernel
         without projection.
@@ -207,6 +263,14 @@ class NWFlowSampler(BaseFlowSampler):
     >>> sampler.weights(np.zeros((3, 2)), 0.0).sum(axis=1)
     array([1., 1., 1.])
 
+    The bandwidth chosen per support, for data in any units (here pixels of 0-16):
+
+    >>> from sklearn.datasets import load_digits
+    >>> X = load_digits().data[:30]
+    >>> auto = NWFlowSampler(sigma_min="auto", random_state=0).fit(X)
+    >>> round(auto.kde_bandwidth_, 2), auto.sample(2).shape
+    (1.87, (2, 64))
+
     An anisotropic kernel, and a PCA projection of the weights (samples stay 2-D):
 
     >>> NWFlowSampler(kernel="mahalanobis").fit(S).projection_.shape
@@ -220,8 +284,11 @@ class NWFlowSampler(BaseFlowSampler):
     def __init__(
         self,
         bandwidth: Any = "ot",
-        sigma_min: float = 0.01,
+        sigma_min: float | str = 0.01,
         *,
+        normalize: Any = "auto",
+        sigma_min_grid: Any = "default",
+        cv: int = 5,
         kernel: str = "isotropic",
         projection: Any = None,
         kernel_reg: float = 0.1,
@@ -244,6 +311,9 @@ class NWFlowSampler(BaseFlowSampler):
     ):
         self.bandwidth = bandwidth
         self.sigma_min = sigma_min
+        self.normalize = normalize
+        self.sigma_min_grid = sigma_min_grid
+        self.cv = cv
         self.kernel = kernel
         self.projection = projection
         self.kernel_reg = kernel_reg
@@ -266,6 +336,10 @@ class NWFlowSampler(BaseFlowSampler):
 
     _parameter_constraints = {
         **SAMPLER_CONSTRAINTS,
+        "sigma_min": _check_sigma_min,
+        "normalize": _check_normalize,
+        "sigma_min_grid": check_sigma_min_grid,
+        "cv": integer(minimum=2),
         "bandwidth": satisfies(check_bandwidth),
         "kernel": choice(KERNELS),
         "projection": check_projection,
@@ -285,14 +359,18 @@ class NWFlowSampler(BaseFlowSampler):
 
     # -- fitting ---------------------------------------------------------------------------
     def fit(self, X: Any, y: Any = None) -> NWFlowSampler:
-        """Condition on the support set ``X``.
+        """Condition on the support set ``X``; with task labels ``y``, also choose ``sigma_min``.
 
         Parameters
         ----------
         X : array-like of shape (m, n_features)
             Support set (at least one row).
-        y : None
-            Ignored.
+        y : array-like of shape (m,), optional
+            Task (class) labels. With ``sigma_min_grid`` not None, ``sigma_min`` is chosen
+            among ``sigma_min_grid`` by the few-shot :meth:`score` on ``GroupKFold(cv)``
+            splits of the classes (:func:`._selection.select_sigma_min`, the same as
+            ``GridSearchCV`` with ``groups=y``); the choice is ``sigma_min_``. Ignored when
+            ``sigma_min_grid`` is None.
 
         Returns
         -------
@@ -302,6 +380,12 @@ class NWFlowSampler(BaseFlowSampler):
         X = check_data(
             validate_data, self, X, dtype=[np.float64, np.float32], ensure_min_samples=1
         )
+        for name in ("sigma_min_", "cv_scores_"):  # a refit forgets an earlier choice
+            self.__dict__.pop(name, None)
+        if y is not None and self.sigma_min_grid is not None:
+            grid = self.sigma_min_grid
+            grid = DEFAULT_SIGMA_MIN_GRID if isinstance(grid, str) else tuple(grid)
+            self.sigma_min_, self.cv_scores_ = select_sigma_min(self, X, y, grid, self.cv)
         self.projection_, self.projection_transformer_ = fit_projection(
             X, self.projection, self.kernel, self.kernel_reg
         )
@@ -311,32 +395,68 @@ class NWFlowSampler(BaseFlowSampler):
 
     @property
     def path_(self) -> OTPath:
-        """The probability path of the current ``sigma_min`` (fitted estimators only)."""
+        """The probability path of the fitted support's flow (in its frame, if any)."""
         if not hasattr(self, "support_"):
             raise AttributeError("path_ is set by fit.")
-        return OTPath(self.sigma_min)
+        return OTPath(self._frame(self.support_)[2])
+
+    @property
+    def kde_bandwidth_(self) -> float:
+        """Bandwidth, in data units, of the Gaussian KDE that the flow of the fitted support
+        samples (``sigma_min`` without a frame; the rule's or the frame's with one)."""
+        if not hasattr(self, "support_"):
+            raise AttributeError("kde_bandwidth_ is set by fit.")
+        _, scale, sigma = self._frame(self.support_)
+        return float(sigma if scale is None else scale.ravel()[0] * sigma)
+
+    # -- the per-support frame -------------------------------------------------------------
+    def _sigma_min(self) -> Any:
+        """The ``sigma_min`` in use: the one ``fit(X, y)`` chose, else the parameter."""
+        return self.__dict__.get("sigma_min_", self.sigma_min)
+
+    def _uses_frame(self) -> bool:
+        if self.normalize == "auto":
+            return isinstance(self._sigma_min(), str)
+        return bool(self.normalize) or isinstance(self._sigma_min(), str)
+
+    def _frame(self, support: Any) -> tuple:
+        """``(centre, scale, sigma)`` of a support (m, d) or a batch (B, m, d) on the host
+        (see :func:`._bandwidth.support_frames`); ``(None, None, sigma_min)`` without one."""
+        if not self._uses_frame():
+            return None, None, float(self._sigma_min())
+        return support_frames(to_numpy(support), self._sigma_min(), True)
+
+    def _start_points(self, x0: np.ndarray, support: np.ndarray) -> np.ndarray:
+        """The noise, or with a frame the noise mapped into it (``centre + scale * x0``)."""
+        centre, scale, _ = self._frame(support)
+        if centre is None:
+            return x0
+        return (centre + scale * x0).astype(x0.dtype, copy=False)
 
     def _warn_if_copier(self, X: np.ndarray) -> None:
         """One :class:`MemorizationWarning` when ``sigma_min`` makes the terminal law copy ``X``.
 
         With the OT bandwidth (or a float scale of it) the terminal law is the Gaussian KDE of
-        the support with bandwidth ``sigma_min``: a sample is a support point plus noise of
-        norm about ``sigma_min * sqrt(d)``. Below ``COPY_FRACTION`` of the median
-        nearest-neighbour distance of the support, samples are copies (a callable bandwidth
-        keeps the weights wide at ``t = 1`` and is not checked).
+        the support with bandwidth ``h = kde_bandwidth_``: a sample is a support point plus
+        noise of norm about ``h * sqrt(d)``. Below ``COPY_FRACTION`` of the median
+        nearest-neighbour distance of the support, samples are near-copies (a callable
+        bandwidth keeps the weights wide at ``t = 1`` and is not checked; the ``"auto"`` rule
+        keeps ``h * sqrt(d)`` at 0.67 of that distance or more).
         """
-        if callable(self.bandwidth):
-            return
+        if callable(self.bandwidth) or isinstance(self._sigma_min(), str):
+            return  # the rule's copy floor keeps samples off the support by construction
         spacing = median_nn_distance(X)
-        spread = float(self.sigma_min) * math.sqrt(X.shape[1])
+        spread = self.kde_bandwidth_ * math.sqrt(X.shape[1])
         if spacing > 0 and spread < COPY_FRACTION * spacing:
             warnings.warn(
-                f"sigma_min={self.sigma_min:g} is tiny against the scale of the data: samples "
-                f"lie about sigma_min*sqrt(d)={spread:.3g} from a support point, while support "
-                f"points lie {spacing:.3g} apart (median nearest-neighbour distance), so the "
-                "samples are near-copies of the support. sigma_min is in the units of the "
-                "data: standardise it (sklearn.preprocessing.StandardScaler, e.g. in a "
-                "SamplingPipeline) or raise sigma_min (a fraction of that distance).",
+                f"sigma_min={self._sigma_min():g} is small against the scale of the data: samples "
+                f"lie about h*sqrt(d)={spread:.3g} from a support point "
+                f"(h={self.kde_bandwidth_:.3g}, the terminal KDE's bandwidth in data units), "
+                "while support points lie "
+                f"{spacing:.3g} apart (median nearest-neighbour distance), so the samples are "
+                "near-copies of the support (memorisation ratio about "
+                f"{spread / spacing:.2g}). Use sigma_min='auto' (the bandwidth chosen from "
+                "each support, in its own frame, which keeps that ratio near 0.5 or above).",
                 MemorizationWarning,
                 stacklevel=3,
             )
@@ -378,17 +498,17 @@ class NWFlowSampler(BaseFlowSampler):
             and m * max(d, 64) <= DENSE_SUPPORT_ELEMENTS
         )
 
-    def _nw_field(self, support: Any, *, dense: bool = False) -> F.NWField:
-        """The field of a support already on the call's backend, prepared once for all its
-        evaluations (the pruned engine for one support when ``engine="pruned"``, unless
-        ``dense``)."""
+    def _nw_field(self, support: Any, sigma: float, *, dense: bool = False) -> F.NWField:
+        """The field of a support already on the call's backend (in its frame, with the
+        frame's terminal noise ``sigma``), prepared once for all its evaluations (the pruned
+        engine for one support when ``engine="pruned"``, unless ``dense``)."""
         P = self.projection_
         if P is not None and is_torch(support):
             import torch
 
             P = torch.as_tensor(P, device=support.device)
         kwargs = {
-            "sigma_min": self.sigma_min,
+            "sigma_min": sigma,
             "bandwidth": self.bandwidth,
             "projection": P,
             "chunk_size": self.chunk_size,
@@ -398,12 +518,29 @@ class NWFlowSampler(BaseFlowSampler):
             return F.NWField(support, **kwargs, engine="pruned", pruned_rtol=self.pruned_rtol)
         return F.NWField(support, **kwargs)
 
+    def _framed(self, support: Any, backend: Backend) -> tuple:
+        """``(support in its frame, centre, scale, sigma)`` on the backend (``centre`` and
+        ``scale`` None without a frame)."""
+        centre, scale, sigma = self._frame(support)
+        if centre is None:
+            return support, None, None, sigma
+        dtype = to_numpy(support[..., :1, :1]).dtype  # NumPy's name of a tensor's dtype too
+        centre = backend.asarray(centre.astype(dtype, copy=False))
+        scale = backend.asarray(scale.astype(dtype, copy=False))
+        return (support - centre) / scale, centre, scale, sigma
+
     def _prepare_flow(self, support: Any, backend: Backend) -> PreparedFlow:
-        field = self._nw_field(support)
-        if field.engine != "pruned":
-            return PreparedFlow(lambda t, x: field.velocity(x, t))
+        support, centre, scale, sigma = self._framed(support, backend)
+        field = self._nw_field(support, sigma)
+        bound = None
+        if field.engine == "pruned":  # proven on the frame's velocity: back in data units
+            factor = 1.0 if scale is None else float(scale.max())
+            bound = lambda: field.max_velocity_error_ * factor  # noqa: E731
+        if centre is None:
+            return PreparedFlow(lambda t, x: field.velocity(x, t), error_bound=bound)
+        # the frame's velocity in data units (x = centre + scale * z)
         return PreparedFlow(
-            lambda t, x: field.velocity(x, t), error_bound=lambda: field.max_velocity_error_
+            lambda t, x: field.velocity((x - centre) / scale, t) * scale, error_bound=bound
         )
 
     def _evaluate(self, method: str, X, t, support):
@@ -413,8 +550,13 @@ class NWFlowSampler(BaseFlowSampler):
         backend = self._backend()
         # Mixed float32/float64 inputs are computed in float64 by the field, which casts the
         # support chunk by chunk when it streams it (no full-size copy here).
-        field = self._nw_field(backend.asarray(support))
-        out = backend.to_numpy(getattr(field, method)(backend.asarray(X), t))
+        support, centre, scale, sigma = self._framed(backend.asarray(support), backend)
+        X = backend.asarray(X)
+        field = self._nw_field(support, sigma)
+        out = getattr(field, method)(X if centre is None else (X - centre) / scale, t)
+        if method == "velocity" and scale is not None:  # back in data units
+            out = out * scale
+        out = backend.to_numpy(out)
         if method == "divergence" and callable(self.bandwidth):
             # at t = 0 a bandwidth bounded there gives weights shared between support points
             # only on cell boundaries, where the divergence is truly +inf (it grows like 1/t)
@@ -575,24 +717,30 @@ class NWFlowSampler(BaseFlowSampler):
         X = self._check_queries(X)
         out32 = X.dtype == np.float32 and support.dtype == np.float32
         X64, S64 = X.astype(np.float64), support.astype(np.float64)
+        centre, scale, sigma = self._frame(S64)
+        log_jac = 0.0
+        if centre is not None:  # the frame's density, with the Jacobian of z = (x - c) / s
+            X64, S64 = (X64 - centre) / scale, (S64 - centre) / scale
+            log_jac = X64.shape[1] * math.log(float(scale.ravel()[0]))
         if self._closed_form_density():
             # float64 throughout: float32 distances lose ~1e-3 nats at sigma_min = 0.01.
             backend = self._backend()
-            field = self._nw_field(backend.asarray(S64), dense=True)  # no index to build
+            field = self._nw_field(backend.asarray(S64), sigma, dense=True)  # no index to build
             log_p = closed_form_log_density(field, X64, backend)
             err = np.zeros(log_p.shape)
         else:
-            t_floor = density_t_floor(self.bandwidth, self.sigma_min, S64, self.projection_)
+            t_floor = density_t_floor(self.bandwidth, sigma, S64, self.projection_)
             backend = self._backend(adaptive=True)
             log_p, err = log_density_and_error(
-                self._nw_field(backend.asarray(S64)),  # one field for both solves
+                self._nw_field(backend.asarray(S64), sigma),  # one field for both solves
                 X64,
                 backend,
-                sigma_min=float(self.sigma_min),
+                sigma_min=sigma,
                 t_floor=t_floor,
                 rtol=float(self.density_rtol),
                 atol=float(self.density_atol),
             )
+        log_p = log_p - log_jac
         if out32:  # float64 values beyond float32's range would silently become -inf
             with np.errstate(over="ignore"):
                 log_p = check_finite_output(log_p.astype(np.float32), "score_samples (float32)")
