@@ -72,10 +72,12 @@ class FlowOverSampler(BaseOverSampler):
     Generators:
 
     - ``"nw"``: :class:`~skflow.NWFlowSampler`, whose samples follow the Gaussian KDE of the
-      projected class. The class is measured in units of its median nearest-neighbour distance
-      ``r`` (in the projected space) and the terminal bandwidth is ``sigma_min = spread /
-      sqrt(k)`` in those units: a new row lies about ``spread * r`` from the support row it
-      comes from.
+      projected class. Its bandwidth is, by default (``spread="auto"``), the automatic
+      per-support bandwidth ``NWFlowSampler(sigma_min="auto")``, chosen from the class's rows
+      alone. With a float ``spread``, the class is measured in units of its median
+      nearest-neighbour distance ``r`` (in the projected space) and the terminal bandwidth is
+      ``sigma_min = spread / sqrt(k)`` in those units: a new row lies about ``spread * r``
+      from the support row it comes from.
     - ``"pretrained"``: the shipped prior ``LearnedFlowSampler.from_pretrained("general-16")``
       in context (no training), on ``k <= 16`` components.
     - an estimator with ``sample(n, ...)``: fitted (e.g. a :class:`~skflow.LearnedFlowSampler`
@@ -95,9 +97,12 @@ class FlowOverSampler(BaseOverSampler):
         (``"nw"``, ``"pretrained"``), or the fitted generator's ``n_features_in_`` when
         smaller than ``d`` (an estimator; None otherwise). None: no projection (the class is
         only centred), which the ``"pretrained"`` generator allows for ``d <= 16``.
-    spread : float, default=0.5
-        ``"nw"`` only: typical distance of a new row from its support row, in units of the
-        class's median nearest-neighbour distance (0 copies; SMOTE's segments reach 0.5 of a
+    spread : "auto" or float, default="auto"
+        ``"nw"`` only. ``"auto"``: ``NWFlowSampler(sigma_min="auto")`` chooses the bandwidth
+        from each class (``h = max(1.27 m^-0.37 s, 0.67 nn / sqrt(k))`` with ``s`` the class's
+        spread and ``nn`` its nearest-neighbour distance; see ``docs/auto_bandwidth.md``). A
+        float: typical distance of a new row from its support row, in units of the class's
+        median nearest-neighbour distance (0 copies; SMOTE's segments reach 0.5 of a
         neighbour's distance on average).
     n_steps : int, default=20
         Heun steps of the ``"nw"`` and ``"pretrained"`` generators. New rows need the flow's
@@ -114,7 +119,8 @@ class FlowOverSampler(BaseOverSampler):
     n_components_ : dict
         Components used per resampled class (None: no projection).
     sigma_min_ : dict
-        ``"nw"`` only: the terminal bandwidth per resampled class, in input units.
+        ``"nw"`` only: the terminal (KDE) bandwidth per resampled class, in input units (the
+        projection is orthonormal).
     n_features_in_ : int
         Number of features.
 
@@ -145,7 +151,7 @@ class FlowOverSampler(BaseOverSampler):
         sampling_strategy: Any = "auto",
         generator: Any = "nw",
         n_components: Any = "auto",
-        spread: float = 0.5,
+        spread: float | str = "auto",
         n_steps: int = 20,
         random_state: Any = None,
     ):
@@ -174,8 +180,10 @@ class FlowOverSampler(BaseOverSampler):
         k = self.n_components
         if not (k is None or k == "auto" or (isinstance(k, Integral) and k >= 1)):
             raise ValueError(f"n_components must be 'auto', a positive int or None, got {k!r}")
-        if not isinstance(self.spread, Real) or not 0 < self.spread < 10:
-            raise ValueError(f"spread must be a float in (0, 10), got {self.spread!r}")
+        if self.spread != "auto" and (
+            not isinstance(self.spread, Real) or not 0 < self.spread < 10
+        ):
+            raise ValueError(f"spread must be 'auto' or a float in (0, 10), got {self.spread!r}")
         if not isinstance(self.n_steps, Integral) or self.n_steps < 1:
             raise ValueError(f"n_steps must be a positive int, got {self.n_steps!r}")
 
@@ -252,6 +260,12 @@ class FlowOverSampler(BaseOverSampler):
         return np.asarray(self.generator.sample(n_new, support=Z, random_state=seed))
 
     def _sample_nw(self, klass, Z, n_new, seed) -> np.ndarray:
+        # float32: skflow's fast path (fused attention); new rows need no float64 accuracy
+        if self.spread == "auto":  # the flow's own per-support bandwidth and frame (issue 33)
+            sampler = NWFlowSampler(sigma_min="auto", n_steps=self.n_steps, random_state=seed)
+            sampler.fit(Z.astype(np.float32))
+            self.sigma_min_[klass] = float(sampler.kde_bandwidth_)
+            return sampler.sample(n_new).astype(np.float64)
         # work in units of the class's nearest-neighbour spacing, where the bandwidth rule is
         # stated; the flow's noise is N(0, I) whatever the data's scale, so sigma_min must be
         # relative to the data (and below 1)
@@ -261,7 +275,6 @@ class FlowOverSampler(BaseOverSampler):
         sigma = min(self.spread / math.sqrt(Z.shape[1]), 0.99)
         self.sigma_min_[klass] = sigma * scale
         sampler = NWFlowSampler(sigma_min=sigma, n_steps=self.n_steps, random_state=seed)
-        # float32: skflow's fast path (fused attention); new rows need no float64 accuracy
         Z32 = (Z / scale).astype(np.float32)
         return sampler.fit(Z32).sample(n_new).astype(np.float64) * scale
 

@@ -294,3 +294,15 @@ def test_benchmark_smoke(tmp_path):
     assert "| mean over tasks |" in bench.table(saved, "logistic f1")
     for task in saved["summary"]["tasks"].values():
         assert 0.0 < task["skflow nw"]["memorization"][0] < 3.0
+
+
+def test_default_bandwidth_is_the_automatic_one():
+    # spread="auto": NWFlowSampler(sigma_min="auto") on the projected class chooses it
+    X, y = imbalanced(n_minor=30, d=4)
+    over = FlowOverSampler(n_components=None, random_state=0)
+    X_res, _ = over.fit_resample(X, y)
+    minor = X[y == 1]
+    auto = NWFlowSampler(sigma_min="auto").fit((minor - minor.mean(0)).astype(np.float32))
+    assert over.sigma_min_[1] == pytest.approx(auto.kde_bandwidth_, rel=1e-5)
+    assert FlowOverSampler().get_params()["spread"] == "auto"
+    assert np.array_equal(X_res[: len(X)], X)
