@@ -100,7 +100,7 @@ class FlowOverSampler(BaseOverSampler):
     spread : "auto" or float, default="auto"
         ``"nw"`` only. ``"auto"``: ``NWFlowSampler(sigma_min="auto")`` chooses the bandwidth
         from each class (``h = max(1.27 m^-0.37 s, 0.67 nn / sqrt(k))`` with ``s`` the class's
-        spread and ``nn`` its nearest-neighbour distance; see ``docs/auto_bandwidth.md``). A
+        spread and ``nn`` its nearest-neighbour distance; see :class:`~skflow.NWFlowSampler`). A
         float: typical distance of a new row from its support row, in units of the class's
         median nearest-neighbour distance (0 copies; SMOTE's segments reach 0.5 of a
         neighbour's distance on average).
