@@ -19,7 +19,7 @@ from sklearn.model_selection import GridSearchCV, StratifiedKFold  # noqa: E402
 from sklearn.preprocessing import StandardScaler  # noqa: E402
 
 from skflow import LearnedFlowSampler, NWFlowSampler, make_sampling_pipeline  # noqa: E402
-from skflow.metrics import distance_to_closest_record  # noqa: E402
+from skflow.metrics import distance_to_closest_record, memorization_ratio  # noqa: E402
 from skflow.oversampling import FlowOverSampler, oversampling_memorization  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -111,6 +111,13 @@ def test_pretrained_projects_wide_data_and_refuses_without_projection():
     over = FlowOverSampler(generator="pretrained", random_state=0)
     X_res, _ = over.fit_resample(X, y)
     assert X_res.shape == (240, 20) and over.n_components_[1] <= 11
+    # an explicit size above the class's rank is capped at m - 1 (12 minority rows)
+    over = FlowOverSampler(generator="pretrained", n_components=16, random_state=0)
+    over.fit_resample(X, y)
+    assert over.n_components_[1] == 11
+    over = FlowOverSampler(n_components=50, random_state=0)
+    over.fit_resample(X, y)
+    assert over.n_components_[1] == 11
     with pytest.raises(ValueError, match="at most 16 features"):
         FlowOverSampler(generator="pretrained", n_components=None).fit_resample(X, y)
 
@@ -202,6 +209,10 @@ def test_oversampling_memorization():
     X_res, y_res = FlowOverSampler(spread=1.0, random_state=0).fit_resample(X[train], y[train])
     ratios = oversampling_memorization(X[train], y[train], X_res, y_res, X[test], y[test])
     assert list(ratios) == [1] and 0.5 < ratios[1] < 2.0
+    # exactly the metric on the new rows only (X_res[len(train):]), the class's rows as support
+    minor_train, minor_test = X[train][y[train] == 1], X[test][y[test] == 1]
+    expect = memorization_ratio(X_res[len(train) :], minor_train, minor_test)
+    assert ratios[1] == expect
     # copies of the support score near 0
     copies = X_res.copy()
     minor = X[train][y[train] == 1]
@@ -273,7 +284,10 @@ def test_benchmark_verdicts_are_paired_intervals():
     }
     behind = {arm: {"logistic f1": np.array(v["logistic f1"]) - 0.2} for arm, v in scores.items()}
     behind["SMOTE"] = scores["SMOTE"]
-    results = {"t1": {"arms": scores}, "t2": {"arms": behind}}
+    wobble = 0.05 * (-1.0) ** folds  # paired differences straddling 0: level
+    level = {arm: {"logistic f1": np.array(v["logistic f1"]) + wobble} for arm, v in scores.items()}
+    level["SMOTE"] = {"logistic f1": np.array(scores["skflow a"]["logistic f1"])}
+    results = {"t1": {"arms": scores}, "t2": {"arms": behind}, "t3": {"arms": level}}
     for r in results.values():
         for v in r["arms"].values():
             v["logistic bacc"] = v["logistic f1"]
@@ -281,6 +295,7 @@ def test_benchmark_verdicts_are_paired_intervals():
     assert best["arm"] == "skflow a"
     assert best["tasks"]["t1"]["verdict"] == "skflow ahead"
     assert best["tasks"]["t2"]["verdict"] == "SMOTE ahead"
+    assert best["tasks"]["t3"]["verdict"] == "level"
     assert (best["n_ahead"], best["n_behind"]) == (1, 1)
 
 
