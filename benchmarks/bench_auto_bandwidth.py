@@ -133,6 +133,8 @@ def selections(name: str, Z, y) -> dict:
         Zt, yt, train = _digits(raw="raw" in name)
         chosen = NWFlowSampler().fit(Zt[train], yt[train]).sigma_min_
         return dict.fromkeys(np.unique(y).tolist(), chosen)
+    if np.unique(y).size < 3:  # one class left for training: nothing to split by class
+        return None
     return {c: NWFlowSampler().fit(Z[y != c], y[y != c]).sigma_min_ for c in np.unique(y).tolist()}
 
 
@@ -141,8 +143,8 @@ def evaluate_cell(S, R, labels, chosen: dict, n_steps: int, seed: int) -> dict:
     oracle grid value (in units of the data's spread ``c``) on one cell."""
     c = chosen["c"]
     res = {"auto": scores(sample(NWFlowSampler(sigma_min="auto"), S, 1.0, n_steps, seed), S, R)}
-    res["fit"] = np.empty_like(res["auto"])
-    for value in set(chosen[k] for k in labels.tolist()):
+    res["fit"] = np.full_like(res["auto"], np.nan)
+    for value in () if chosen.get("fit") is None else set(chosen[k] for k in labels.tolist()):
         rows = np.flatnonzero([chosen[k] == value for k in labels.tolist()])
         gen = sample(NWFlowSampler(sigma_min=value), S[rows], 1.0, n_steps, seed)
         res["fit"][rows] = scores(gen, S[rows], [R[i] for i in rows])
@@ -180,13 +182,15 @@ def summarise_cell(res: dict) -> dict:
     return out
 
 
-def run_evaluation(n_tasks: int, n_steps: int, seed: int) -> dict:
+def run_evaluation(n_tasks: int, n_steps: int, seed: int, only=None) -> dict:
     out = {}
     for name, (Z, y, c) in datasets().items():
-        chosen = selections(name, Z, y)
-        out[f"{name}|fit"] = {str(k): v for k, v in chosen.items()}
-        print(name, "fit(X, y) chose", chosen, flush=True)
-        chosen["c"] = c
+        if only and name not in only:
+            continue
+        choice = selections(name, Z, y)
+        out[f"{name}|fit"] = None if choice is None else {str(k): v for k, v in choice.items()}
+        print(name, "fit(X, y) chose", choice, flush=True)
+        chosen = {"c": c, "fit": choice, **(choice or {})}
         for m in SIZES:
             tasks = draw_tasks(Z, y, m, n_tasks, seed + m)
             if tasks is None:
@@ -311,7 +315,32 @@ def calibrate_warning(n_tasks: int, seed: int) -> dict:
     return {"rows": rows, "k_min": float(k.min()), "k_median": float(np.median(k))}
 
 
+# -- speed -------------------------------------------------------------------------------------
+def speed(rounds: int = 7, seed: int = 0) -> dict:
+    """Cost of the per-support selection in a batched call: ``sample(256, support=S)`` with
+    ``S`` (256, 50, 16) float32, Heun 100 steps, ``"auto"`` against ``sigma_min=0.01``
+    (``benchmarks/bench_small_support.py``'s many-supports shape), interleaved rounds; the
+    median of the per-round time ratios."""
+    S = np.random.default_rng(seed).normal(size=(256, 50, 16)).astype(np.float32)
+    samplers = {k: NWFlowSampler(sigma_min=k).fit(S[0]) for k in (0.01, "auto")}
+    times = {k: [] for k in samplers}
+    for _ in range(rounds):
+        for k, s in samplers.items():
+            t0 = time.perf_counter()
+            s.sample(256, support=S, random_state=0)
+            times[k].append(time.perf_counter() - t0)
+    ratio = float(np.median(np.array(times["auto"]) / np.array(times[0.01])))
+    out = {"ratio_auto_over_001": ratio, "seconds_001": float(np.median(times[0.01]))}
+    out["seconds_auto"] = float(np.median(times["auto"]))
+    print(json.dumps(out), machine(), flush=True)
+    return out
+
+
 # -- the docs --------------------------------------------------------------------------------
+def _num(x, digits: int = 3) -> str:
+    return "n/a" if x is None or not np.isfinite(x) else f"{x:.{digits}f}"
+
+
 def _ci(r) -> str:
     return f"{r[0]:.3f} [{r[1]:.3f}, {r[2]:.3f}]"
 
@@ -332,16 +361,18 @@ def evaluation_table(ev: dict) -> list[str]:
         lines.append(
             f"| {name} | {m} | {t['oracle_sigma']:g} / {p['oracle_sigma']:g} | "
             f"{_ci(t['auto_over_oracle'])} | {_ci(p['auto_over_oracle'])} | "
-            f"{t['fit_over_oracle'][0]:.3f}, {p['fit_over_oracle'][0]:.3f} | "
+            f"{_num(t['fit_over_oracle'][0])}, {_num(p['fit_over_oracle'][0])} | "
             f"{t['plugin001_over_oracle']:.2f}, {p['plugin001_over_oracle']:.2f} | "
-            f"{c['copy_auto']:.2f} / {c['copy_fit']:.2f} / {t['copy_oracle']:.2f} / "
+            f"{c['copy_auto']:.2f} / {_num(c['copy_fit'], 2)} / {t['copy_oracle']:.2f} / "
             f"{c['copy_001']:.2f} |"
         )
     chosen = {k.split("|")[0]: v for k, v in ev.items() if k.endswith("|fit")}
     lines += [
         "",
         "`fit(X, y)` chose (per held-out class): "
-        + "; ".join(f"{name}: {v}" for name, v in chosen.items())
+        + "; ".join(
+            f"{name}: {'n/a (2 classes)' if v is None else v}" for name, v in chosen.items()
+        )
         + ".",
     ]
     return lines
@@ -385,6 +416,19 @@ def write_docs(results: dict, path: Path = PAGE) -> None:
     path.write_text(doc[:a] + "\n" + text + "\n" + doc[b:], encoding="utf-8")
 
 
+def merge(parts: list) -> dict:
+    """Results of runs on parts of the data sets as one (commands, machines, times joined)."""
+    out = {"evaluation": {}, "n_tasks": parts[0]["n_tasks"], "n_steps": parts[0]["n_steps"]}
+    for part in parts:
+        out["evaluation"].update(part["evaluation"])
+        if "families" in part:
+            out["families"] = part["families"]
+    out["command"] = "`; `".join(p["command"] for p in parts)
+    out["machine"] = "; ".join(p["machine"] for p in parts)
+    out["seconds"] = sum(p["seconds"] for p in parts)
+    return out
+
+
 def machine() -> str:
     load = os.getloadavg()
     return f"{os.cpu_count()} cores, load average {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}"
@@ -394,12 +438,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--fit", action="store_true", help="fit the rule's constants and stop")
     ap.add_argument("--calibrate-warning", action="store_true", help="the copy check's data")
+    ap.add_argument("--speed", action="store_true", help="time the selection in a batched call")
     ap.add_argument("--tasks", type=int, default=30)
     ap.add_argument("--n-steps", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--copy-target", type=float, default=0.65)
     ap.add_argument("--no-families", action="store_true")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--datasets", nargs="*", default=None, help="evaluate only these")
+    ap.add_argument("--docs-from", nargs="*", default=None, help="merge saved JSONs, write docs")
     ap.add_argument("--write-docs", action="store_true")
     args = ap.parse_args()
     import torch
@@ -408,8 +455,14 @@ def main() -> None:
     if args.fit:
         fit_rule(args.tasks * 2, args.seed, args.copy_target)
         return
+    if args.speed:
+        speed()
+        return
     if args.calibrate_warning:
         print(json.dumps(calibrate_warning(args.tasks, args.seed)))
+        return
+    if args.docs_from:
+        write_docs(merge([json.loads(Path(p).read_text()) for p in args.docs_from]))
         return
     t0, start = time.perf_counter(), machine()
     results = {
@@ -417,7 +470,7 @@ def main() -> None:
         "n_tasks": args.tasks,
         "n_steps": args.n_steps,
     }
-    results["evaluation"] = run_evaluation(args.tasks, args.n_steps, args.seed)
+    results["evaluation"] = run_evaluation(args.tasks, args.n_steps, args.seed, args.datasets)
     if not args.no_families:
         results["families"] = run_families(args.tasks, args.n_steps, args.seed)
     results["seconds"] = time.perf_counter() - t0

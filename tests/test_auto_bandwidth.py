@@ -44,6 +44,13 @@ def test_auto_rule_is_the_larger_of_its_two_terms():
     expected = max(rule_sigma(30) * spread, COPY_FLOOR * nn / 2.0)
     assert auto_bandwidth(S) == pytest.approx(expected)
     assert rule_sigma(30) == pytest.approx(RULE_SCALE * 30**-RULE_EXPONENT)
+    # 200 points in 16-D: the nearest-neighbour floor binds (samples stay off the support)
+    S = np.random.default_rng(1).normal(size=(200, 16))
+    D = np.linalg.norm(S[:, None] - S[None], axis=-1)
+    np.fill_diagonal(D, np.inf)
+    floor = COPY_FLOOR * np.median(D.min(axis=1)) / 4.0
+    assert floor > rule_sigma(200) * np.sqrt(S.var(axis=0, ddof=1).mean())
+    assert auto_bandwidth(S) == pytest.approx(floor)
 
 
 def test_auto_is_equivariant_to_shifts_and_scales():

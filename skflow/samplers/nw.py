@@ -269,7 +269,7 @@ class NWFlowSampler(BaseFlowSampler):
     >>> X = load_digits().data[:30]
     >>> auto = NWFlowSampler(sigma_min="auto", random_state=0).fit(X)
     >>> round(auto.kde_bandwidth_, 2), auto.sample(2).shape
-    (1.87, (2, 64))
+    (2.23, (2, 64))
 
     An anisotropic kernel, and a PCA projection of the weights (samples stay 2-D):
 
