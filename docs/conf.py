@@ -115,6 +115,7 @@ API_MODULES = [
     ("skflow.solvers", "ODE solvers for NumPy arrays and Torch tensors."),
     ("skflow.samplers", "Support-conditioned samplers (scikit-learn estimators)."),
     ("skflow.pipeline", "Sampling pipelines: transformers followed by a sampler."),
+    ("skflow.oversampling", "Few-shot oversampling for imbalanced-learn (optional extra)."),
     ("skflow.projection", "Projections before kernel smoothing."),
     ("skflow.metrics", "MMD², effective sample size, attention-vs-NW weight correlation."),
     ("skflow.diagnostics", "Diagnosis of the failure regimes of the plug-in field."),

@@ -38,6 +38,7 @@ LAYERS = (
     ("samplers", "samplers"),
     ("projection", "projection"),
     ("pipeline", "pipeline"),
+    ("oversampling", "oversampling"),  # imbalanced-learn over-sampler (optional extra)
     ("experiments", "experiments"),
     ("pretrain", "experiments"),  # the priors' training: public API only, like experiments
     ("pretrained", "helpers"),  # weights and model cards: a data package, imports nothing
@@ -60,6 +61,7 @@ ALLOWED = {
     "samplers": _BASE | {"paths", "tasks", "field", "solvers", "metrics", "nn"},
     "projection": _BASE | {"paths", "field", "solvers", "metrics", "samplers"},
     "pipeline": _BASE | {"metrics", "samplers", "projection"},
+    "oversampling": _BASE | {"metrics", "samplers", "projection", "pipeline"},
     "experiments": {name for _, name in LAYERS} - {"app"},
     "app": {name for _, name in LAYERS},
 }
