@@ -289,7 +289,7 @@ def section(runs: list[dict]) -> str:
         f"{len(runs)} seed(s) ({', '.join(str(r['seed']) for r in runs)}), {n_tasks} tasks in "
         f"all, {meta['n_generated']} generated rows per task; learned models capped at "
         f"{meta['max_time']} s wall and {meta.get('max_iter') or 2000} iterations each, "
-        "1 Torch thread. Command: `{meta['command']}`; "
+        f"1 Torch thread. Command: `{meta['command']}`; "
         f"machine: {meta['machine']}.\n",
         "MMD² at the reference's median-heuristic bandwidth (mean ×10³ [95 % interval over "
         'tasks]; "vs tuned plug-in": % lower MMD² than `plugin_tuned`, paired interval):\n',
