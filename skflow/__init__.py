@@ -7,14 +7,27 @@ parameter update, through the exact Nadaraya-Watson velocity field of ``S``
 
 from .pipeline import SamplingPipeline, make_sampling_pipeline
 from .projection import FlowProjection
-from .samplers import LearnedFlowSampler, NWFlowSampler
+from .samplers import (
+    BestClassicalSampler,
+    BICGaussianMixtureSampler,
+    EmpiricalBayesGaussianSampler,
+    LearnedFlowSampler,
+    LedoitWolfSampler,
+    NWFlowSampler,
+    PooledGaussianSampler,
+)
 
 __version__ = "0.1.0.dev0"
 
 __all__ = [
+    "BICGaussianMixtureSampler",
+    "BestClassicalSampler",
+    "EmpiricalBayesGaussianSampler",
     "FlowProjection",
     "LearnedFlowSampler",
+    "LedoitWolfSampler",
     "NWFlowSampler",
+    "PooledGaussianSampler",
     "SamplingPipeline",
     "__version__",
     "make_sampling_pipeline",

@@ -29,6 +29,10 @@ SphericalShellTasks (:mod:`skflow.tasks.shells`)
 RingTasks, MoonsTasks, SpiralTasks (:mod:`skflow.tasks.planar`)
     The paper's 2-D families (random rings, two moons, multi-arm spirals), embedded in
     ``d`` dimensions by a random rotation of their plane.
+HierarchicalTasks (:mod:`skflow.tasks.hierarchical`)
+    Classes whose means share a Gaussian prior, rows from a shared within-class law
+    (Gaussian or Student-t), with the exact Bayes predictive of a new class given its
+    support (the ceiling of few-shot generation) and labelled training classes.
 MixedTasks (:mod:`skflow.tasks.mixed`)
     Mixes families with weights (the paper's "mixed" meta-distribution).
 ClassTasks (:mod:`skflow.tasks.labelled`, as the next two)
@@ -50,6 +54,7 @@ every point independently; the data-based ones split rows).
 """
 
 from .gaussian import GaussianMixtureParams, GaussianMixtureTasks
+from .hierarchical import HierarchicalTasks
 from .labelled import ClassTasks, FewShotClassTasks, SingleDatasetTasks
 from .mixed import MixedTasks
 from .planar import MoonsTasks, RingTasks, SpiralTasks
@@ -61,6 +66,7 @@ __all__ = [
     "FewShotClassTasks",
     "GaussianMixtureParams",
     "GaussianMixtureTasks",
+    "HierarchicalTasks",
     "MixedTasks",
     "MoonsTasks",
     "RingTasks",

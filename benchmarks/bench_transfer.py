@@ -1,0 +1,372 @@
+"""What transfers from the training classes: every few-shot generator against the Bayes limit.
+
+Settings (each task is one unseen class: ``m`` support rows, the others its reference):
+
+* ``hier-gauss``: :class:`skflow.tasks.HierarchicalTasks`, ``d = 16``, anisotropic rotated
+  class-mean prior ``T`` and within-class covariance ``W`` (fixed by seed 12345), Gaussian rows;
+  the exact Bayes predictive is known (closed form);
+* ``hier-t``: the same with Student-t rows (``df = 4``); Bayes predictive by Gibbs sampling;
+* ``digits``: scikit-learn's digits, PCA to 16 components and standardisation fitted on the
+  training classes 0-6; test classes 7, 8, 9 (no Bayes limit).
+
+Arms, all fitted on the training classes only (``fit(X_train, y_train)``, public API):
+``bayes`` (hierarchical settings), ``ledoit_wolf``, ``pooled``, ``emp_bayes``, ``gmm_bic``,
+``best_classical`` (:class:`skflow.BestClassicalSampler`, its default candidates, chosen per
+``m`` on class-grouped folds of the training classes), ``plugin`` (``sigma_min = 0.01``),
+``plugin_tuned`` (``sigma_min`` from a grid chosen per ``m`` on the training classes, the same
+selector with plug-in candidates only), ``prior`` (``LearnedFlowSampler.from_pretrained(
+"general-16")`` zero-shot), ``learned`` (``LearnedFlowSampler(max_time=...).fit(X, y)``,
+defaults otherwise) and ``learned_abs`` (the same with ``normalize=False, augment=None``).
+
+Scores per task: MMD² (unbiased) with the median-heuristic bandwidth of the reference rows
+(``mmd2_med``), MMD² at a quarter of that bandwidth (``mmd2_q``, sensitive to the covariance)
+and :func:`skflow.metrics.memorization_ratio` (``copy``). The tables give means with 95 %
+bootstrap intervals over tasks, the percentage by which each arm's mean MMD² is below the tuned
+plug-in's (paired bootstrap interval) and, with a Bayes limit, the excess over Bayes.
+
+Usage::
+
+    python benchmarks/bench_transfer.py --settings hier-gauss --seeds 0 --json out/g.json
+    python benchmarks/bench_transfer.py --docs-from out/g.json out/t.json out/d.json --write-docs
+
+One Torch thread; each learned model is capped by ``--max-time`` seconds of wall time (its CPU
+seconds are recorded). ``--write-docs`` writes the tables into ``docs/transfer.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+from sklearn.datasets import load_digits
+from sklearn.decomposition import PCA
+from sklearn.preprocessing import StandardScaler
+
+from skflow import (
+    BestClassicalSampler,
+    BICGaussianMixtureSampler,
+    EmpiricalBayesGaussianSampler,
+    LearnedFlowSampler,
+    LedoitWolfSampler,
+    NWFlowSampler,
+    PooledGaussianSampler,
+)
+from skflow._threads import limit_threads
+from skflow.metrics import memorization_ratio, mmd2
+from skflow.tasks import HierarchicalTasks
+
+SUPPORT_SIZES = (5, 10, 20)
+GRID = (0.01, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9)
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "transfer.md"
+BEGIN, END = "<!-- transfer:begin -->", "<!-- transfer:end -->"
+D = 16
+
+
+def family(within: str) -> HierarchicalTasks:
+    """The hierarchical family of the benchmark: rotated anisotropic ``T`` and ``W``."""
+    rng = np.random.default_rng(12345)
+    q1, _ = np.linalg.qr(rng.standard_normal((D, D)))
+    q2, _ = np.linalg.qr(rng.standard_normal((D, D)))
+    T = (q1 * np.geomspace(4.0, 0.05, D)) @ q1.T
+    W = (q2 * np.geomspace(1.0, 0.02, D)) @ q2.T
+    return HierarchicalTasks(D, prior_cov=T, within_cov=W, within=within, df=4.0)
+
+
+def setting_data(name: str, n_tasks: int, seed: int) -> dict:
+    """Training rows and labels, support pools (B, 20, d), references, the Bayes sampler."""
+    max_m = max(SUPPORT_SIZES)
+    if name.startswith("hier"):
+        fam = family("gaussian" if name == "hier-gauss" else "student_t")
+        X, y = fam.make_classes(30, 40, random_state=seed)
+        pools, refs = fam.sample_tasks(n_tasks, max_m, 200, random_state=seed + 1000)
+        return {"X": X, "y": y, "pools": pools, "refs": list(refs), "bayes": fam}
+    Xd, yd = load_digits(return_X_y=True)
+    train = yd < 7
+    pca = PCA(n_components=D, random_state=0).fit(Xd[train])
+    Z = StandardScaler().fit(pca.transform(Xd[train])).transform(pca.transform(Xd))
+    rng = np.random.default_rng(seed + 1000)
+    pools, refs = [], []
+    for j in range(n_tasks):
+        rows = Z[yd == 7 + j % 3]
+        rows = rows[rng.permutation(len(rows))]
+        pools.append(rows[:max_m])
+        refs.append(rows[max_m:])
+    return {"X": Z[train], "y": yd[train], "pools": np.stack(pools), "refs": refs, "bayes": None}
+
+
+def task_scores(gen: np.ndarray, support: np.ndarray, ref: np.ndarray) -> dict:
+    """MMD² at the reference's median bandwidth and at a quarter of it; copy ratio."""
+    med, h = mmd2(gen, ref, reference=ref, return_bandwidth=True)
+    return {
+        "mmd2_med": float(med),
+        "mmd2_q": float(mmd2(gen, ref, bandwidth=h / 4.0)),
+        "copy": float(memorization_ratio(gen, support, ref)),
+    }
+
+
+def fit_learned(X, y, seed: int, max_time: float, **params) -> tuple[LearnedFlowSampler, dict]:
+    """A learned model with a wall-time cap; its record (iterations, seconds, CPU seconds)."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    model = LearnedFlowSampler(max_time=max_time, random_state=seed, **params).fit(X, y)
+    record = {
+        "n_iter": int(model.n_iter_),
+        "wall_s": round(time.perf_counter() - wall, 1),
+        "cpu_s": round(time.process_time() - cpu, 1),
+        "params": params,
+    }
+    return model, record
+
+
+def fixed_arms(X, y, seed: int, max_time: float, max_iter, records: dict) -> dict:
+    """Arms that do not depend on ``m``: name -> fitted sampler."""
+    arms = {
+        "ledoit_wolf": LedoitWolfSampler(),
+        "pooled": PooledGaussianSampler(),
+        "emp_bayes": EmpiricalBayesGaussianSampler(),
+        "gmm_bic": BICGaussianMixtureSampler(),
+        "plugin": NWFlowSampler(sigma_min=0.01),
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        arms = {k: v.set_params(random_state=seed).fit(X, y) for k, v in arms.items()}
+    arms["prior"] = LearnedFlowSampler.from_pretrained("general-16", n_features=X.shape[1])
+    if max_time > 0:
+        budget = {} if max_iter is None else {"max_iter": max_iter}
+        arms["learned"], records["learned"] = fit_learned(X, y, seed, max_time, **budget)
+        arms["learned_abs"], records["learned_abs"] = fit_learned(
+            X, y, seed, max_time, normalize=False, augment=None, **budget
+        )
+    return arms
+
+
+def selected_arms(X, y, m: int, seed: int, records: dict) -> dict:
+    """Arms chosen per ``m`` on the training classes: best classical, tuned plug-in."""
+    plugins = [NWFlowSampler(sigma_min=s) for s in GRID]
+    out = {}
+    for name, cands in (("best_classical", None), ("plugin_tuned", plugins)):
+        sel = BestClassicalSampler(cands, support_size=m, random_state=seed).fit(X, y)
+        est = sel.best_estimator_
+        records[f"{name}_m{m}"] = {
+            "choice": type(est).__name__
+            + (f"(sigma_min={est.sigma_min:g})" if hasattr(est, "sigma_min") else ""),
+            "validation_mmd2": [round(float(v), 5) for v in sel.validation_mmd2_],
+        }
+        out[name] = sel
+    return out
+
+
+def generate(name: str, model, supports: np.ndarray, n: int, seed: int) -> np.ndarray:
+    if name == "bayes":
+        return model.sample_predictive(n, supports, random_state=seed, n_burnin=100)
+    return model.sample(n, support=supports, random_state=seed)
+
+
+def run_setting(name: str, seed: int, n_tasks: int, n_gen: int, max_time: float, max_iter) -> dict:
+    """Per m and arm: per-task score lists; plus the training records."""
+    data = setting_data(name, n_tasks, seed)
+    records: dict = {}
+    arms = fixed_arms(data["X"], data["y"], seed, max_time, max_iter, records)
+    if data["bayes"] is not None:
+        arms["bayes"] = data["bayes"]
+    table = {}
+    for m in SUPPORT_SIZES:
+        t0 = time.perf_counter()
+        all_arms = arms | selected_arms(data["X"], data["y"], m, seed, records)
+        S = data["pools"][:, :m]
+        table[str(m)] = {}
+        for arm, model in all_arms.items():
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                gen = generate(arm, model, S, n_gen, seed + 7 * m)
+            rows = [task_scores(g, s, r) for g, s, r in zip(gen, S, data["refs"], strict=True)]
+            table[str(m)][arm] = {k: [r[k] for r in rows] for k in rows[0]}
+        print(f"{name} seed {seed} m={m}: {time.perf_counter() - t0:.0f} s", flush=True)
+    return {"setting": name, "seed": seed, "table": table, "records": records}
+
+
+ORDER = (
+    "bayes", "learned", "learned_abs", "prior", "best_classical", "emp_bayes", "pooled",
+    "ledoit_wolf", "gmm_bic", "plugin_tuned", "plugin",
+)  # fmt: skip
+N_BOOT = 2000
+
+
+def _boot(values: np.ndarray, stat, seed: int = 12345) -> list[float]:
+    """95 % percentile interval of ``stat`` over a bootstrap of the tasks (axis -1)."""
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, values.shape[-1], size=(N_BOOT, values.shape[-1]))
+    reps = np.array([stat(values[..., i]) for i in idx])
+    return [float(np.percentile(reps, 2.5)), float(np.percentile(reps, 97.5))]
+
+
+def _pooled(runs: list[dict], m: str, arm: str, key: str) -> np.ndarray | None:
+    """Per-task values of ``arm`` over the seeds (tasks of every seed side by side)."""
+    parts = [r["table"][m][arm][key] for r in runs if arm in r["table"][m]]
+    return np.concatenate(parts) if len(parts) == len(runs) else None
+
+
+def _cell(runs, m, arm, key, base) -> tuple[str, str]:
+    """``mean x1e3 [CI]`` and ``% below base [CI]`` (paired) of one arm."""
+    a = _pooled(runs, m, arm, key)
+    if a is None:
+        return "", ""
+    mean = (
+        f"{1e3 * a.mean():.2f} [{1e3 * _boot(a, np.mean)[0]:.2f}, {1e3 * _boot(a, np.mean)[1]:.2f}]"
+    )
+    b = _pooled(runs, m, base, key)
+    pair = np.stack([a, b])
+    lo, hi = _boot(pair, lambda v: 100 * (1 - v[0].mean() / v[1].mean()))
+    pct = 100 * (1 - a.mean() / b.mean())
+    return mean, f"{pct:+.0f} % [{lo:+.0f}, {hi:+.0f}]"
+
+
+def score_table(runs: list[dict], key: str) -> str:
+    """Markdown: rows = arms, per m the mean and the % below the tuned plug-in."""
+    ms = list(runs[0]["table"])
+    head = "| arm | " + " | ".join(f"m={m} ×10³ | m={m} vs tuned plug-in" for m in ms) + " |"
+    lines = [head, "|" + "---|" * (1 + 2 * len(ms))]
+    for arm in ORDER:
+        if _pooled(runs, ms[0], arm, key) is None:
+            continue
+        cells = [c for m in ms for c in _cell(runs, m, arm, key, "plugin_tuned")]
+        lines.append(f"| {arm} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def bayes_gap_table(runs: list[dict], key: str = "mmd2_med") -> str:
+    """Markdown: excess MMD² over the Bayes predictive (x1e3, paired interval)."""
+    ms = list(runs[0]["table"])
+    lines = ["| arm | " + " | ".join(f"m={m}" for m in ms) + " |", "|" + "---|" * (1 + len(ms))]
+    for arm in ORDER[1:]:
+        cells = []
+        for m in ms:
+            a, b = _pooled(runs, m, arm, key), _pooled(runs, m, "bayes", key)
+            if a is None:
+                break
+            lo, hi = _boot(np.stack([a, b]), lambda v: 1e3 * (v[0].mean() - v[1].mean()))
+            cells.append(f"{1e3 * (a.mean() - b.mean()):+.2f} [{lo:+.2f}, {hi:+.2f}]")
+        if cells:
+            lines.append(f"| {arm} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def copy_table(runs: list[dict]) -> str:
+    ms = list(runs[0]["table"])
+    lines = ["| arm | " + " | ".join(f"m={m}" for m in ms) + " |", "|" + "---|" * (1 + len(ms))]
+    for arm in ORDER:
+        vals = [_pooled(runs, m, arm, "copy") for m in ms]
+        if vals[0] is not None:
+            lines.append(f"| {arm} | " + " | ".join(f"{np.median(v):.2f}" for v in vals) + " |")
+    return "\n".join(lines)
+
+
+def records_text(runs: list[dict]) -> str:
+    out = []
+    for r in runs:
+        rec = r["records"]
+        learned = [
+            f"{k}: {v['n_iter']} iterations, {v['wall_s']} s wall, {v['cpu_s']} s CPU"
+            for k, v in rec.items()
+            if k.startswith("learned")
+        ]
+        chosen = [f"{k}: {v['choice']}" for k, v in rec.items() if "choice" in v]
+        out.append(f"- seed {r['seed']}: " + "; ".join(learned + chosen))
+    return "\n".join(out)
+
+
+def section(runs: list[dict]) -> str:
+    meta = runs[0]["meta"]
+    name = runs[0]["setting"]
+    n_tasks = sum(len(r["table"]["5"]["plugin"]["mmd2_med"]) for r in runs)
+    parts = [
+        f"### {name}\n",
+        f"{len(runs)} seed(s) ({', '.join(str(r['seed']) for r in runs)}), {n_tasks} tasks in "
+        f"all, {meta['n_generated']} generated rows per task; learned models capped at "
+        f"{meta['max_time']} s wall and {meta.get('max_iter') or 2000} iterations each, "
+        f"1 Torch thread. Command: `{meta['command']}`; "
+        f"machine: {meta['machine']}.\n",
+        "MMD² at the reference's median-heuristic bandwidth (mean ×10³ [95 % interval over "
+        'tasks]; "vs tuned plug-in": % lower MMD² than `plugin_tuned`, paired interval):\n',
+        score_table(runs, "mmd2_med") + "\n",
+        "MMD² at a quarter of that bandwidth (covariance-sensitive):\n",
+        score_table(runs, "mmd2_q") + "\n",
+    ]
+    if "bayes" in runs[0]["table"]["5"]:
+        parts += [
+            "Excess median-bandwidth MMD² over the Bayes predictive (×10³, paired interval; "
+            "0 is the ceiling):\n",
+            bayes_gap_table(runs) + "\n",
+        ]
+    parts += [
+        "Memorisation ratio (median over tasks; about 1 = new points, near 0 = copies):\n",
+        copy_table(runs) + "\n",
+        "Training and selection records:\n",
+        records_text(runs) + "\n",
+    ]
+    return "\n".join(parts)
+
+
+def write_docs(saved: list[dict], page: Path = PAGE) -> None:
+    by_setting: dict[str, list] = {}
+    for run in saved:
+        by_setting.setdefault(run["setting"], []).append(run)
+    block = "\n".join(section(runs) for runs in by_setting.values())
+    text = page.read_text() if page.exists() else ""
+    if BEGIN in text:
+        text = text[: text.index(BEGIN)] + text[text.index(END) + len(END) :].lstrip("\n")
+    page.write_text(text.rstrip("\n") + f"\n\n{BEGIN}\n{block}\n{END}\n")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--settings", nargs="+", default=["hier-gauss", "hier-t", "digits"])
+    ap.add_argument("--seeds", nargs="+", type=int, default=[0])
+    ap.add_argument("--tasks", type=int, default=60)
+    ap.add_argument("--generated", type=int, default=200)
+    ap.add_argument("--max-time", type=float, default=180.0)
+    ap.add_argument("--max-iter", type=int, default=None, help="else the default (2000)")
+    ap.add_argument("--json", default=None, help="write the runs here (after every run)")
+    ap.add_argument("--docs-from", nargs="+", default=None, help="saved JSON files")
+    ap.add_argument("--write-docs", action="store_true")
+    args = ap.parse_args()
+    if args.docs_from:
+        saved = [run for p in args.docs_from for run in json.loads(Path(p).read_text())]
+        write_docs(saved)
+        return
+    machine = f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start"
+    command = "python benchmarks/bench_transfer.py " + " ".join(
+        f"--{k.replace('_', '-')} {' '.join(map(str, v)) if isinstance(v, list) else v}"
+        for k, v in vars(args).items()
+        if k in ("settings", "seeds", "tasks", "generated", "max_time", "max_iter")
+        and v is not None
+    )
+    meta = {"n_generated": args.generated, "max_time": args.max_time, "machine": machine,
+            "max_iter": args.max_iter,
+            "command": command, "python": platform.python_version()}  # fmt: skip
+    saved = []
+    for name in args.settings:
+        for seed in args.seeds:
+            with limit_threads(1):
+                saved.append(
+                    run_setting(
+                        name, seed, args.tasks, args.generated, args.max_time, args.max_iter
+                    )
+                )
+            saved[-1]["meta"] = meta | {"load_end": round(os.getloadavg()[0], 1)}
+            if args.json:
+                Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+                Path(args.json).write_text(json.dumps(saved))
+    for runs_name in dict.fromkeys(r["setting"] for r in saved):
+        print(section([r for r in saved if r["setting"] == runs_name]))
+    if args.write_docs:
+        write_docs(saved)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,659 @@
+"""Classical few-shot generators a user could fit instead of a flow, and a selector among them.
+
+Each estimator here is fitted on labelled rows ``fit(X, y)`` (every label a *training class*,
+as :meth:`skflow.LearnedFlowSampler.fit`) and then generates new rows of an unseen class from
+its support, in context: ``sample(n, support=S)``. They are the comparison arms of the
+learned sampler, and strong ones where the classes share structure:
+
+* :class:`LedoitWolfSampler`: a Gaussian with the support's mean and Ledoit-Wolf covariance
+  (uses nothing of the training classes);
+* :class:`PooledGaussianSampler`: the support's mean and the within-class covariance pooled
+  over the training classes;
+* :class:`EmpiricalBayesGaussianSampler`: the Bayes predictive of a hierarchical Gaussian model
+  whose hyperparameters (the law of the class means, the within-class covariance) are
+  estimated from the training classes: the support mean shrunk toward the training classes'
+  means;
+* :class:`BICGaussianMixtureSampler`: a :class:`~sklearn.mixture.GaussianMixture` fitted on the
+  support, its number of components and covariance type chosen by BIC among those with fewer
+  parameters than the support has numbers;
+* :class:`BestClassicalSampler`: the candidate with the best few-shot MMD² on held-out
+  *training* classes (class-grouped folds), refitted on all of them; never sees test classes.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, ClassVar
+
+import numpy as np
+from sklearn.base import BaseEstimator, clone
+from sklearn.covariance import LedoitWolf
+from sklearn.mixture import GaussianMixture
+from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d, validate_data
+
+from .._validation import (
+    InvalidParameterError,
+    ParameterCheck,
+    check_data,
+    check_int,
+    check_random_state,
+    integer,
+    random_seed,
+    real,
+    satisfies,
+    validate_parameters,
+)
+from ..metrics import mmd2
+from ._base import few_shot_support_size, sampling_score
+
+__all__ = [
+    "BICGaussianMixtureSampler",
+    "BestClassicalSampler",
+    "EmpiricalBayesGaussianSampler",
+    "LedoitWolfSampler",
+    "PooledGaussianSampler",
+]
+
+
+def _psd_sqrt(cov: np.ndarray) -> np.ndarray:
+    """``L`` with ``L L^T = cov`` for a symmetric PSD matrix (eigenvalues below 0 set to 0)."""
+    vals, vecs = np.linalg.eigh(0.5 * (cov + cov.T))
+    return vecs * np.sqrt(np.clip(vals, 0.0, None))
+
+
+def _class_statistics(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Class means ``(K, d)``, class sizes ``(K,)`` and the pooled within-class covariance.
+
+    The pooled covariance is the sum of the classes' scatter matrices over ``n - K`` (classes
+    of one row add nothing to the scatter and take no degree of freedom).
+    """
+    labels, inverse = np.unique(y, return_inverse=True)
+    counts = np.bincount(inverse)
+    means = np.zeros((len(labels), X.shape[1]))
+    np.add.at(means, inverse, X)
+    means /= counts[:, None]
+    resid = X - means[inverse]
+    dof = max(1, int(np.sum(counts[counts > 1])) - int(np.sum(counts > 1)))
+    return means, counts, resid.T @ resid / dof
+
+
+class _ClassicalSampler(BaseEstimator):
+    """Shared plumbing: ``fit(X, y)``, in-context ``sample`` of one or many supports, ``score``.
+
+    A subclass implements ``_fit_classes(X, y)`` (float64 rows, labels) and either
+    ``_moments(S)`` (a Gaussian's mean and covariance for the support ``S``) or ``_draw``.
+    """
+
+    _parameter_constraints: ClassVar[dict[str, ParameterCheck]] = {"random_state": random_seed()}
+    #: Fewest support rows the arm can use.
+    _min_support = 1
+
+    def __init__(self, *, random_state: Any = None):
+        self.random_state = random_state
+
+    def fit(self, X: Any, y: Any = None) -> _ClassicalSampler:
+        """Learn what the training classes share (or, without ``y``, use ``X`` as the support).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training rows.
+        y : array-like of shape (n_samples,), optional
+            Class labels: every label is one training class. Without labels ``X`` is one class
+            and also the default support of :meth:`sample`.
+
+        Returns
+        -------
+        self : object
+        """
+        validate_parameters(self.get_params(deep=False), self._parameter_constraints)
+        X = check_data(validate_data, self, X, dtype=[np.float64, np.float32])
+        if y is None:
+            labels = np.zeros(X.shape[0], dtype=np.int64)
+        else:
+            labels = column_or_1d(y, warn=True)
+            if labels.shape[0] != X.shape[0]:
+                raise ValueError(f"y has {labels.shape[0]} entries but X has {X.shape[0]} rows.")
+        self._fit_classes(X.astype(np.float64), labels)
+        self.support_ = X.copy() if y is None else None
+        return self
+
+    def _fit_classes(self, X: np.ndarray, y: np.ndarray) -> None:
+        """Store what the arm keeps of the training classes (nothing by default)."""
+
+    def _supports(self, support: Any) -> tuple[list[np.ndarray], bool, Any]:
+        """Validated supports as a list of float64 ``(m, d)`` arrays, batched?, output dtype."""
+        if support is None:
+            if self.support_ is None:
+                raise ValueError(
+                    f"{type(self).__name__} was fitted on labelled classes and has no default "
+                    "support; pass support=array of shape (m, n_features)."
+                )
+            support = self.support_
+        batched = np.ndim(support) == 3
+        arrays = list(support) if batched else [support]
+        checked = [
+            check_data(check_array, s, dtype=[np.float64, np.float32], input_name="support")
+            for s in arrays
+        ]
+        for s in checked:
+            if s.shape[1] != self.n_features_in_:
+                raise ValueError(
+                    f"support has {s.shape[1]} features, but {type(self).__name__} is "
+                    f"expecting {self.n_features_in_} features as input."
+                )
+            if s.shape[0] < self._min_support:
+                raise ValueError(
+                    f"{type(self).__name__} needs a support of at least {self._min_support} "
+                    f"rows, got {s.shape[0]}."
+                )
+        dtype = np.float32 if all(s.dtype == np.float32 for s in checked) else np.float64
+        return [s.astype(np.float64) for s in checked], batched, dtype
+
+    def _draw(self, S: np.ndarray, n: int, rng: np.random.RandomState) -> np.ndarray:
+        """``n`` rows for the support ``S``: the Gaussian of :meth:`_moments` by default."""
+        mean, cov = self._moments(S)
+        return mean + rng.standard_normal((n, S.shape[1])) @ _psd_sqrt(cov).T
+
+    def sample(self, n_samples: int = 1, *, support: Any = None, random_state: Any = None):
+        """Generate rows of the class the support comes from (in context, no refit).
+
+        Parameters
+        ----------
+        n_samples : int, default=1
+            Rows per support.
+        support : array-like of shape (m, n_features) or (B, m, n_features), optional
+            Rows of a new class (or of ``B`` classes); the fitted ``X`` when fitted without
+            labels.
+        random_state : int, RandomState instance or None, default=None
+            Seed of this draw; ``None`` uses the estimator's ``random_state``.
+
+        Returns
+        -------
+        X : ndarray of shape (n_samples, n_features) or (B, n_samples, n_features)
+            float32 when the support is float32, float64 otherwise.
+        """
+        check_is_fitted(self)
+        validate_parameters(self.get_params(deep=False), self._parameter_constraints)
+        n = check_int(n_samples, "n_samples")
+        supports, batched, dtype = self._supports(support)
+        rng = check_random_state(self.random_state if random_state is None else random_state)
+        out = np.stack([self._draw(S, n, rng) for S in supports]).astype(dtype, copy=False)
+        return out if batched else out[0]
+
+    def score(self, X: Any, y: Any = None) -> float:
+        """Negative MMD² of generated rows against ``X`` (higher is better).
+
+        Without ``y``: ``len(X)`` rows conditioned on the fitted support, against ``X``. With
+        ``y`` (class labels): per class the first half of its rows is the support and the rest
+        the reference; the mean over classes. Bandwidth: median heuristic of the reference.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,), optional
+
+        Returns
+        -------
+        score : float
+        """
+        check_is_fitted(self)
+        X = check_data(validate_data, self, X, reset=False, dtype=[np.float64, np.float32])
+        if y is None:
+            return sampling_score(self, X, None, self.random_state)
+        y = column_or_1d(y)
+        scores = []
+        for label in np.unique(y):
+            rows = X[y == label]
+            k = few_shot_support_size(None, rows.shape[0], label)
+            scores.append(sampling_score(self, rows[k:], rows[:k], self.random_state))
+        return float(np.mean(scores))
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = False
+        return tags
+
+
+class LedoitWolfSampler(_ClassicalSampler):
+    """Gaussian with the support's mean and its Ledoit-Wolf shrunk covariance.
+
+    Uses nothing of the training classes (``fit`` only records the number of features); the
+    support needs at least 2 rows.
+
+    Parameters
+    ----------
+    random_state : int, RandomState instance or None, default=None
+        Seed of :meth:`sample` when it gets none.
+
+    Attributes
+    ----------
+    n_features_in_ : int
+        Number of features seen in ``fit``.
+    support_ : ndarray of shape (n_samples, n_features) or None
+        The fitted rows when fitted without labels (the default support), else None.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skflow.samplers import LedoitWolfSampler
+    >>> rng = np.random.default_rng(0)
+    >>> X, y = rng.normal(size=(60, 3)), np.repeat(np.arange(6), 10)
+    >>> s = LedoitWolfSampler(random_state=0).fit(X, y)
+    >>> s.sample(4, support=X[:5]).shape
+    (4, 3)
+    """
+
+    _min_support = 2
+
+    def _moments(self, S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return S.mean(axis=0), LedoitWolf().fit(S).covariance_
+
+
+class PooledGaussianSampler(_ClassicalSampler):
+    """Gaussian with the support's mean and the within-class covariance of the training classes.
+
+    ``fit(X, y)`` pools the classes' scatter matrices (over ``n - K`` degrees of freedom); a
+    support then only has to locate its class.
+
+    Parameters
+    ----------
+    random_state : int, RandomState instance or None, default=None
+        Seed of :meth:`sample` when it gets none.
+
+    Attributes
+    ----------
+    within_covariance_ : ndarray of shape (n_features, n_features)
+        The pooled within-class covariance.
+    n_features_in_ : int
+        Number of features seen in ``fit``.
+    support_ : ndarray of shape (n_samples, n_features) or None
+        The fitted rows when fitted without labels (the default support), else None.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skflow.samplers import PooledGaussianSampler
+    >>> rng = np.random.default_rng(0)
+    >>> X, y = rng.normal(size=(60, 3)), np.repeat(np.arange(6), 10)
+    >>> s = PooledGaussianSampler(random_state=0).fit(X, y)
+    >>> s.within_covariance_.shape, s.sample(4, support=X[:5]).shape
+    ((3, 3), (4, 3))
+    """
+
+    def _fit_classes(self, X: np.ndarray, y: np.ndarray) -> None:
+        _, _, self.within_covariance_ = _class_statistics(X, y)
+
+    def _moments(self, S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return S.mean(axis=0), self.within_covariance_
+
+
+class EmpiricalBayesGaussianSampler(_ClassicalSampler):
+    """Bayes predictive of a hierarchical Gaussian model with hyperparameters from the classes.
+
+    The model: class means ``mu ~ N(mu_0, T)``, rows ``x | mu ~ N(mu, W)``. ``fit(X, y)``
+    estimates ``W`` by the pooled within-class covariance, ``mu_0`` by the mean of the class
+    means and ``T`` by the method of moments, ``Cov(class means) - W mean(1 / n_c)``, its
+    negative part (in the basis where ``W`` is the identity) set to 0. For a support of ``m``
+    rows with mean ``s`` the predictive is ``N(mu_m, W + Sigma_m)`` with
+    ``K = T (T + W / m)^{-1}``, ``mu_m = mu_0 + K (s - mu_0)`` (the support mean shrunk toward
+    the training classes) and ``Sigma_m = K W / m``; with the true ``mu_0, T, W`` this is the
+    exact Bayes predictive of :class:`skflow.tasks.HierarchicalTasks`.
+
+    Parameters
+    ----------
+    random_state : int, RandomState instance or None, default=None
+        Seed of :meth:`sample` when it gets none.
+
+    Attributes
+    ----------
+    prior_mean_ : ndarray of shape (n_features,)
+    prior_covariance_ : ndarray of shape (n_features, n_features)
+        ``T``, positive semi-definite (singular with fewer classes than features).
+    within_covariance_ : ndarray of shape (n_features, n_features)
+    n_features_in_ : int
+        Number of features seen in ``fit``.
+    support_ : None
+        Always None: the model needs at least 2 labelled classes.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skflow.samplers import EmpiricalBayesGaussianSampler
+    >>> rng = np.random.default_rng(0)
+    >>> y = np.repeat(np.arange(20), 10)
+    >>> X = 3.0 * rng.normal(size=(20, 2))[y] + rng.normal(size=(200, 2))
+    >>> s = EmpiricalBayesGaussianSampler(random_state=0).fit(X, y)
+    >>> mean, cov = s.predictive_moments(X[:5])
+    >>> s.sample(4, support=X[:5]).shape, cov.shape
+    ((4, 2), (2, 2))
+    """
+
+    def _fit_classes(self, X: np.ndarray, y: np.ndarray) -> None:
+        means, counts, W = _class_statistics(X, y)
+        if len(counts) < 2:
+            raise ValueError(
+                "EmpiricalBayesGaussianSampler needs at least 2 classes in y to estimate the "
+                f"law of the class means, got {len(counts)} class(es)."
+            )
+        between = np.atleast_2d(np.cov(means.T))
+        # T = between - W mean(1/n_c), kept PSD in the frame where W is the identity
+        vals, vecs = np.linalg.eigh(W)
+        root = vecs * np.sqrt(np.clip(vals, 1e-12 * vals.max(), None))  # W = root root^T
+        inv_root = np.linalg.inv(root)
+        lam, U = np.linalg.eigh(inv_root @ between @ inv_root.T)
+        lam = np.clip(lam - np.mean(1.0 / counts), 0.0, None)
+        self.prior_mean_ = means.mean(axis=0)
+        self.prior_covariance_ = (root @ U) * lam @ (root @ U).T
+        self.within_covariance_ = W
+
+    def predictive_moments(self, support: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and covariance of the predictive law given ``support``.
+
+        Parameters
+        ----------
+        support : array-like of shape (m, n_features)
+
+        Returns
+        -------
+        mean : ndarray of shape (n_features,)
+        cov : ndarray of shape (n_features, n_features)
+        """
+        check_is_fitted(self)
+        (S,), _, _ = self._supports(support)
+        return self._moments(S)
+
+    def _moments(self, S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        T, W, mu0 = self.prior_covariance_, self.within_covariance_, self.prior_mean_
+        Wm = W / S.shape[0]
+        K = np.linalg.solve(T + Wm, T).T  # T (T + W/m)^{-1}, all symmetric
+        post = K @ Wm
+        return mu0 + K @ (S.mean(axis=0) - mu0), W + 0.5 * (post + post.T)
+
+
+def _n_gmm_parameters(k: int, covariance_type: str, d: int) -> int:
+    """Free parameters of a ``k``-component mixture in ``d`` dimensions."""
+    cov = {"spherical": k, "diag": k * d, "full": k * d * (d + 1) // 2, "tied": d * (d + 1) // 2}
+    return k * d + (k - 1) + cov[covariance_type]
+
+
+def _check_covariance_types(value: Any) -> None:
+    allowed = ("spherical", "diag", "full", "tied")
+    if (
+        isinstance(value, str)
+        or not isinstance(value, tuple | list)
+        or not value
+        or any(v not in allowed for v in value)
+    ):
+        raise InvalidParameterError(
+            f"covariance_types must be a non-empty tuple of {allowed}, got {value!r}."
+        )
+
+
+class BICGaussianMixtureSampler(_ClassicalSampler):
+    """A :class:`~sklearn.mixture.GaussianMixture` fitted on the support, chosen by BIC.
+
+    The candidates are every number of components ``1 .. max_components`` and covariance type
+    of ``covariance_types`` whose mixture has fewer free parameters than the support has
+    numbers (``m * d``) and at least 2 rows per component: where ``m`` allows, a full
+    covariance; with few rows, a diagonal or spherical one. The lowest BIC wins. Uses nothing of
+    the training classes; the support needs at least 2 rows.
+
+    Parameters
+    ----------
+    max_components : int >= 1, default=3
+        Largest number of mixture components tried.
+    covariance_types : tuple of str, default=("spherical", "diag", "full")
+        Covariance types tried (:class:`~sklearn.mixture.GaussianMixture`'s names).
+    reg_covar : float >= 0, default=1e-3
+        Added to the covariances' diagonal, as a fraction of the support's mean variance (so
+        it is relative to the data's scale).
+    random_state : int, RandomState instance or None, default=None
+        Seed of :meth:`sample` (and of the mixtures' initialisation) when it gets none.
+
+    Attributes
+    ----------
+    n_features_in_ : int
+        Number of features seen in ``fit``.
+    support_ : ndarray of shape (n_samples, n_features) or None
+        The fitted rows when fitted without labels (the default support), else None.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skflow.samplers import BICGaussianMixtureSampler
+    >>> rng = np.random.default_rng(0)
+    >>> X = np.concatenate([rng.normal(size=(20, 2)), 8.0 + rng.normal(size=(20, 2))])
+    >>> s = BICGaussianMixtureSampler(random_state=0).fit(X)
+    >>> s.select(X).n_components, s.sample(3).shape
+    (2, (3, 2))
+    """
+
+    _parameter_constraints: ClassVar[dict[str, ParameterCheck]] = {
+        "max_components": integer(),
+        "covariance_types": satisfies(_check_covariance_types),
+        "reg_covar": real(low=0.0),
+        "random_state": random_seed(),
+    }
+    _min_support = 2
+
+    def __init__(
+        self,
+        max_components: int = 3,
+        covariance_types: tuple = ("spherical", "diag", "full"),
+        reg_covar: float = 1e-3,
+        *,
+        random_state: Any = None,
+    ):
+        self.max_components = max_components
+        self.covariance_types = covariance_types
+        self.reg_covar = reg_covar
+        self.random_state = random_state
+
+    def select(self, support: Any, random_state: Any = 0) -> GaussianMixture:
+        """The mixture of lowest BIC among the candidates the support allows.
+
+        Parameters
+        ----------
+        support : array-like of shape (m, n_features)
+        random_state : int, RandomState instance or None, default=0
+            Initialisation of the mixtures.
+
+        Returns
+        -------
+        mixture : GaussianMixture
+            Fitted on the support.
+        """
+        check_is_fitted(self)
+        (S,), _, _ = self._supports(support)
+        return self._select(S, random_state)
+
+    def _select(self, S: np.ndarray, random_state: Any) -> GaussianMixture:
+        m, d = S.shape
+        reg = self.reg_covar * float(np.mean(S.var(axis=0))) + 1e-12
+        best, best_bic = None, np.inf
+        for cov_type in self.covariance_types:
+            # k > 1 needs 2 rows per component on average: fewer would place atoms on rows
+            for k in range(1, min(self.max_components, max(1, m // 2)) + 1):
+                if k > 1 and _n_gmm_parameters(k, cov_type, d) >= m * d:
+                    break
+                if k == 1 and _n_gmm_parameters(k, cov_type, d) >= m * d and best is not None:
+                    continue  # a single Gaussian of this type has too many parameters
+                gm = GaussianMixture(k, covariance_type=cov_type, reg_covar=reg)
+                with warnings.catch_warnings():  # tiny supports: convergence is not the point
+                    warnings.simplefilter("ignore")
+                    gm.set_params(random_state=random_state).fit(S)
+                bic = gm.bic(S)
+                if bic < best_bic:
+                    best, best_bic = gm, bic
+        return best
+
+    def _draw(self, S: np.ndarray, n: int, rng: np.random.RandomState) -> np.ndarray:
+        gm = self._select(S, rng.randint(2**31 - 1))
+        gm.set_params(random_state=rng.randint(2**31 - 1))
+        X, _ = gm.sample(n)
+        return X[rng.permutation(n)]  # GaussianMixture.sample returns rows grouped by component
+
+
+def default_candidates() -> list:
+    """The arms :class:`BestClassicalSampler` chooses among by default.
+
+    The four Gaussian-family arms of this module and the plug-in field
+    :class:`skflow.NWFlowSampler` at ``sigma_min`` in (0.05, 0.1, 0.2, 0.3, 0.5) (in the
+    data's units: standardise the features first).
+
+    Returns
+    -------
+    candidates : list of estimators
+        Unfitted, each with ``fit(X, y)`` and ``sample(n, support=S, random_state=...)``.
+
+    Examples
+    --------
+    >>> from skflow.samplers.classical import default_candidates
+    >>> len(default_candidates())
+    9
+    """
+    from .nw import NWFlowSampler
+
+    arms = [
+        LedoitWolfSampler(),
+        PooledGaussianSampler(),
+        EmpiricalBayesGaussianSampler(),
+        BICGaussianMixtureSampler(),
+    ]
+    return arms + [NWFlowSampler(sigma_min=s) for s in (0.05, 0.1, 0.2, 0.3, 0.5)]
+
+
+def _check_candidates(value: Any) -> None:
+    if value is None:
+        return
+    if not isinstance(value, list | tuple) or not value:
+        raise InvalidParameterError(
+            f"candidates must be None or a non-empty list of estimators, got {value!r}."
+        )
+    for c in value:
+        if not (hasattr(c, "fit") and hasattr(c, "sample")):
+            raise InvalidParameterError(f"candidate {c!r} has no fit and sample methods.")
+
+
+def _fewshot_mmd2(model, X, y, classes, support_size, n_repeats, n_generated, seed) -> float:
+    """Mean MMD² (reference-only median bandwidth) of ``model`` on tasks of ``classes``."""
+    rng = np.random.default_rng(seed)
+    scores = []
+    for r in range(n_repeats):
+        for j, c in enumerate(classes):
+            rows = X[y == c]
+            rows = rows[rng.permutation(len(rows))]
+            k = min(support_size, len(rows) - 2)
+            gen = model.sample(n_generated, support=rows[:k], random_state=seed + 1000 * r + j)
+            scores.append(mmd2(gen, rows[k:], reference=rows[k:]))
+    return float(np.mean(scores))
+
+
+class BestClassicalSampler(_ClassicalSampler):
+    """The candidate generator with the best few-shot score on held-out *training* classes.
+
+    ``fit(X, y)`` splits the training classes into ``n_splits`` class-grouped folds; for each
+    fold every candidate is fitted on the other folds' classes and scored on the fold's
+    classes by the few-shot protocol (per class and repeat: a random support of
+    ``support_size`` rows, the other rows the reference, ``n_generated`` generated rows, MMD²
+    with the reference's median-heuristic bandwidth). The candidate of lowest mean MMD² is
+    refitted on all the classes. Test classes are never seen: the choice is what a user can
+    make from the training data alone.
+
+    Parameters
+    ----------
+    candidates : list of estimators or None, default=None
+        Each with ``fit(X, y)`` and ``sample(n, support=S, random_state=...)``; None is
+        :func:`default_candidates`.
+    support_size : int >= 1, default=10
+        Support rows of a validation task (use the ``m`` of the task at hand).
+    n_splits : int >= 2, default=5
+        Class-grouped folds (at most the number of classes).
+    n_repeats : int >= 1, default=2
+        Random supports per validation class.
+    n_generated : int >= 2, default=100
+        Generated rows per validation task.
+    random_state : int, RandomState instance or None, default=None
+        Folds, supports and sampling seeds.
+
+    Attributes
+    ----------
+    best_estimator_ : estimator
+        The chosen candidate, refitted on all the training classes.
+    best_index_ : int
+        Its position in the candidates.
+    validation_mmd2_ : ndarray of shape (n_candidates,)
+        Mean validation MMD² of every candidate (lower is better).
+    n_features_in_ : int
+        Number of features seen in ``fit``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skflow.samplers import (BestClassicalSampler, PooledGaussianSampler,
+    ...                              LedoitWolfSampler)
+    >>> rng = np.random.default_rng(0)
+    >>> y = np.repeat(np.arange(8), 30)
+    >>> X = 3.0 * rng.normal(size=(8, 4))[y] + rng.normal(size=(240, 4)) * [1, 1, 0.1, 0.1]
+    >>> best = BestClassicalSampler([LedoitWolfSampler(), PooledGaussianSampler()],
+    ...                             support_size=3, n_splits=4, random_state=0).fit(X, y)
+    >>> type(best.best_estimator_).__name__, best.sample(5, support=X[:3]).shape
+    ('PooledGaussianSampler', (5, 4))
+    """
+
+    _parameter_constraints: ClassVar[dict[str, ParameterCheck]] = {
+        "candidates": satisfies(_check_candidates),
+        "support_size": integer(),
+        "n_splits": integer(minimum=2),
+        "n_repeats": integer(),
+        "n_generated": integer(minimum=2),
+        "random_state": random_seed(),
+    }
+
+    def __init__(
+        self,
+        candidates: list | None = None,
+        support_size: int = 10,
+        *,
+        n_splits: int = 5,
+        n_repeats: int = 2,
+        n_generated: int = 100,
+        random_state: Any = None,
+    ):
+        self.candidates = candidates
+        self.support_size = support_size
+        self.n_splits = n_splits
+        self.n_repeats = n_repeats
+        self.n_generated = n_generated
+        self.random_state = random_state
+
+    def _fit_classes(self, X: np.ndarray, y: np.ndarray) -> None:
+        classes = np.unique(y)
+        if len(classes) < 2:
+            raise ValueError(
+                f"BestClassicalSampler needs at least 2 classes in y, got {len(classes)} class(es)."
+            )
+        rng = check_random_state(self.random_state)
+        folds = np.array_split(rng.permutation(classes), min(self.n_splits, len(classes)))
+        candidates = default_candidates() if self.candidates is None else list(self.candidates)
+        scores = np.zeros((len(folds), len(candidates)))
+        for f, held in enumerate(folds):
+            train = ~np.isin(y, held)
+            seed = int(rng.randint(2**31 - 1))
+            for i, cand in enumerate(candidates):
+                with warnings.catch_warnings():  # e.g. the plug-in's copy warning on all rows
+                    warnings.simplefilter("ignore")
+                    model = clone(cand).fit(X[train], y[train])
+                    scores[f, i] = _fewshot_mmd2(
+                        model, X, y, held, self.support_size, self.n_repeats,
+                        self.n_generated, seed,
+                    )  # fmt: skip
+        self.validation_mmd2_ = scores.mean(axis=0)
+        self.best_index_ = int(np.argmin(self.validation_mmd2_))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.best_estimator_ = clone(candidates[self.best_index_]).fit(X, y)
+
+    def _draw(self, S: np.ndarray, n: int, rng: np.random.RandomState) -> np.ndarray:
+        return self.best_estimator_.sample(n, support=S, random_state=rng.randint(2**31 - 1))

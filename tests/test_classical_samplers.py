@@ -1,0 +1,165 @@
+"""Classical few-shot arms (skflow.samplers.classical): estimates, Bayes limit, selection."""
+
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.covariance import LedoitWolf
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+import skflow
+from skflow.samplers import (
+    BestClassicalSampler,
+    BICGaussianMixtureSampler,
+    EmpiricalBayesGaussianSampler,
+    LedoitWolfSampler,
+    PooledGaussianSampler,
+)
+from skflow.tasks import HierarchicalTasks
+
+T3 = np.array([[4.0, 1.0, 0.5], [1.0, 2.0, -0.3], [0.5, -0.3, 1.0]])
+W3 = np.array([[1.0, 0.4, 0.0], [0.4, 0.5, 0.1], [0.0, 0.1, 0.2]])
+MU3 = np.array([1.0, -2.0, 0.5])
+FAMILY = HierarchicalTasks(3, prior_mean=MU3, prior_cov=T3, within_cov=W3)
+
+ARMS = [
+    LedoitWolfSampler(random_state=0),
+    PooledGaussianSampler(random_state=0),
+    EmpiricalBayesGaussianSampler(random_state=0),
+    BICGaussianMixtureSampler(random_state=0),
+]
+
+
+@parametrize_with_checks(
+    [*ARMS, BestClassicalSampler([PooledGaussianSampler()], support_size=2, random_state=0)],
+)
+def test_sklearn_compatible(estimator, check):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check(estimator)
+
+
+def test_top_level_exports():
+    for name in ("LedoitWolfSampler", "EmpiricalBayesGaussianSampler", "BestClassicalSampler"):
+        assert name in skflow.__all__ and hasattr(skflow, name)
+
+
+def test_pooled_covariance_is_the_within_class_scatter():
+    X, y = FAMILY.make_classes(6, 5, random_state=0)
+    s = PooledGaussianSampler().fit(X, y)
+    resid = np.concatenate([X[y == c] - X[y == c].mean(0) for c in range(6)])
+    np.testing.assert_allclose(s.within_covariance_, resid.T @ resid / (30 - 6), rtol=1e-12)
+
+
+def test_empirical_bayes_with_true_hyperparameters_is_the_bayes_predictive():
+    X, y = FAMILY.make_classes(5, 10, random_state=0)
+    eb = EmpiricalBayesGaussianSampler().fit(X, y)
+    eb.prior_mean_, eb.prior_covariance_, eb.within_covariance_ = MU3, T3, W3
+    for m in (1, 5, 20):
+        S, _ = FAMILY.sample_task(m, 0, random_state=m)
+        mean, cov = eb.predictive_moments(S)
+        ref_mean, ref_cov = FAMILY.predictive_moments(S)
+        np.testing.assert_allclose(mean, ref_mean, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(cov, ref_cov, rtol=1e-10, atol=1e-12)
+
+
+def test_empirical_bayes_estimates_converge_to_the_family():
+    # 3 rows per class: the class means' spread holds W / 3 beside T, which fit removes
+    X, y = FAMILY.make_classes(20000, 3, random_state=1)
+    eb = EmpiricalBayesGaussianSampler().fit(X, y)
+    np.testing.assert_allclose(eb.prior_mean_, MU3, atol=0.1)
+    np.testing.assert_allclose(eb.prior_covariance_, T3, atol=0.15)
+    np.testing.assert_allclose(eb.within_covariance_, W3, atol=0.02)
+
+
+def test_empirical_bayes_prior_covariance_is_psd_with_few_classes():
+    X, y = HierarchicalTasks(5, prior_cov=0.01).make_classes(3, 4, random_state=0)
+    eb = EmpiricalBayesGaussianSampler(random_state=0).fit(X, y)
+    assert np.linalg.eigvalsh(eb.prior_covariance_).min() > -1e-10
+    assert np.all(np.isfinite(eb.sample(10, support=X[:2])))
+    with pytest.raises(ValueError, match="at least 2 classes"):
+        EmpiricalBayesGaussianSampler().fit(X[:4])
+
+
+def test_ledoit_wolf_moments_and_sample_moments():
+    S, _ = FAMILY.sample_task(8, 0, random_state=0)
+    s = LedoitWolfSampler(random_state=0).fit(S)
+    X = s.sample(40000)
+    np.testing.assert_allclose(X.mean(0), S.mean(0), atol=0.03)
+    np.testing.assert_allclose(np.cov(X.T), LedoitWolf().fit(S).covariance_, atol=0.05)
+    with pytest.raises(ValueError, match="at least 2"):
+        s.sample(3, support=S[:1])
+
+
+def test_gmm_bic_uses_richer_models_only_where_m_allows():
+    rng = np.random.default_rng(0)
+    d = 4
+    s = BICGaussianMixtureSampler(random_state=0).fit(rng.normal(size=(10, d)))
+    two = np.concatenate([rng.normal(size=(40, d)), 10 + rng.normal(size=(40, d))])
+    gm = s.select(two)
+    assert gm.n_components == 2
+    small = s.select(two[::16][:3])  # 3 rows (12 numbers): no full covariance (14), k = 1
+    assert small.covariance_type != "full" and small.n_components == 1
+
+
+def test_batched_sample_equals_loop_of_draws_and_dtype():
+    X, y = FAMILY.make_classes(8, 6, random_state=0)
+    S, _ = FAMILY.sample_tasks(3, 5, 0, random_state=1)
+    for arm in ARMS:
+        s = arm.fit(X, y)
+        batch = s.sample(7, support=S, random_state=3)
+        assert batch.shape == (3, 7, 3)
+        np.testing.assert_array_equal(batch, s.sample(7, support=S, random_state=3))
+        assert s.sample(2, support=S[0].astype(np.float32)).dtype == np.float32
+        again = pickle.loads(pickle.dumps(s)).sample(7, support=S, random_state=3)
+        np.testing.assert_array_equal(batch, again)
+
+
+def test_labelled_fit_has_no_default_support_and_scores_few_shot():
+    X, y = FAMILY.make_classes(8, 10, random_state=0)
+    s = PooledGaussianSampler(random_state=0).fit(X, y)
+    with pytest.raises(ValueError, match="no default support"):
+        s.sample(3)
+    assert np.isfinite(s.score(X, y))
+    with pytest.raises(ValueError, match="features"):
+        s.sample(3, support=np.zeros((4, 2)))
+
+
+def test_best_classical_picks_by_training_classes_and_refits():
+    """Classes share a strongly anisotropic covariance: pooling beats the support's own."""
+    tasks = HierarchicalTasks(4, prior_cov=9.0, within_cov=[1.0, 1.0, 0.01, 0.01])
+    X, y = tasks.make_classes(12, 25, random_state=0)
+    best = BestClassicalSampler(
+        [LedoitWolfSampler(), PooledGaussianSampler()], support_size=3, random_state=0
+    ).fit(X, y)
+    assert best.best_index_ == 1 and best.validation_mmd2_.shape == (2,)
+    assert best.validation_mmd2_[1] < best.validation_mmd2_[0]
+    np.testing.assert_allclose(
+        best.best_estimator_.within_covariance_,
+        PooledGaussianSampler().fit(X, y).within_covariance_,
+    )
+    assert best.sample(4, support=X[:3], random_state=0).shape == (4, 4)
+
+
+def test_best_classical_default_candidates_include_the_plugin():
+    X, y = FAMILY.make_classes(6, 12, random_state=0)
+    best = BestClassicalSampler(support_size=4, n_splits=3, n_repeats=1, n_generated=20)
+    best.set_params(random_state=0).fit(X, y)
+    assert best.validation_mmd2_.shape == (9,)
+    assert np.all(np.isfinite(best.validation_mmd2_))
+
+
+@pytest.mark.parametrize(
+    "estimator",
+    [
+        BICGaussianMixtureSampler(covariance_types=("round",)),
+        BICGaussianMixtureSampler(max_components=0),
+        BestClassicalSampler(candidates=[object()]),
+        BestClassicalSampler(n_splits=1),
+    ],
+)
+def test_bad_parameters_raise(estimator):
+    X, y = FAMILY.make_classes(4, 6, random_state=0)
+    with pytest.raises(ValueError):
+        estimator.fit(X, y)
