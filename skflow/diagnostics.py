@@ -379,7 +379,28 @@ def _from_sampler(obj: Any, sigma_min: Any) -> tuple[Any, Any, Any]:
             f"diagnose needs a fitted sampler with a support: {type(obj).__name__} is not "
             "fitted, or was fitted on tasks (no support_); fit it on a support array first."
         )
+    if sigma_min is None and _runs_in_a_frame(obj):
+        return support, obj.path_.sigma_min, obj
     return support, (obj.sigma_min if sigma_min is None else sigma_min), obj
+
+
+def _runs_in_a_frame(obj: Any) -> bool:
+    """Whether a fitted NW sampler runs its flow in the support's frame (``normalize=True`` or
+    an automatic ``sigma_min``): the field to diagnose is then that of the framed support."""
+    if not hasattr(obj, "kde_bandwidth_"):
+        return False
+    return obj.normalize is True or isinstance(getattr(obj, "sigma_min_", obj.sigma_min), str)
+
+
+def _flow_support(support: np.ndarray, sampler: Any) -> np.ndarray:
+    """The support as the diagnosed flow sees it: in the sampler's frame when it has one
+    (centred on the support mean, in units of ``kde_bandwidth_ / path_.sigma_min``), else as
+    given. n_eff, collapse and geometry are those of the flow that runs; memorisation stays in
+    data units."""
+    if sampler is None or not _runs_in_a_frame(sampler):
+        return support
+    scale = sampler.kde_bandwidth_ / sampler.path_.sigma_min
+    return (support - support.mean(axis=0)) / scale
 
 
 # --------------------------------------------------------------------------------------------
@@ -740,7 +761,11 @@ def diagnose(
         ``support_`` and ``sigma_min`` are used, and its own samples for memorisation (the
         ``n_eff`` statistics are those of the isotropic plug-in flow of that support).
     sigma_min : float in (0, 1), optional
-        Noise level of the OT path at ``t = 1``; default: the sampler's, or 0.01.
+        Noise level of the OT path at ``t = 1``; default: the sampler's, or 0.01. A
+        :class:`~skflow.NWFlowSampler` that runs in its support's frame
+        (``sigma_min="auto"`` or ``normalize=True``) is diagnosed in that frame: the flow
+        that runs, with the frame's ``path_.sigma_min`` (reported) on the support centred
+        and divided by ``kde_bandwidth_ / path_.sigma_min``.
     times : array-like of float in [0, 1], optional
         Times at which ``n_eff`` is reported; see :func:`neff_along_path`.
     n_trajectories : int, default=256
@@ -802,14 +827,15 @@ def diagnose(
     report_times = base if times is None else times
     grid = np.union1d(base, report_times)
     rng = as_generator(random_state)
-    neff = _path_neff(support, sigma_min, n_steps, grid, n_trajectories, rng)
+    flow_support = _flow_support(support, sampler)
+    neff = _path_neff(flow_support, sigma_min, n_steps, grid, n_trajectories, rng)
     q25, med, q75 = np.percentile(neff, [25.0, 50.0, 75.0], axis=1)
     below = np.flatnonzero(med[np.searchsorted(grid, base)] < COLLAPSE_NEFF)
     collapse_time = float(base[below[0]]) if below.size else None
     mid = int(np.searchsorted(grid, MID_TIME))
     rows = np.searchsorted(grid, report_times)
 
-    geo = _geometry(support)
+    geo = _geometry(flow_support)
     details = _geometry_flags(geo, m)
     flags = {
         "collapse": bool(med[mid] < COLLAPSE_NEFF),

@@ -453,3 +453,19 @@ def test_diagnose_uses_the_samplers_own_samples():
     report = diagnose(untrained, random_state=0, **FAST)
     assert report.sigma_min == untrained.sigma_min
     assert not report.flags["memorization"]
+
+
+def test_diagnose_a_framed_sampler_in_its_frame():
+    """``sigma_min="auto"`` (a per-support frame) is diagnosed on the flow that runs: the
+    framed support with the frame's sigma; equal to diagnosing that framed support directly."""
+    from skflow import NWFlowSampler
+
+    S = np.random.default_rng(0).normal(size=(40, 3)) * 7.0 + 50.0
+    sampler = NWFlowSampler(sigma_min="auto", n_steps=10).fit(S)
+    report = diagnose(sampler, n_trajectories=32, n_steps=10, random_state=0)
+    sigma = sampler.path_.sigma_min
+    assert report.sigma_min == sigma
+    framed = (S - S.mean(axis=0)) / (sampler.kde_bandwidth_ / sigma)
+    direct = diagnose(framed, sigma_min=sigma, n_trajectories=32, n_steps=10, random_state=0)
+    np.testing.assert_allclose(report.neff_median, direct.neff_median)
+    assert report.memorization_ratio > 0.3  # the automatic bandwidth does not copy

@@ -117,7 +117,8 @@ def test_support_of_another_width_names_the_remedy(batched):
     width = CARDS["general-16"]["network"]["n_features"]
     prior = pickle.loads(pickle.dumps(LearnedFlowSampler.from_pretrained("general-16")))
     shape = (2, 10) if batched else (10,)
-    narrow, wide = np.ones((*shape, 4)), np.ones((*shape, width + 4))
+    rng = np.random.default_rng(0)  # rows with spread: a constant support is refused (issue 34)
+    narrow, wide = rng.normal(size=(*shape, 4)), rng.normal(size=(*shape, width + 4))
     remedy = r"from_pretrained\('general-16', n_features=4\)"
     with pytest.raises(ValueError, match=remedy):
         prior.sample(5, support=narrow)

@@ -99,11 +99,12 @@ class NWFlowSampler(BaseFlowSampler):
     linear part of an affine transformer matters: the kernel sees differences
     ``x - t s_i``. An in-context ``support=`` reuses the fitted ``projection_``.
 
-    **Parameter groups.** What is computed: the flow (``bandwidth``, ``sigma_min``), its
-    kernel geometry (``kernel``, ``projection``, ``kernel_reg``), the sampling solver
-    (``solver``, ``n_steps``, ``rtol``, ``atol``), the field's times outside [0, 1]
-    (``time_tolerance``), the density solve (``density_rtol``,
-    ``density_atol``, ``density_max_error``) and the few-shot score (``support_size``).
+    **Parameter groups.** What is computed: the flow (``bandwidth``, ``sigma_min``,
+    ``normalize``), its kernel geometry (``kernel``, ``projection``, ``kernel_reg``), the
+    sampling solver (``solver``, ``n_steps``, ``rtol``, ``atol``), the field's times outside
+    [0, 1] (``time_tolerance``), the density solve (``density_rtol``, ``density_atol``,
+    ``density_max_error``), the few-shot score (``support_size``) and the choice of
+    the terminal bandwidth by ``fit(X, y)`` (``sigma_min_grid``, ``cv``).
     *Execution* settings, which change where and how it is computed but not the result
     (beyond rounding, and the certified tolerance of the pruned engine), come last:
     ``backend``, ``device``, ``chunk_size``, ``support_chunk_size``, ``engine``,
