@@ -20,7 +20,7 @@ def _plugin_samples():
     Z = features.transform(X)
     rows = np.random.default_rng(1).permutation(np.flatnonzero(y == 5))
     support, held_out = Z[rows[:8]], Z[rows[8:]]
-    gen = NWFlowSampler(sigma_min=0.01, n_steps=10).fit(support).sample(200, random_state=1)
+    gen = NWFlowSampler(sigma_min="auto", n_steps=10).fit(support).sample(200, random_state=1)
     return X[rows[:8]], support, held_out, gen
 
 
