@@ -1,7 +1,7 @@
 """Which synthetic families transfer to real classes? A short-training ablation of the prior.
 
 Trains one :class:`~skflow.LearnedFlowSampler` per family mixture of
-:class:`skflow.pretrain.PriorTasks` (the ``general-16`` recipe, a short budget, one Torch
+:class:`skflow.priors.PriorTasks` (the ``general-16`` recipe, a short budget, one Torch
 thread), then scores each zero-shot on a *selection* set that no headline uses: digits classes
 0-6 after a PCA to 16 components (the few-shot experiment's training classes; the zero-shot
 table of ``docs/results.md`` evaluates digits on classes 7-9 only). Each task is one class:
@@ -31,7 +31,7 @@ from skflow import LearnedFlowSampler, NWFlowSampler
 from skflow._threads import limit_threads
 from skflow.experiments.protocol import scores_both_conventions
 from skflow.metrics import memorization_ratio
-from skflow.pretrain import RECIPES, PriorTasks
+from skflow.priors import RECIPES, PriorTasks
 
 VARIANTS = {
     "all families": None,

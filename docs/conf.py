@@ -121,7 +121,7 @@ API_MODULES = [
     ("skflow.diagnostics", "Diagnosis of the failure regimes of the plug-in field."),
     ("skflow.inspection", "Attention inspector: any model's attention calls vs NW weights."),
     ("skflow.tasks", "Meta-distributions of tasks."),
-    ("skflow.pretrain", "The shipped priors' task law, recipes and training run."),
+    ("skflow.priors", "The shipped priors: stored form, task law, recipes and training run."),
     ("skflow.nn", "Torch modules: exact NW heads and the learned velocity network."),
 ]
 

@@ -40,8 +40,11 @@ LAYERS = (
     ("pipeline", "pipeline"),
     ("oversampling", "oversampling"),  # imbalanced-learn over-sampler (optional extra)
     ("experiments", "experiments"),
-    ("pretrain", "experiments"),  # the priors' training: public API only, like experiments
-    ("pretrained", "helpers"),  # weights and model cards: a data package, imports nothing
+    # the stored form of a prior (card, weights, SHA-256): files only, read by the estimators
+    ("priors.store", "priors"),
+    # the priors' task law, recipes, training run and cards page: public API, like experiments
+    ("priors", "experiments"),
+    ("pretrain", "experiments"),  # deprecated alias of skflow.priors
     ("__main__", "app"),
     ("__init__", "app"),
 )
@@ -58,7 +61,8 @@ ALLOWED = {
     "nn": _BASE | {"paths", "field"},
     "diagnostics": _BASE | {"paths", "field", "solvers", "metrics"},
     "inspection": _BASE | {"paths", "field", "metrics"},
-    "samplers": _BASE | {"paths", "tasks", "field", "solvers", "metrics", "nn"},
+    "priors": _BASE,
+    "samplers": _BASE | {"paths", "tasks", "field", "solvers", "metrics", "nn", "priors"},
     "projection": _BASE | {"paths", "field", "solvers", "metrics", "samplers"},
     "pipeline": _BASE | {"metrics", "samplers", "projection"},
     "oversampling": _BASE | {"metrics", "samplers", "projection", "pipeline"},

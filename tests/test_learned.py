@@ -299,7 +299,7 @@ def test_pickle_and_joblib_round_trip(fitted, gmm2, tmp_path):
     S, _ = gmm2.sample_task(8, 0, random_state=9)
     ref = fitted.sample(7, support=S, random_state=3)
     state = fitted.__getstate__()
-    assert all(v.device.type == "cpu" for v in state["model_"]["state_dict"].values())
+    assert all(v.device.type == "cpu" for v in state["_fitted"]["state"].values())
     clone = pickle.loads(pickle.dumps(fitted))
     np.testing.assert_array_equal(clone.sample(7, support=S, random_state=3), ref)
     path = tmp_path / "lf.joblib"

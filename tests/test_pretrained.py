@@ -16,9 +16,10 @@ from sklearn.datasets import load_iris
 from skflow import LearnedFlowSampler
 from skflow.exceptions import InvalidParameterError
 from skflow.nn.transformer import CrossAttentionVelocity
-from skflow.pretrain import FAMILIES, EllipticalMixtureTasks, PriorTasks
-from skflow.pretrain.training import train_prior
-from skflow.samplers._pretrained import PRETRAINED_DIR, file_sha256, read_prior
+from skflow.priors import FAMILIES, EllipticalMixtureTasks, PriorTasks, train_prior
+from skflow.priors.model_card import current_command
+from skflow.priors.store import PRIORS_DIR, file_sha256, load_prior, read_prior
+from skflow.samplers._fitted import FITTED, fitted_config, restore
 
 CARDS = LearnedFlowSampler.pretrained_models()
 NAMES = sorted(CARDS)
@@ -33,13 +34,15 @@ def test_at_least_one_prior_is_shipped():
 @pytest.mark.parametrize("name", NAMES)
 def test_card_and_hash(name):
     card = CARDS[name]
-    weights = PRETRAINED_DIR / card["weights_file"]
+    weights = PRIORS_DIR / card["weights_file"]
     assert file_sha256(weights) == card["weights_sha256"]
     assert weights.stat().st_size < 5 * 2**20  # a few MB at most, inside the package
     for key in CARD_KEYS:
         assert key in card["training"], key
     assert card["training"]["iterations"] == card["fitted"]["n_iter_"] > 0
-    assert card["training"]["command"].startswith("python -m skflow.pretrain " + name)
+    # the card records the command as it was typed; the docs show how it runs today
+    command = current_command(card["training"]["command"])
+    assert command.startswith("python -m skflow.priors " + name)
     assert len(card["training"]["loss_curve"]) > 0
 
 
@@ -47,7 +50,7 @@ def test_card_and_hash(name):
 def test_loaded_model_equals_rebuilt_model(name):
     card = CARDS[name]
     net = CrossAttentionVelocity(**card["network"])
-    with np.load(PRETRAINED_DIR / card["weights_file"]) as data:
+    with np.load(PRIORS_DIR / card["weights_file"]) as data:
         net.load_state_dict({k: torch.from_numpy(data[k]) for k in data.files})
     loaded = LearnedFlowSampler.from_pretrained(name).model_
     for (k, a), (k2, b) in zip(net.state_dict().items(), loaded.state_dict().items(), strict=True):
@@ -101,7 +104,7 @@ def test_errors_name_width_and_corrupted_weights(tmp_path):
     with pytest.raises(InvalidParameterError, match="PCA"):
         LearnedFlowSampler.from_pretrained("general-16", n_features=width + 1)
     for suffix in (".json", ".npz"):
-        shutil.copy(PRETRAINED_DIR / f"general-16{suffix}", tmp_path)
+        shutil.copy(PRIORS_DIR / f"general-16{suffix}", tmp_path)
     card, _ = read_prior("general-16", folder=tmp_path)
     card["weights_sha256"] = "0" * 64
     (tmp_path / "general-16.json").write_text(json.dumps(card))
@@ -203,7 +206,7 @@ def test_train_prior_is_deterministic_and_resumable(tmp_path):
 def test_model_card_page_is_written_from_the_card(name):
     from pathlib import Path
 
-    from skflow.pretrain.model_card import card_markdown
+    from skflow.priors.model_card import card_markdown
 
     page = Path(__file__).resolve().parents[1] / "docs" / "pretrained.md"
     assert card_markdown(name, CARDS[name]) in page.read_text()
@@ -229,3 +232,139 @@ def test_degenerate_supports_are_refused_and_small_spread_stays_near():
         S = 1.0 + eps * rng.normal(size=(10, 4))
         X = prior.sample(200, support=S, random_state=0)
         assert np.abs(X - 1.0).max() < 20 * eps
+
+
+# -- one construction path: a prior, a pickle and the end of fit ---------------------------
+#: ``from_pretrained("general-16", n_features=3).set_params(n_steps=10).sample(4, support=S,
+#: random_state=0)`` with ``S = default_rng(0).normal(size=(12, 3)) * 2 + 1``, computed on the
+#: code before the priors moved to skflow.priors (commit 67725a0): loading must not change a bit.
+BEFORE_D3 = [
+    [3.8759748639757197, 0.8052314330045646, 1.8399814381456596],
+    [4.908860814020032, 3.9957473995452526, -0.9390641956420233],
+    [2.721760486387134, 1.0261798211883926, 0.62527608976605],
+    [1.5097315794363768, 0.803329690324183, 2.4083125929764586],
+]
+#: The same at the full width: ``from_pretrained("general-16").set_params(n_steps=5)
+#: .sample(2, support=default_rng(1).normal(size=(8, 16)), random_state=1)``, first 3 columns.
+BEFORE_D16 = [
+    [1.8958327092440141, -0.022525292876356254, -0.8452271591053946],
+    [-0.11900355334099844, -0.19837100531094223, -0.956474918869446],
+]
+
+
+def test_loaded_prior_samples_are_bit_identical_to_before():
+    S = np.random.default_rng(0).normal(size=(12, 3)) * 2.0 + 1.0
+    prior = LearnedFlowSampler.from_pretrained("general-16", n_features=3).set_params(n_steps=10)
+    X = prior.sample(4, support=S, random_state=0)
+    np.testing.assert_array_equal(X, np.array(BEFORE_D3))
+    np.testing.assert_array_equal(
+        pickle.loads(pickle.dumps(prior)).sample(4, support=S, random_state=0), X
+    )
+    S16 = np.random.default_rng(1).normal(size=(8, 16))
+    full = LearnedFlowSampler.from_pretrained("general-16").set_params(n_steps=5)
+    np.testing.assert_array_equal(full.sample(2, support=S16, random_state=1)[:, :3], BEFORE_D16)
+
+
+def _tiny_fit():
+    X = np.random.default_rng(0).normal(size=(30, 2))
+    return LearnedFlowSampler(
+        d_model=8,
+        n_heads=2,
+        n_layers=1,
+        max_iter=3,
+        batch_tasks=2,
+        support_size=5,
+        n_targets=4,
+        n_steps=5,
+        random_state=0,
+    ).fit(X)
+
+
+def _same_fitted(a, b):
+    for name in (*FITTED, "n_features_in_", "_prior"):
+        va, vb = getattr(a, name), getattr(b, name)
+        if isinstance(va, np.ndarray):
+            np.testing.assert_array_equal(va, vb)
+        else:
+            assert va == vb and type(va) is type(vb), name
+    for (k, x), (k2, y) in zip(
+        a.model_.state_dict().items(), b.model_.state_dict().items(), strict=True
+    ):
+        assert k == k2 and torch.equal(x, y), k
+
+
+def test_fit_pickle_and_prior_share_one_construction(monkeypatch):
+    """``restore`` builds every fitted sampler: the end of ``fit``, unpickling and
+    ``from_pretrained``; its ``(config, state)`` is the whole fitted state."""
+    from skflow.samplers import learned
+
+    calls = []
+    monkeypatch.setattr(learned, "restore", lambda *a: calls.append(1) or restore(*a))
+    lf = _tiny_fit()
+    assert calls == [1] and lf.support_ is not None and len(lf.loss_curve_) == 3
+    clone = pickle.loads(pickle.dumps(lf))
+    assert calls == [1, 1]
+    _same_fitted(lf, clone)
+    config, state = fitted_config(lf)
+    assert set(config["fitted"]) == {*FITTED, "n_features_in_"}
+    _same_fitted(lf, restore(LearnedFlowSampler(**lf.get_params()), config, state))
+    prior = LearnedFlowSampler.from_pretrained("general-16", n_features=3)
+    assert calls == [1, 1, 1] and prior._prior == ("general-16", 16)
+    params, config, state = load_prior("general-16", n_features=3)
+    _same_fitted(prior, restore(LearnedFlowSampler(**params), config, state))
+    # a prior's card keeps the model, not the run: no curves, no support
+    card_config, _ = fitted_config(prior, run_record=False)
+    assert set(card_config["fitted"]) == {*CARDS["general-16"]["fitted"], "n_features_in_"}
+
+
+def test_pickle_of_an_older_skflow_still_loads():
+    """Before the fitted state had one construction, a pickle held the network as
+    ``model_ = {"__skflow_model__", "config", "state_dict"}`` beside the fitted attributes."""
+    lf = _tiny_fit()
+    old = {k: v for k, v in vars(lf).items() if k not in ("_warm", "_prior")}
+    old["model_"] = {
+        "__skflow_model__": True,
+        "config": dict(lf.model_.config),
+        "state_dict": {k: v.clone() for k, v in lf.model_.state_dict().items()},
+    }
+    clone = LearnedFlowSampler.__new__(LearnedFlowSampler)
+    clone.__setstate__(old)
+    _same_fitted(lf, clone)
+    np.testing.assert_array_equal(clone.sample(3, random_state=0), lf.sample(3, random_state=0))
+
+
+def test_shipped_files_are_package_data():
+    """A non-editable install carries the weights: pyproject's package data names every
+    file of skflow/priors/data (and the files the card names exist)."""
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    config = tomllib.loads((root / "pyproject.toml").read_text())
+    patterns = config["tool"]["setuptools"]["package-data"]["skflow.priors"]
+    package = root / "skflow" / "priors"
+    shipped = {p for pattern in patterns for p in package.glob(pattern)}
+    data = {p for p in PRIORS_DIR.iterdir() if p.suffix in (".npz", ".json")}
+    assert data and data <= shipped
+    for card in CARDS.values():
+        assert PRIORS_DIR / card["weights_file"] in shipped
+
+
+def test_former_pretrain_name_still_works(tmp_path, monkeypatch):
+    import importlib
+
+    import skflow.priors
+    from skflow.priors import model_card
+
+    with pytest.warns(DeprecationWarning, match="skflow.priors"):
+        from skflow.pretrain import PriorTasks as Old
+    assert Old is PriorTasks
+    assert importlib.import_module("skflow.pretrain.training").train_prior is train_prior
+    from skflow.pretrain.__main__ import main as old_main
+
+    monkeypatch.setattr(model_card, "DOCS_PAGE", tmp_path / "old.md")
+    with pytest.warns(FutureWarning, match="python -m skflow.priors"):
+        assert old_main(["--write-docs"]) == 0
+    monkeypatch.setattr(model_card, "DOCS_PAGE", tmp_path / "new.md")
+    assert skflow.priors.__main__.main(["--write-docs"]) == 0
+    assert (tmp_path / "old.md").read_text() == (tmp_path / "new.md").read_text()

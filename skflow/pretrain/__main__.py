@@ -1,48 +1,23 @@
-"""``python -m skflow.pretrain NAME``: train (or extend) a shipped prior.
-
-Examples: ``python -m skflow.pretrain general-16`` (the recipe's budget, about half an hour on
-one core), ``python -m skflow.pretrain general-16 --max-iter 500 --out /tmp/prior`` (a short
-run elsewhere), ``--resume`` to continue an interrupted run from its checkpoint,
-``--write-docs`` to rewrite ``docs/pretrained.md`` from the shipped model cards.
-"""
+"""``python -m skflow.pretrain``: the former name of ``python -m skflow.priors`` (deprecated)."""
 
 from __future__ import annotations
 
-import argparse
+import warnings
 
-from .model_card import write_docs
-from .recipes import RECIPES
-from .training import train_prior
+from skflow.priors.__main__ import main as _priors_main
+
+__all__ = ["main"]
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m skflow.pretrain", description=__doc__)
-    parser.add_argument("name", nargs="?", choices=sorted(RECIPES), help="recipe to train")
-    parser.add_argument("--max-iter", type=int, default=None, help="total iterations")
-    parser.add_argument("--out", default=None, help="folder of the weights and model card")
-    parser.add_argument("--checkpoint", default=None, help="checkpoint file")
-    parser.add_argument("--resume", action="store_true", help="continue from the checkpoint")
-    parser.add_argument("--no-progress", action="store_true", help="no per-chunk progress bar")
-    parser.add_argument(
-        "--write-docs", action="store_true", help="write docs/pretrained.md from the cards"
+    """Run ``python -m skflow.priors`` with ``argv``, after a deprecation warning."""
+    # a FutureWarning: shown to the person who typed the command (a DeprecationWarning is not)
+    warnings.warn(
+        "python -m skflow.pretrain is deprecated: use python -m skflow.priors.",
+        FutureWarning,
+        stacklevel=2,
     )
-    args = parser.parse_args(argv)
-    if args.write_docs:
-        print(f"wrote {write_docs()}")
-        if args.name is None:
-            return 0
-    if args.name is None:
-        parser.error("name the recipe to train (or pass --write-docs)")
-    card = train_prior(
-        args.name,
-        max_iter=args.max_iter,
-        folder=args.out,
-        checkpoint=args.checkpoint,
-        resume=args.resume,
-        progress=not args.no_progress,
-    )
-    print(f"wrote {card} and its weights")
-    return 0
+    return _priors_main(argv)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ from .._validation import (
     boolean,
     check_data,
     check_finite_output,
-    check_int,
     check_random_state,
     choice,
     either,
@@ -26,7 +25,8 @@ from .._validation import (
 )
 from ._base import SAMPLER_CONSTRAINTS, Backend, BaseFlowSampler, PreparedFlow
 from ._batch import check_support_batch, is_support_list
-from ._frame import build_model, is_task_source
+from ._fitted import FITTED, fitted_config, legacy_pickle, restore
+from ._frame import is_task_source
 from ._frame import support_bounds as _support_bounds  # the inference half's former names
 from ._frame import task_frame as _task_frame
 from ._meta_training import (
@@ -369,7 +369,7 @@ class LearnedFlowSampler(BaseFlowSampler):
         >>> "general-16" in LearnedFlowSampler.pretrained_models()
         True
         """
-        from ._pretrained import pretrained_cards
+        from ..priors.store import pretrained_cards
 
         return pretrained_cards()
 
@@ -408,40 +408,10 @@ class LearnedFlowSampler(BaseFlowSampler):
         >>> prior.sample(5, support=S, random_state=0).shape
         (5, 3)
         """
-        import torch
+        from ..priors.store import load_prior
 
-        from ..nn.transformer import CrossAttentionVelocity
-        from ._pretrained import read_prior
-
-        card, state = read_prior(name)
-        width = int(card["network"]["n_features"])
-        d = width if n_features is None else check_int(n_features, "n_features")
-        if d > width:
-            raise InvalidParameterError(
-                f"the prior {name!r} serves at most {width} features, got n_features={d}; "
-                "reduce the data first (e.g. sklearn.decomposition.PCA)."
-            )
-        net = build_model(CrossAttentionVelocity, card["network"])
-        net.load_state_dict({k: torch.from_numpy(v) for k, v in state.items()})
-        params = {**card["estimator_params"], **card["finetune_params"]}
-        params = {k: tuple(v) if isinstance(v, list) else v for k, v in params.items()}
-        sampler = cls(**params)
-        fitted = card["fitted"]
-        sampler.model_ = (net if d == width else net.restrict_features(d)).eval()
-        sampler.n_features_in_ = d
-        sampler._prior = (name, width)  # names the remedy when a support has another width
-        sampler.support_ = None
-        sampler.support_range_ = tuple(fitted["support_range_"])
-        sampler.task_scale_ = float(fitted["task_scale_"])
-        sampler.normalize_ = bool(fitted["normalize_"])
-        sampler.augment_ = fitted["augment_"]
-        sampler.n_iter_ = int(fitted["n_iter_"])
-        sampler.training_time_ = float(fitted["training_time_"])
-        sampler.loss_curve_ = []  # the prior's curves are in its model card
-        sampler.validation_scores_ = None
-        sampler.best_validation_score_ = None
-        sampler.validation_classes_ = None
-        return sampler
+        params, config, state = load_prior(name, n_features)
+        return restore(cls(**params), config, state)
 
     # -- presets ---------------------------------------------------------------------------
     @classmethod
@@ -582,30 +552,36 @@ class LearnedFlowSampler(BaseFlowSampler):
         )
 
     def _store(self, run: TrainingRun, result: Any, warm: bool) -> None:
-        """The fitted attributes of a training run (accumulated on a warm start)."""
+        """The fitted attributes of a training run (accumulated on a warm start), set by
+        :func:`~skflow.samplers._fitted.restore` like those of a prior or a pickle."""
         tasks = run.tasks
-        self.support_range_ = tasks.options.support_range
-        self.augment_ = tasks.options.augment
-        self.normalize_ = tasks.options.normalize
-        if tasks.labelled:
-            self.validation_classes_ = tasks.validation_classes
-        self.task_scale_ = run.task_scale
-        self._warm = run.warm_state(result)  # generators and optimizer: never pickled
-        self.model_ = run.model
-        self.support_ = tasks.default_support
         scores = result.validation_scores if run.validation is not None else None
+        fitted = {
+            "support_range_": tasks.options.support_range,
+            "augment_": tasks.options.augment,
+            "normalize_": tasks.options.normalize,
+            "task_scale_": run.task_scale,
+            "support_": tasks.default_support,
+            "best_validation_score_": result.best_validation_score,
+            "validation_classes_": tasks.validation_classes
+            if tasks.labelled
+            else getattr(self, "validation_classes_", None),
+            "n_iter_": result.n_iter,
+            "loss_curve_": result.loss_curve,
+            "training_time_": result.elapsed,
+            "validation_scores_": scores,
+            "n_features_in_": self.n_features_in_,
+        }
         if warm:
-            self.n_iter_ += result.n_iter
-            self.loss_curve_ = self.loss_curve_ + result.loss_curve
-            self.training_time_ += result.elapsed
+            fitted["n_iter_"] += self.n_iter_
+            fitted["loss_curve_"] = self.loss_curve_ + result.loss_curve
+            fitted["training_time_"] += self.training_time_
             if scores is not None and self.validation_scores_ is not None:
-                scores = self.validation_scores_ + scores
-        else:
-            self.n_iter_ = result.n_iter
-            self.loss_curve_ = result.loss_curve
-            self.training_time_ = result.elapsed
-        self.validation_scores_ = scores
-        self.best_validation_score_ = result.best_validation_score
+                fitted["validation_scores_"] = self.validation_scores_ + scores
+        prior = getattr(self, "_prior", None) if warm else None  # a fine-tuned prior
+        config = {"network": dict(run.model.config), "fitted": fitted, "prior": prior}
+        restore(self, config, run.model.state_dict())
+        self._warm = run.warm_state(result)  # generators and optimizer: never pickled
 
     def fit(self, X: Any, y: Any = None) -> LearnedFlowSampler:
         """Meta-train the velocity network.
@@ -867,29 +843,23 @@ class LearnedFlowSampler(BaseFlowSampler):
     # -- persistence -----------------------------------------------------------------------
     def __getstate__(self):
         state = super().__getstate__()
-        if "_warm" in state:  # generators and optimizer moments: not part of the model
-            state = {k: v for k, v in state.items() if k != "_warm"}
-        model = state.get("model_")
-        if model is not None and not isinstance(model, dict):
-            state = dict(state)
-            state["model_"] = {
-                "__skflow_model__": True,
-                "config": dict(model.config),
-                "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
-            }
+        # generators and optimizer moments: not part of the model
+        state = {k: v for k, v in state.items() if k != "_warm"}
+        if "model_" not in state:
+            return state
+        # fitted: the parameters plus the (config, state) that restore() rebuilds it from
+        config, weights = fitted_config(self)
+        fitted = {"model_", "n_features_in_", "_prior", *FITTED}
+        state = {k: v for k, v in state.items() if k not in fitted}
+        state["_fitted"] = {"config": config, "state": weights}
         return state
 
     def __setstate__(self, state):
-        model = state.get("model_")
-        if isinstance(model, dict) and model.get("__skflow_model__"):
-            from ..nn.transformer import CrossAttentionVelocity
-
-            net = build_model(CrossAttentionVelocity, model["config"])
-            net.load_state_dict(model["state_dict"])
-            net.eval()
-            state = dict(state)
-            state["model_"] = net
-        super().__setstate__(state)
+        state = legacy_pickle(state)  # a pickle of an older skflow
+        fitted = state.get("_fitted")
+        super().__setstate__({k: v for k, v in state.items() if k != "_fitted"})
+        if fitted is not None:
+            restore(self, fitted["config"], fitted["state"])
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -81,7 +81,7 @@ class EllipticalMixtureTasks:
 
     Examples
     --------
-    >>> from skflow.pretrain.meta_distribution import EllipticalMixtureTasks
+    >>> from skflow.priors.meta_distribution import EllipticalMixtureTasks
     >>> S, Q = EllipticalMixtureTasks(3, law="student").sample_tasks(4, 10, 5, random_state=0)
     >>> S.shape, Q.shape
     ((4, 10, 3), (4, 5, 3))
@@ -153,7 +153,7 @@ class PriorTasks:
 
     Examples
     --------
-    >>> from skflow.pretrain import PriorTasks
+    >>> from skflow.priors import PriorTasks
     >>> S, Q = PriorTasks(max_features=5).sample_tasks(3, 8, 4, random_state=0)
     >>> S.shape[0], S.shape[1], Q.shape[1], S.shape[2] <= 5
     (3, 8, 4, True)

@@ -1,7 +1,7 @@
 """The training run of a shipped prior: chunks of warm-started fits, checkpoints, a model card.
 
-:func:`train_prior` trains recipe ``NAME`` of :data:`~skflow.pretrain.RECIPES` on
-:class:`~skflow.pretrain.PriorTasks` in chunks of ``chunk`` iterations (a warm start each,
+:func:`train_prior` trains recipe ``NAME`` of :data:`~skflow.priors.RECIPES` on
+:class:`~skflow.priors.PriorTasks` in chunks of ``chunk`` iterations (a warm start each,
 with the task, noise and time streams continuing, so an uninterrupted run is one
 deterministic stream), pickles a checkpoint after every chunk, prints the progress with a time
 estimate, and finally writes the weights and the model card (command, iterations, wall time,
@@ -23,10 +23,11 @@ import numpy as np
 
 from skflow import LearnedFlowSampler
 from skflow._threads import limit_threads
-from skflow.samplers._pretrained import PRETRAINED_DIR, write_prior
+from skflow.samplers._fitted import fitted_config
 
 from .meta_distribution import PriorTasks
 from .recipes import RECIPES
+from .store import PRIORS_DIR, write_prior
 
 __all__ = ["train_prior"]
 
@@ -93,11 +94,11 @@ def train_prior(
     Parameters
     ----------
     name : str
-        A key of :data:`~skflow.pretrain.RECIPES`.
+        A key of :data:`~skflow.priors.RECIPES`.
     max_iter : int, optional
         Total iterations (default: the recipe's).
     folder : str or Path, optional
-        Where the weights and card go (default: the package's ``skflow/pretrained``).
+        Where the weights and card go (default: the package's ``skflow/priors/data``).
     checkpoint : str or Path, optional
         Checkpoint file (default ``<folder>/NAME.checkpoint.pkl``; removed at the end).
     resume : bool, default=False
@@ -114,7 +115,7 @@ def train_prior(
     Examples
     --------
     >>> import json, tempfile
-    >>> from skflow.pretrain import train_prior
+    >>> from skflow.priors import train_prior
     >>> with tempfile.TemporaryDirectory() as folder:  # two iterations, elsewhere
     ...     card = train_prior("general-16", max_iter=2, folder=folder, progress=False)
     ...     json.loads(card.read_text())["training"]["iterations"]
@@ -123,7 +124,7 @@ def train_prior(
     """
     recipe = RECIPES[name]
     total = int(recipe["max_iter"] if max_iter is None else max_iter)
-    folder = PRETRAINED_DIR if folder is None else Path(folder)
+    folder = PRIORS_DIR if folder is None else Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     checkpoint = Path(checkpoint or folder / f"{name}.checkpoint.pkl")
     tasks = PriorTasks(**recipe["tasks"])
@@ -143,7 +144,7 @@ def train_prior(
             with open(checkpoint, "wb") as f:
                 pickle.dump({"sampler": sampler, "log": log}, f)
         training = {
-            "command": "python -m skflow.pretrain " + " ".join(sys.argv[1:] or [name]),
+            "command": "python -m skflow.priors " + " ".join(sys.argv[1:] or [name]),
             "recipe": {k: v for k, v in recipe.items() if k != "description"},
             "description": recipe["description"],
             "iterations": int(sampler.n_iter_),
@@ -155,6 +156,8 @@ def train_prior(
             "validation_curve": log["validation"],
             "resumed": bool(resume),
         }
-        card = write_prior(sampler, name, folder, training, recipe["finetune"])
+        config, state = fitted_config(sampler, run_record=False)  # the curves are in training
+        params = sampler.get_params()
+        card = write_prior(name, folder, config, state, params, training, recipe["finetune"])
     checkpoint.unlink(missing_ok=True)
     return card

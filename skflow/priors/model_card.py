@@ -1,7 +1,7 @@
 """Model-card pages of the shipped priors, written from their cards (``docs/pretrained.md``).
 
-``python -m skflow.pretrain --write-docs`` rewrites the page from the ``.json`` cards in
-``skflow/pretrained/``: every number on it is a field of a card that the training command
+``python -m skflow.priors --write-docs`` rewrites the page from the ``.json`` cards in
+``skflow/priors/data/``: every number on it is a field of a card that the training command
 wrote, so the page cannot drift from the weights (``tests/test_pretrained.py`` checks it).
 """
 
@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from skflow.samplers._pretrained import PRETRAINED_DIR, pretrained_cards
+from .store import PRIORS_DIR, pretrained_cards
 
-__all__ = ["card_markdown", "write_docs"]
+__all__ = ["card_markdown", "current_command", "write_docs"]
 
 DOCS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "pretrained.md"
 #: Start of the block that benchmarks/prior_family_ablation.py writes (kept on a rewrite).
@@ -22,7 +22,7 @@ _ABLATION = "<!-- prior-ablation:begin -->"
 _INTRO = """# Pretrained priors
 
 skflow ships in-context priors: meta-trained {class} networks whose weights live inside the
-package (`skflow/pretrained/`, a few hundred kB each; nothing is downloaded). Load one and sample
+package (`skflow/priors/data/`, a few hundred kB each; nothing is downloaded). Load one and sample
 from a few examples with no training:
 
 ```python
@@ -52,7 +52,15 @@ normalised by their own spread put some targets far from the support, so a few b
 losses thousands of times the median and dominate the means (the validation set holds such
 tasks too). Gradient clipping bounds their steps.
 
-Each card below is written from the prior's `.json` card by `python -m skflow.pretrain
+**Stored form.** A prior is two files in `skflow/priors/data/`: its weights (`NAME.npz`, the
+network's float32 `state_dict`) and its card (`NAME.json`), which holds the configuration that
+rebuilds the fitted estimator (the network's architecture, `network`; the fitted attributes,
+`fitted`; the estimator parameters), as TabPFN stores its config with its weights.
+`from_pretrained` checks the weights' SHA-256 against the card, then builds the sampler with
+the same function that ends `fit` and unpickling. The format, the task law, the recipes and
+the training command live in one package, `skflow.priors`.
+
+Each card below is written from the prior's `.json` card by `python -m skflow.priors
 --write-docs`; the card itself is written by the training command it names.
 """
 
@@ -78,9 +86,26 @@ def _machine(info: dict) -> str:
     )
 
 
+def current_command(recorded: str) -> str:
+    """A card's recorded training command as it runs today: the cards keep their history, and
+    the command was ``python -m skflow.pretrain`` before the priors moved to one package.
+
+    Examples
+    --------
+    >>> current_command("python -m skflow.pretrain general-16 --no-progress")
+    'python -m skflow.priors general-16 --no-progress'
+    """
+    return recorded.replace("python -m skflow.pretrain ", "python -m skflow.priors ", 1)
+
+
 def _training_lines(tr: dict) -> list[str]:
+    command = current_command(tr["command"])
+    if command != tr["command"]:
+        command += f"` (recorded in the card as `{tr['command']}`, its former name)"
+    else:
+        command += "`"
     return [
-        f"- Command: `{tr['command']}`" + (" (resumed from a checkpoint)" if tr["resumed"] else ""),
+        f"- Command: `{command}" + (" (resumed from a checkpoint)" if tr["resumed"] else ""),
         f"- Iterations: {tr['iterations']}; wall time {tr['wall_time_s'] / 60:.1f} min, CPU "
         f"time {tr['cpu_time_s'] / 60:.1f} min (one Torch thread, one BLAS thread).",
         f"- Machine at the start: {_machine(tr['machine_start'])}.",
@@ -105,12 +130,12 @@ def card_markdown(name: str, card: dict) -> str:
         f"{net['n_features']} features), d_model {net['d_model']}, {net['n_heads']} heads, "
         f"{net['n_layers']} layers, exact NW head {net['exact_head']}, sigma_min "
         f"{net['sigma_min']}; {card['n_parameters']} parameters.",
-        f"- Weights: `skflow/pretrained/{card['weights_file']}`, float32, SHA-256 "
+        f"- Weights: `skflow/priors/data/{card['weights_file']}`, float32, SHA-256 "
         f"`{card['weights_sha256']}`.",
         f"- Support sizes seen in training: {card['fitted']['support_range_'][0]} to "
         f"{card['fitted']['support_range_'][1]}; per-task normalisation "
         f"{card['fitted']['normalize_']}; task scale {card['fitted']['task_scale_']:.4g}.",
-        "- Training task law: `skflow.pretrain.PriorTasks(" + ", ".join(
+        "- Training task law: `skflow.priors.PriorTasks(" + ", ".join(
             f"{k}={v!r}" for k, v in tr["recipe"]["tasks"].items()
         ) + ")`.",
         "- Estimator parameters of training: " + ", ".join(
@@ -136,7 +161,7 @@ def card_markdown(name: str, card: dict) -> str:
 def write_docs(path: str | Path | None = None, folder: str | Path | None = None) -> Path:
     """Write the model-card page from the cards in ``folder`` (default: the shipped ones)."""
     path = DOCS_PAGE if path is None else Path(path)
-    cards = pretrained_cards(PRETRAINED_DIR if folder is None else folder)
+    cards = pretrained_cards(PRIORS_DIR if folder is None else folder)
     text = _INTRO.format(
         **{"class": "`CrossAttentionVelocity`", "results": "[the results page](results.md)"}
     )

@@ -1,13 +1,13 @@
 """Named recipes of the shipped priors: the estimator, its task law and its training budget.
 
-A recipe is everything ``python -m skflow.pretrain NAME`` needs to rebuild a prior bit for bit
+A recipe is everything ``python -m skflow.priors NAME`` needs to rebuild a prior bit for bit
 (on one Torch thread): the :class:`~skflow.LearnedFlowSampler` parameters, the
-:class:`~skflow.pretrain.PriorTasks` parameters and the number of iterations. Add a recipe
-here to train a new prior; its weights and model card land in ``skflow/pretrained/``.
+:class:`~skflow.priors.PriorTasks` parameters and the number of iterations. Add a recipe
+here to train a new prior; its weights and model card land in ``skflow/priors/data/``.
 
 Examples
 --------
->>> from skflow.pretrain import RECIPES
+>>> from skflow.priors import RECIPES
 >>> recipe = RECIPES["general-16"]
 >>> recipe["tasks"]["max_features"], recipe["sampler"]["support_size"]
 (16, (2, 100))
