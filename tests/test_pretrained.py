@@ -293,6 +293,18 @@ def _same_fitted(a, b):
         assert k == k2 and torch.equal(x, y), k
 
 
+def test_fit_and_warm_start_give_the_samples_of_before():
+    """The end of ``fit`` now builds the sampler through ``restore``: the same numbers as the
+    code before (commit 67725a0), after a fit and after a warm-started second fit."""
+    lf = _tiny_fit()
+    before = [[0.5709780225941131, 0.7059248963035687], [-0.12131427597545621, 1.3880416086449996]]
+    np.testing.assert_array_equal(lf.sample(2, random_state=0), before)
+    lf.set_params(warm_start=True, max_iter=2).fit(np.random.default_rng(0).normal(size=(30, 2)))
+    warm = [[0.5599139219160464, 0.6915674621393443], [-0.13135040753992822, 1.3658430730782691]]
+    assert lf.n_iter_ == 5
+    np.testing.assert_array_equal(lf.sample(2, random_state=0), warm)
+
+
 def test_fit_pickle_and_prior_share_one_construction(monkeypatch):
     """``restore`` builds every fitted sampler: the end of ``fit``, unpickling and
     ``from_pretrained``; its ``(config, state)`` is the whole fitted state."""
