@@ -513,7 +513,7 @@ def torch_backend():
     return _TORCH
 
 
-def get_backend(*arrays: Any):
+def get_backend(*arrays: Any, promote: bool = False):
     """The array backend of the inputs: Torch if any is a tensor, NumPy otherwise.
 
     The one NumPy/Torch decision of skflow, taken once per public call (a prepared field, a
@@ -529,6 +529,9 @@ def get_backend(*arrays: Any):
     ----------
     *arrays : array-like or None
         The inputs of the call; None and scalars are skipped.
+    promote : bool, default=False
+        Whether a mix of NumPy arrays and tensors gives Torch (the caller copies the host
+        inputs to the tensors' device) instead of a ``TypeError``.
 
     Returns
     -------
@@ -542,7 +545,7 @@ def get_backend(*arrays: Any):
     ('numpy', False, [1.0, 0.0])
     """
     flags = [is_torch(a) for a in arrays if a is not None and not np.isscalar(a)]
-    if any(flags) and not all(flags):
+    if any(flags) and not all(flags) and not promote:
         raise TypeError("Inputs mix NumPy arrays and Torch tensors; pass one kind only.")
     return torch_backend() if any(flags) else NUMPY_BACKEND
 

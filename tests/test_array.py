@@ -124,6 +124,7 @@ def test_backend_is_decided_from_the_inputs():
     assert not NUMPY_BACKEND.is_torch and torch_backend().is_torch
     with pytest.raises(TypeError, match="mix NumPy arrays and Torch tensors"):
         get_backend(a, t)
+    assert get_backend(a, t, promote=True) is torch_backend()  # the metrics' rule
 
 
 def test_backend_answers_about_arrays():
