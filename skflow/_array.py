@@ -51,6 +51,7 @@ AUTO_TORCH_MIN_SUPPORT_ADAPTIVE = 1024
 #: A calibration size goes to NumPy only if NumPy was faster than Torch by this factor at
 #: every n of the grid (a tie goes to Torch, the engine that scales).
 AUTO_NUMPY_MARGIN = 1.1
+_MIX = "Inputs mix NumPy arrays and Torch tensors; pass one kind only."
 
 
 def is_torch(x: Any) -> bool:
@@ -89,6 +90,9 @@ class _NumpyNamespace:
     float32, float64 = np.float32, np.float64
     to_numpy = staticmethod(to_numpy)
 
+    def __reduce__(self):  # one instance: a pickled field or index gets it back
+        return (_numpy_backend, ())
+
     # -- what the backend is asked about an array ----------------------------------------
     @staticmethod
     def owns(a):
@@ -115,6 +119,11 @@ class _NumpyNamespace:
     @staticmethod
     def check_real(a, name):
         return check_real_array(a, name)
+
+    @staticmethod
+    def check_kind(a):
+        if is_torch(a):
+            raise TypeError(_MIX)
 
     # -- conversions ---------------------------------------------------------------------
     @staticmethod
@@ -320,6 +329,9 @@ class _TorchNamespace:
         self.torch = torch
         self.float32, self.float64 = torch.float32, torch.float64
 
+    def __reduce__(self):  # the torch module does not pickle; the instance is rebuilt
+        return (torch_backend, ())
+
     # -- what the backend is asked about an array ----------------------------------------
     def owns(self, a):
         return is_torch(a)
@@ -335,6 +347,10 @@ class _TorchNamespace:
 
     def layout_key(self, x):
         return (True, tuple(x.shape), x.dtype, x.device) if is_torch(x) else None
+
+    def check_kind(self, a):
+        if not (a is None or np.isscalar(a) or is_torch(a)):
+            raise TypeError(_MIX)
 
     def check_real(self, a, name):
         if a.is_complex():
@@ -499,6 +515,10 @@ NUMPY_BACKEND = _NumpyNamespace()
 _TORCH = None
 
 
+def _numpy_backend():
+    return NUMPY_BACKEND
+
+
 def torch_backend():
     """The Torch backend (imports torch on first use).
 
@@ -546,7 +566,7 @@ def get_backend(*arrays: Any, promote: bool = False):
     """
     flags = [is_torch(a) for a in arrays if a is not None and not np.isscalar(a)]
     if any(flags) and not all(flags) and not promote:
-        raise TypeError("Inputs mix NumPy arrays and Torch tensors; pass one kind only.")
+        raise TypeError(_MIX)
     return torch_backend() if any(flags) else NUMPY_BACKEND
 
 

@@ -146,6 +146,13 @@ def test_backend_answers_about_arrays():
     assert xp.fused_attention is False and tp.fused_attention is True
 
 
+def test_backends_pickle_to_the_same_object():
+    import pickle
+
+    for backend in (NUMPY_BACKEND, torch_backend()):
+        assert pickle.loads(pickle.dumps(backend)) is backend
+
+
 def test_nonzero_pairs_agree():
     mask = np.array([[True, False, True], [False, True, False]])
     for xp, m in ((NUMPY_BACKEND, mask), (torch_backend(), torch.as_tensor(mask))):
