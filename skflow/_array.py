@@ -118,7 +118,19 @@ class _NumpyNamespace:
 
     @staticmethod
     def check_real(a, name):
-        return check_real_array(a, name)
+        return check_real_array(to_numpy(a), name)
+
+    @staticmethod
+    def check_device(a, like, name, like_name):
+        """Nothing to check: host arrays."""
+
+    @staticmethod
+    def as_array(a):
+        return np.asarray(a)
+
+    @staticmethod
+    def first_owned(*arrays):
+        return arrays[0]
 
     @staticmethod
     def check_kind(a):
@@ -353,9 +365,25 @@ class _TorchNamespace:
             raise TypeError(_MIX)
 
     def check_real(self, a, name):
+        if not is_torch(a):  # host data: checked on the host (the caller moves it)
+            return check_real_array(to_numpy(a), name)
         if a.is_complex():
             raise TypeError(f"{name} must be real-valued, got complex dtype {a.dtype}.")
         return a
+
+    def check_device(self, a, like, name, like_name):
+        # moving data silently would hide a user's mistake (and a sync)
+        if is_torch(a) and a.device != like.device:
+            raise ValueError(
+                f"{name} is on device {a.device} but {like_name} is on device {like.device}; "
+                "put both on the same device."
+            )
+
+    def as_array(self, a):
+        return a
+
+    def first_owned(self, *arrays):
+        return next(a for a in arrays if is_torch(a))
 
     # -- conversions ---------------------------------------------------------------------
     def cast(self, a, dtype):

@@ -144,6 +144,20 @@ def test_backend_answers_about_arrays():
         with pytest.raises(TypeError, match="z must be real-valued"):
             backend.check_real(z, "z")
     assert xp.fused_attention is False and tp.fused_attention is True
+    # host data under Torch is checked on the host (the caller moves it); tensors in place
+    assert isinstance(tp.check_real([1, 2], "h"), np.ndarray) and tp.check_real(t, "t") is t
+    assert xp.check_real(t, "t").dtype == np.float32  # a NumPy call takes a tensor to host
+    assert xp.as_array([1.0]).tolist() == [1.0] and tp.as_array(t) is t
+    assert xp.first_owned(a, t) is a and tp.first_owned(a, t) is t
+    xp.check_device(a, t, "a", "t")
+    tp.check_device(a, t.to("meta"), "a", "t")  # host data: the caller moves it
+    with pytest.raises(ValueError, match="x is on device meta but s is on device cpu"):
+        tp.check_device(t.to("meta"), t, "x", "s")
+    with pytest.raises(TypeError, match="mix NumPy arrays"):
+        xp.check_kind(t)
+    with pytest.raises(TypeError, match="mix NumPy arrays"):
+        tp.check_kind(a)
+    xp.check_kind(a), tp.check_kind(t), tp.check_kind(None), tp.check_kind(2.0)
 
 
 def test_backends_pickle_to_the_same_object():

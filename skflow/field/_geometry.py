@@ -13,18 +13,13 @@ from typing import Any
 
 import numpy as np
 
-from .._array import to_numpy
-from .._validation import check_real_array
-
 __all__ = ["DenseGeometry", "StreamGeometry", "projection_like"]
 
 
 def projection_like(xp: Any, projection: Any, like: Any, d: int) -> Any:
     """The projection as an array of the dtype/device of ``like``, shape-checked (..., k, d)."""
-    if xp.on_device(projection):  # already on the backend's device: checked there
-        proj = xp.check_real(projection, "projection")
-    else:
-        proj = check_real_array(to_numpy(projection), "projection")
+    # a tensor of a Torch backend is checked on its device; anything else on the host
+    proj = xp.check_real(projection, "projection")
     proj = xp.asarray(proj, like)
     if proj.ndim < 2 or proj.shape[-1] != d:
         raise ValueError(f"projection must have shape (k, {d}), got {tuple(proj.shape)}.")

@@ -19,7 +19,6 @@ from .._validation import (
     check_choice,
     check_int,
     check_real,
-    check_real_array,
     check_sigma_min,
     check_time_tolerance,
 )
@@ -328,18 +327,9 @@ class NWField:
 
     def _validate_queries(self, x: Any) -> Any:
         xp, support = self.xp, self.support
-        if not xp.on_device(x):
-            xp.check_kind(x)  # refuses a mix of NumPy and Torch
-            x = check_real_array(x, "x")
-        else:
-            if x.is_complex():
-                raise TypeError(f"x must be real-valued, got complex dtype {x.dtype}.")
-            if x.device != support.device:
-                # moving data silently would hide a user's mistake (and a sync)
-                raise ValueError(
-                    f"x is on device {x.device} but support is on device {support.device}; "
-                    "put both on the same device."
-                )
+        xp.check_kind(x)  # refuses a mix of NumPy and Torch
+        x = xp.check_real(x, "x")
+        xp.check_device(x, support, "x", "support")
         if x.ndim < 2 or (x.ndim != 2 and self.streaming):
             raise ValueError(
                 f"x and support must be 2-D arrays (n, d) and (m, d); got {tuple(x.shape)} and "

@@ -157,8 +157,7 @@ def _host64(a: Any) -> np.ndarray:
 def _check_matrix(xp: Any, a: Any, name: str) -> Any:
     """``a`` (an array of the backend ``xp``, or array-like for NumPy) checked 2-D, floating
     and finite."""
-    if not xp.on_device(a):
-        a = np.asarray(a)
+    a = xp.as_array(a)
     if a.ndim != 2 or a.shape[0] < 1 or a.shape[1] < 1:
         raise ValueError(f"{name} must be a non-empty 2-D array, got shape {tuple(a.shape)}.")
     if str(a.dtype).replace("torch.", "") not in ("float32", "float64"):

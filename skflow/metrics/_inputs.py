@@ -105,7 +105,7 @@ def prepare_pair(X: Any, Y: Any) -> tuple[Any, Any, Any]:
     A NumPy input next to a tensor is copied to the tensor's device.
     """
     xp = get_backend(X, Y, promote=True)
-    like = X if xp.on_device(X) else Y
+    like = xp.first_owned(X, Y)  # the device of the call (Torch: the first tensor)
     Xv, Yv = as_2d("X", X, xp, like), as_2d("Y", Y, xp, like)
     if Xv.shape[1] != Yv.shape[1]:
         raise ValueError(f"X has {Xv.shape[1]} features but Y has {Yv.shape[1]} features")
