@@ -147,6 +147,7 @@ def test_backend_answers_about_arrays():
     # host data under Torch is checked on the host (the caller moves it); tensors in place
     assert isinstance(tp.check_real([1, 2], "h"), np.ndarray) and tp.check_real(t, "t") is t
     assert xp.check_real(t, "t").dtype == np.float32  # a NumPy call takes a tensor to host
+    assert xp.check_real(torch.ones(2, requires_grad=True), "g").tolist() == [1.0, 1.0]
     assert xp.as_array([1.0]).tolist() == [1.0] and tp.as_array(t) is t
     assert xp.first_owned(a, t) is a and tp.first_owned(a, t) is t
     xp.check_device(a, t, "a", "t")
