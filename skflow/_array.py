@@ -150,6 +150,10 @@ class _NumpyNamespace:
     def to_device(values, like, dtype=None):
         return values if dtype is None else values.astype(dtype, copy=False)
 
+    @staticmethod
+    def from_numpy(a, device):
+        return a
+
     # -- fused and in-place updates ------------------------------------------------------
     @staticmethod
     def sub_scaled(a, b, c):
@@ -395,6 +399,9 @@ class _TorchNamespace:
     def to_device(self, values, like, dtype=None):
         out = self.torch.as_tensor(np.array(values), device=like.device)  # a writable copy
         return out if dtype is None else out.to(dtype)
+
+    def from_numpy(self, a, device):
+        return self.torch.as_tensor(a, device=device)  # shares the host memory on the CPU
 
     # -- fused and in-place updates ------------------------------------------------------
     def sub_scaled(self, a, b, c):

@@ -149,6 +149,7 @@ def test_backend_answers_about_arrays():
     assert xp.check_real(t, "t").dtype == np.float32  # a NumPy call takes a tensor to host
     assert xp.check_real(torch.ones(2, requires_grad=True), "g").tolist() == [1.0, 1.0]
     assert xp.as_array([1.0]).tolist() == [1.0] and tp.as_array(t) is t
+    assert xp.from_numpy(a, None) is a and tp.from_numpy(a, "meta").device.type == "meta"
     assert xp.first_owned(a, t) is a and tp.first_owned(a, t) is t
     xp.check_device(a, t, "a", "t")
     tp.check_device(a, t.to("meta"), "a", "t")  # host data: the caller moves it

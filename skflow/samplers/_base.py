@@ -106,11 +106,7 @@ class Backend:
 
     def asarray(self, a: np.ndarray) -> Any:
         """``a`` on this backend (no copy for NumPy)."""
-        if self.device is None:
-            return a
-        import torch
-
-        return torch.as_tensor(a, device=self.device)
+        return self.xp.from_numpy(a, self.device)
 
     def to_numpy(self, a: Any) -> np.ndarray:
         """``a`` back on the host as a NumPy array."""
