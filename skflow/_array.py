@@ -1,4 +1,4 @@
-"""Array helpers: NumPy/Torch namespaces, host conversion, and the backend/device choice.
+"""The array backend (NumPy or Torch), host conversion, and the backend/device choice.
 
 The functional core accepts NumPy arrays and Torch tensors; only the handful of operations it
 needs are wrapped (everything else is operator arithmetic, which both libraries share). Torch
@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ._validation import InvalidParameterError
+from ._validation import InvalidParameterError, check_real_array
 
 __all__ = [
     "AUTO_NUMPY_MARGIN",
@@ -19,11 +19,14 @@ __all__ = [
     "AUTO_TORCH_MIN_SUPPORT_ADAPTIVE",
     "BACKENDS",
     "DEVICES",
+    "NUMPY_BACKEND",
+    "get_backend",
     "get_namespace",
     "is_torch",
     "numpy_support_ranges",
     "resolve_device",
     "to_numpy",
+    "torch_backend",
     "use_torch_backend",
 ]
 
@@ -48,6 +51,7 @@ AUTO_TORCH_MIN_SUPPORT_ADAPTIVE = 1024
 #: A calibration size goes to NumPy only if NumPy was faster than Torch by this factor at
 #: every n of the grid (a tie goes to Torch, the engine that scales).
 AUTO_NUMPY_MARGIN = 1.1
+_MIX = "Inputs mix NumPy arrays and Torch tensors; pass one kind only."
 
 
 def is_torch(x: Any) -> bool:
@@ -77,8 +81,121 @@ def to_numpy(a: Any) -> Any:
 
 
 class _NumpyNamespace:
+    """The NumPy backend: host arrays, no device (see :func:`get_backend`)."""
+
     name = "numpy"
+    is_torch = False
+    #: whether the backend has a fused attention kernel (Torch's SDPA)
+    fused_attention = False
     float32, float64 = np.float32, np.float64
+    to_numpy = staticmethod(to_numpy)
+
+    def __reduce__(self):  # one instance: a pickled field or index gets it back
+        return (_numpy_backend, ())
+
+    # -- what the backend is asked about an array ----------------------------------------
+    @staticmethod
+    def owns(a):
+        return not is_torch(a)
+
+    @staticmethod
+    def on_device(a):
+        return False
+
+    @staticmethod
+    def device(a):
+        return None
+
+    @staticmethod
+    def device_type(a):
+        return "cpu"
+
+    @staticmethod
+    def layout_key(x):
+        if isinstance(x, np.ndarray) and x.dtype.kind in "biuf":
+            return (False, tuple(x.shape), x.dtype, None)
+        return None
+
+    @staticmethod
+    def check_real(a, name):
+        return check_real_array(to_numpy(a), name)
+
+    @staticmethod
+    def check_device(a, like, name, like_name):
+        """Nothing to check: host arrays."""
+
+    @staticmethod
+    def as_array(a):
+        return np.asarray(a)
+
+    @staticmethod
+    def first_owned(*arrays):
+        return arrays[0]
+
+    @staticmethod
+    def check_kind(a):
+        if is_torch(a):
+            raise TypeError(_MIX)
+
+    # -- conversions ---------------------------------------------------------------------
+    @staticmethod
+    def cast(a, dtype):
+        return a.astype(dtype, copy=False)
+
+    @staticmethod
+    def empty(dtype, like):
+        return np.empty(0, dtype=dtype)
+
+    @staticmethod
+    def to_device(values, like, dtype=None):
+        return values if dtype is None else values.astype(dtype, copy=False)
+
+    @staticmethod
+    def from_numpy(a, device):
+        return a
+
+    # -- fused and in-place updates ------------------------------------------------------
+    @staticmethod
+    def sub_scaled(a, b, c):
+        return a - c * b
+
+    @staticmethod
+    def velocity_(mean, x, decay, sigma):
+        mean -= decay * x
+        mean /= sigma
+        return mean
+
+    @staticmethod
+    def clamp_min_(a, low):
+        return np.maximum(a, low, out=a)
+
+    @staticmethod
+    def exp_(a):
+        return np.exp(a, out=a)
+
+    @staticmethod
+    def fill_diagonal_(a, value):
+        np.fill_diagonal(a, value)
+        return a
+
+    @staticmethod
+    def abs_max(a):
+        return float(np.max(np.abs(a)))
+
+    # -- sparse row bookkeeping ----------------------------------------------------------
+    @staticmethod
+    def nonzero_pairs(mask):
+        return np.nonzero(mask)
+
+    @staticmethod
+    def segment_sum(rows, values, n_rows):
+        starts = np.searchsorted(rows, np.arange(n_rows))
+        return np.add.reduceat(values, starts, axis=0)
+
+    @staticmethod
+    def segment_max(rows, values, n_rows):
+        starts = np.searchsorted(rows, np.arange(n_rows))
+        return np.maximum.reduceat(values, starts)
 
     @staticmethod
     def logsumexp(a, axis):
@@ -125,7 +242,7 @@ class _NumpyNamespace:
         return idx
 
     @staticmethod
-    def to_float64(a):
+    def to_float64(a, like=None):
         return np.asarray(a, dtype=np.float64)
 
     @staticmethod
@@ -215,13 +332,110 @@ class _NumpyNamespace:
 
 
 class _TorchNamespace:
+    """The Torch backend: tensors on their device (see :func:`get_backend`)."""
+
     name = "torch"
+    is_torch = True
+    fused_attention = True
+    to_numpy = staticmethod(to_numpy)
 
     def __init__(self):
         import torch
 
         self.torch = torch
         self.float32, self.float64 = torch.float32, torch.float64
+
+    def __reduce__(self):  # the torch module does not pickle; the instance is rebuilt
+        return (torch_backend, ())
+
+    # -- what the backend is asked about an array ----------------------------------------
+    def owns(self, a):
+        return is_torch(a)
+
+    def on_device(self, a):
+        return is_torch(a)
+
+    def device(self, a):
+        return a.device
+
+    def device_type(self, a):
+        return a.device.type
+
+    def layout_key(self, x):
+        return (True, tuple(x.shape), x.dtype, x.device) if is_torch(x) else None
+
+    def check_kind(self, a):
+        if not (a is None or np.isscalar(a) or is_torch(a)):
+            raise TypeError(_MIX)
+
+    def check_real(self, a, name):
+        if not is_torch(a):  # host data: checked on the host (the caller moves it)
+            return check_real_array(to_numpy(a), name)
+        if a.is_complex():
+            raise TypeError(f"{name} must be real-valued, got complex dtype {a.dtype}.")
+        return a
+
+    def check_device(self, a, like, name, like_name):
+        # moving data silently would hide a user's mistake (and a sync)
+        if is_torch(a) and a.device != like.device:
+            raise ValueError(
+                f"{name} is on device {a.device} but {like_name} is on device {like.device}; "
+                "put both on the same device."
+            )
+
+    def as_array(self, a):
+        return a
+
+    def first_owned(self, *arrays):
+        return next(a for a in arrays if is_torch(a))
+
+    # -- conversions ---------------------------------------------------------------------
+    def cast(self, a, dtype):
+        return a if a.dtype == dtype else a.to(dtype)  # (a no-op .to still costs a call)
+
+    def empty(self, dtype, like):
+        return self.torch.empty(0, dtype=dtype, device=like.device)
+
+    def to_device(self, values, like, dtype=None):
+        out = self.torch.as_tensor(np.array(values), device=like.device)  # a writable copy
+        return out if dtype is None else out.to(dtype)
+
+    def from_numpy(self, a, device):
+        return self.torch.as_tensor(a, device=device)  # shares the host memory on the CPU
+
+    # -- fused and in-place updates ------------------------------------------------------
+    def sub_scaled(self, a, b, c):
+        return self.torch.sub(a, b, alpha=c)  # one pass
+
+    def velocity_(self, mean, x, decay, sigma):
+        # not in place under autograd, whose backward of SDPA needs its output
+        if mean.requires_grad:
+            return self.torch.sub(mean, x, alpha=decay).div_(sigma)
+        return mean.sub_(x, alpha=decay).div_(sigma)
+
+    def clamp_min_(self, a, low):
+        return a.clamp_(min=low)
+
+    def exp_(self, a):
+        return a.exp_()
+
+    def fill_diagonal_(self, a, value):
+        return a.fill_diagonal_(value)
+
+    def abs_max(self, a):
+        return float(a.abs().max())
+
+    # -- sparse row bookkeeping ----------------------------------------------------------
+    def nonzero_pairs(self, mask):
+        return mask.nonzero(as_tuple=True)
+
+    def segment_sum(self, rows, values, n_rows):
+        out = values.new_zeros((n_rows, values.shape[1]))
+        return out.index_add_(0, rows, values)
+
+    def segment_max(self, rows, values, n_rows):
+        out = values.new_full((n_rows,), float("-inf"))
+        return out.scatter_reduce(0, rows, values, reduce="amax", include_self=True)
 
     def logsumexp(self, a, axis):
         return self.torch.logsumexp(a, dim=axis)
@@ -259,8 +473,10 @@ class _TorchNamespace:
     def index(self, idx, like):
         return self.torch.as_tensor(idx, dtype=self.torch.int64, device=like.device)
 
-    def to_float64(self, a):
-        return a.to(self.torch.float64)
+    def to_float64(self, a, like=None):
+        if like is None:
+            return a.to(self.torch.float64)
+        return a.to(device=like.device, dtype=self.torch.float64)
 
     def astype(self, a, dtype):
         return a.to(getattr(self.torch, dtype))
@@ -329,42 +545,81 @@ class _TorchNamespace:
         return a.transpose(-1, -2)
 
 
-_NUMPY = _NumpyNamespace()
+#: The NumPy backend (host arrays): what a computation that always runs on the host asks.
+NUMPY_BACKEND = _NumpyNamespace()
 _TORCH = None
 
 
-def get_namespace(*arrays: Any):
-    """Return the namespace of the inputs: Torch if any is a tensor, NumPy otherwise.
+def _numpy_backend():
+    return NUMPY_BACKEND
 
-    The one NumPy/Torch dispatch of skflow: the field, the solvers and the pruned engine call
-    the few library-specific operations they need (``where``, ``clip``, ``concat``,
-    ``nonzero``, ``put_rows``, in-place updates, dtype casts, ...) on this object, and write
-    everything else as operator arithmetic, which both libraries share. Mixing the two is
-    refused rather than silently copied across devices.
+
+def torch_backend():
+    """The Torch backend (imports torch on first use).
 
     Examples
     --------
-    >>> xp = get_namespace(np.array([1.0, -2.0]))
-    >>> xp.name, xp.clip(np.array([1.0, -2.0]), 0.0).tolist()
-    ('numpy', [1.0, 0.0])
+    >>> torch_backend().name
+    'torch'
+    """
+    global _TORCH
+    if _TORCH is None:
+        _TORCH = _TorchNamespace()
+    return _TORCH
+
+
+def get_backend(*arrays: Any, promote: bool = False):
+    """The array backend of the inputs: Torch if any is a tensor, NumPy otherwise.
+
+    The one NumPy/Torch decision of skflow, taken once per public call (a prepared field, a
+    solve, a metric, a pruned index) and passed down: the field, the solvers, the metrics and
+    the pruned engine ask the returned object -- the library-specific operations they need
+    (``where``, ``clip``, ``concat``, ``nonzero``, ``put_rows``, in-place updates, dtype
+    casts, ``to_numpy``, ...), and what it knows of an array (``owns``, ``on_device``,
+    ``device``, ``device_type``, ``layout_key``) -- never the array's type, and write
+    everything else as operator arithmetic, which both libraries share. Mixing the two is
+    refused rather than silently copied across devices.
+
+    Parameters
+    ----------
+    *arrays : array-like or None
+        The inputs of the call; None and scalars are skipped.
+    promote : bool, default=False
+        Whether a mix of NumPy arrays and tensors gives Torch (the caller copies the host
+        inputs to the tensors' device) instead of a ``TypeError``.
+
+    Returns
+    -------
+    backend : object
+        ``NUMPY_BACKEND`` or the Torch backend (``backend.name``, ``backend.is_torch``).
+
+    Examples
+    --------
+    >>> xp = get_backend(np.array([1.0, -2.0]))
+    >>> xp.name, xp.is_torch, xp.clip(np.array([1.0, -2.0]), 0.0).tolist()
+    ('numpy', False, [1.0, 0.0])
     """
     flags = [is_torch(a) for a in arrays if a is not None and not np.isscalar(a)]
-    if any(flags) and not all(flags):
-        raise TypeError("Inputs mix NumPy arrays and Torch tensors; pass one kind only.")
-    if any(flags):
-        global _TORCH
-        if _TORCH is None:
-            _TORCH = _TorchNamespace()
-        return _TORCH
-    return _NUMPY
+    if any(flags) and not all(flags) and not promote:
+        raise TypeError(_MIX)
+    return torch_backend() if any(flags) else NUMPY_BACKEND
+
+
+def get_namespace(*arrays: Any):
+    """:func:`get_backend` under its earlier name (the array namespace of the inputs).
+
+    Examples
+    --------
+    >>> get_namespace(np.zeros(2)).name
+    'numpy'
+    """
+    return get_backend(*arrays)
 
 
 def resolve_device(device: str) -> str:
     """Map ``"auto"`` to ``"cuda"`` when a GPU is visible, else ``"cpu"``; validate the rest."""
     if device not in DEVICES and not str(device).startswith("cuda:"):
-        raise InvalidParameterError(
-            f"device must be one of {DEVICES} or 'cuda:N', got {device!r}."
-        )
+        raise InvalidParameterError(f"device must be one of {DEVICES} or 'cuda:N', got {device!r}.")
     if device == "auto":
         import torch
 

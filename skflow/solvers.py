@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from ._array import get_namespace
+from ._array import get_backend
 
 __all__ = [
     "FIXED_STEP_METHODS",
@@ -188,12 +188,12 @@ def _check_grid(t_grid: Any) -> np.ndarray:
 # --------------------------------------------------------------------------------------------
 
 
-def _combine(coeffs: tuple, ks: list) -> Any:
-    """``sum_j coeffs[j] ks[j]`` over the non-zero coefficients (0.0 if there is none).
+def _combine(xp: Any, coeffs: tuple, ks: list) -> Any:
+    """``sum_j coeffs[j] ks[j]`` over the non-zero coefficients (0.0 if there is none), on
+    the backend ``xp`` of the solve.
 
     The coefficients stay Python floats, so nothing is copied to the device.
     """
-    xp = get_namespace(ks[0])
     acc = 0.0
     for c, k in zip(coeffs, ks, strict=False):
         if c == 0.0:
@@ -202,7 +202,7 @@ def _combine(coeffs: tuple, ks: list) -> Any:
     return acc
 
 
-def _stages(tab: ButcherTableau, func: Callable, t: Any, h: Any, h_y: Any, y: Any, k1: Any):
+def _stages(xp, tab: ButcherTableau, func: Callable, t: Any, h: Any, h_y: Any, y: Any, k1: Any):
     """The stages ``k_1 .. k_s`` of one step of ``tab`` from ``(t, y)``.
 
     ``t`` and ``h`` are the time and step (floats, or float64 vectors of shape (n,)); ``h_y``
@@ -212,32 +212,31 @@ def _stages(tab: ButcherTableau, func: Callable, t: Any, h: Any, h_y: Any, y: An
     ks = [func(t, y) if k1 is None else k1]
     y_i = y
     for i in range(1, len(tab.c)):
-        y_i = y + h_y * _combine(tab.a[i], ks)
+        y_i = y + h_y * _combine(xp, tab.a[i], ks)
         ks.append(func(t + tab.c[i] * h, y_i))
     return ks, y_i
 
 
-def _fixed_step(tab: ButcherTableau, func: Callable, t: float, h: float, y: Any):
+def _fixed_step(xp, tab: ButcherTableau, func: Callable, t: float, h: float, y: Any):
     """One step of size ``h`` from ``(t, y)`` on the whole batch; returns (y_new, n_evals)."""
-    ks, _ = _stages(tab, func, t, h, h, y, None)
-    return y + h * _combine(tab.b, ks), len(ks)
+    ks, _ = _stages(xp, tab, func, t, h, h, y, None)
+    return y + h * _combine(xp, tab.b, ks), len(ks)
 
 
 # --------------------------------------------------------------------------------------------
-# row-wise array helpers (NumPy or Torch, on the state's device)
+# row-wise array helpers (on the solve's backend ``xp``, on the state's device)
 # --------------------------------------------------------------------------------------------
 
 
-def _where(cond: Any, a: Any, b: Any) -> Any:
+def _where(xp: Any, cond: Any, a: Any, b: Any) -> Any:
     """Row-wise select: ``cond`` of shape (n,) against ``a``, ``b`` of shape (n,) or (n, d)."""
     if cond.ndim < max(getattr(a, "ndim", 0), getattr(b, "ndim", 0)):
         cond = cond[:, None]
-    return get_namespace(cond).where(cond, a, b)
+    return xp.where(cond, a, b)
 
 
-def _row_rms(a: Any) -> Any:
+def _row_rms(xp: Any, a: Any) -> Any:
     """Root mean square of every row, in float64."""
-    xp = get_namespace(a)
     return xp.to_float64(xp.sqrt(xp.mean(a * a, axis=1)))
 
 
@@ -245,12 +244,12 @@ def _gather(a: Any, idx: Any) -> Any:
     return a if idx is None else a[idx]
 
 
-def _scatter(target: Any, idx: Any, values: Any) -> None:
+def _scatter(xp: Any, target: Any, idx: Any, values: Any) -> None:
     """``target[idx] = values`` in place (all rows when ``idx`` is None)."""
     if idx is None:
         target[...] = values
     else:
-        get_namespace(target).put_rows(target, idx, values)
+        xp.put_rows(target, idx, values)
 
 
 # --------------------------------------------------------------------------------------------
@@ -290,23 +289,23 @@ class _RowState:
     n_accepted: Any
     n_rejected: Any
     n_evals: int
-    xp: Any  # the array namespace of ``y`` (skflow._array.get_namespace)
+    xp: Any  # the backend of the solve (skflow._array.get_backend)
 
 
-def _initial_step(func, t, y, k1, span, order, rtol, atol):
+def _initial_step(xp, func, t, y, k1, span, order, rtol, atol):
     """Per-row first step (Hairer, Norsett and Wanner, Solving ODEs I, sec. II.4).
 
     One extra evaluation of the field on the whole batch; each row's step depends on that row
     only. Non-finite rows get a small step and fail on their first attempt.
     """
-    xp = get_namespace(y)
     scale = atol + rtol * abs(y)
-    d0, d1 = _row_rms(y / scale), _row_rms(k1 / scale)
-    h0 = _where((d0 >= 1e-5) & (d1 >= 1e-5), 0.01 * d0 / xp.clip(d1, 1e-5), 1e-6)
+    d0, d1 = _row_rms(xp, y / scale), _row_rms(xp, k1 / scale)
+    h0 = _where(xp, (d0 >= 1e-5) & (d1 >= 1e-5), 0.01 * d0 / xp.clip(d1, 1e-5), 1e-6)
     h0 = xp.clip(h0, 0.0, span)
     k2 = func(t + h0, y + xp.astype_like(h0, y)[:, None] * k1)
-    dmax = xp.maximum(d1, _row_rms((k2 - k1) / scale) / h0)
+    dmax = xp.maximum(d1, _row_rms(xp, (k2 - k1) / scale) / h0)
     h1 = _where(
+        xp,
         dmax > 1e-15,
         (0.01 / xp.clip(dmax, 1e-15)) ** (1.0 / (order + 1)),
         xp.clip(h0 * 1e-3, 1e-6),
@@ -314,14 +313,13 @@ def _initial_step(func, t, y, k1, span, order, rtol, atol):
     return xp.clip(xp.minimum(100.0 * h0, h1), 0.0, span)
 
 
-def _start(tab, func, y0, grid, rtol, atol) -> _RowState:
+def _start(xp, tab, func, y0, grid, rtol, atol) -> _RowState:
     """Copy of ``y0`` (in a floating dtype), its field and every row's first step."""
-    xp = get_namespace(y0)
     y = xp.as_floating(xp.copy(y0))
     t = xp.full((y.shape[0],), float(grid[0]), y, dtype="float64")
     # the field may keep its arguments; the state changes in place
     k1 = func(xp.copy(t), xp.copy(y))
-    h = _initial_step(func, t, y, k1, float(grid[-1] - grid[0]), tab.order, rtol, atol)
+    h = _initial_step(xp, func, t, y, k1, float(grid[-1] - grid[0]), tab.order, rtol, atol)
     flags = t != t  # all False, on the device
     zero = flags.sum()
     return _RowState(
@@ -374,13 +372,12 @@ def _raise_failure(st: _RowState, method: str, max_steps: int):
     )
 
 
-def _step_factor(err, accept, err_prev, retry, order: int) -> Any:
+def _step_factor(xp, err, accept, err_prev, retry, order: int) -> Any:
     """Per-row factor of the next step size (see the controller constants above)."""
-    xp = get_namespace(err)
     err = xp.clip(err, 1e-10)
     pi = _SAFETY * err ** (-_ALPHA / order) * err_prev ** (_BETA / order)
-    factor = _where(accept, pi, _SAFETY * err ** (-1.0 / order))
-    factor = _where(accept & retry, xp.clip(factor, 0.0, 1.0), factor)
+    factor = _where(xp, accept, pi, _SAFETY * err ** (-1.0 / order))
+    factor = _where(xp, accept & retry, xp.clip(factor, 0.0, 1.0), factor)
     return xp.clip(factor, _MIN_FACTOR, _MAX_FACTOR)
 
 
@@ -389,32 +386,31 @@ def _attempt(tab, func, st: _RowState, idx, t1: float, rtol: float, atol: float)
     xp = st.xp
     ta, hp, err_prev = _gather(st.t, idx), _gather(st.h, idx), _gather(st.err_prev, idx)
     last = hp >= t1 - ta  # the step lands on t1 exactly
-    ha = _where(last, t1 - ta, hp)
+    ha = _where(xp, last, t1 - ta, hp)
     ya, ka = _gather(st.y, idx), _gather(st.k1, idx)
     h_y = xp.astype_like(ha, ya)[:, None]
-    ks, y_new = _stages(tab, func, ta, ha, h_y, ya, ka)
+    ks, y_new = _stages(xp, tab, func, ta, ha, h_y, ya, ka)
     st.n_evals += len(ks) - 1
     scale = atol + rtol * xp.maximum(abs(ya), abs(y_new))
-    err = _row_rms(h_y * _combine(tab.error, ks) / scale)
+    err = _row_rms(xp, h_y * _combine(xp, tab.error, ks) / scale)
     bad = ~(xp.all(xp.isfinite(y_new), axis=1) & (err == err) & (err < math.inf))
     accept = (err <= 1.0) & ~bad
-    h_new = ha * _step_factor(err, accept, err_prev, _gather(st.retry, idx), tab.order)
+    h_new = ha * _step_factor(xp, err, accept, err_prev, _gather(st.retry, idx), tab.order)
     resolution = _COLLAPSE_ULPS * np.finfo(np.float64).eps * xp.clip(abs(ta), abs(t1))
-    _scatter(st.collapsed, idx, ~accept & ~bad & (h_new < resolution))
-    _scatter(st.nonfinite, idx, bad)
-    _scatter(st.retry, idx, ~accept)
-    _scatter(st.err_prev, idx, _where(accept, xp.clip(err, 1e-4), err_prev))
-    _scatter(st.y, idx, _where(accept, y_new, ya))
-    _scatter(st.k1, idx, _where(accept, ks[-1], ka))
-    _scatter(st.t, idx, _where(accept, _where(last, t1, ta + ha), ta))
-    _scatter(st.h, idx, h_new)
+    _scatter(xp, st.collapsed, idx, ~accept & ~bad & (h_new < resolution))
+    _scatter(xp, st.nonfinite, idx, bad)
+    _scatter(xp, st.retry, idx, ~accept)
+    _scatter(xp, st.err_prev, idx, _where(xp, accept, xp.clip(err, 1e-4), err_prev))
+    _scatter(xp, st.y, idx, _where(xp, accept, y_new, ya))
+    _scatter(xp, st.k1, idx, _where(xp, accept, ks[-1], ka))
+    _scatter(xp, st.t, idx, _where(xp, accept, _where(xp, last, t1, ta + ha), ta))
+    _scatter(xp, st.h, idx, h_new)
     st.n_accepted += accept.sum()
     st.n_rejected += (~accept).sum()
 
 
-def _integrate_adaptive(tab, func, y0, grid, *, trajectory, rtol, atol, max_steps):
-    st = _start(tab, func, y0, grid, rtol, atol)
-    xp = st.xp
+def _integrate_adaptive(xp, tab, func, y0, grid, *, trajectory, rtol, atol, max_steps):
+    st = _start(xp, tab, func, y0, grid, rtol, atol)
     states = [xp.copy(st.y)] if trajectory else None
     for t1 in grid[1:]:
         t1 = float(t1)
@@ -436,17 +432,17 @@ def _integrate_adaptive(tab, func, y0, grid, *, trajectory, rtol, atol, max_step
     return ODESolution(grid, y, st.n_evals, int(counts[0]), int(counts[1]))
 
 
-def _integrate_fixed(tab, func, y0, grid, *, trajectory):
+def _integrate_fixed(xp, tab, func, y0, grid, *, trajectory):
     y = y0
     states = [y] if trajectory else None
     n_evals = 0
     for t0, t1 in zip(grid[:-1], grid[1:], strict=True):
-        y, evals = _fixed_step(tab, func, float(t0), float(t1 - t0), y)
+        y, evals = _fixed_step(xp, tab, func, float(t0), float(t1 - t0), y)
         n_evals += evals
         if trajectory:
             states.append(y)
     if trajectory:
-        y = get_namespace(y).stack(states)
+        y = xp.stack(states)
     return ODESolution(grid, y, n_evals)
 
 
@@ -525,9 +521,11 @@ def integrate(
     """
     tab = _tableau(method)
     grid = _check_grid(t_grid)
+    xp = get_backend(y0)  # the one NumPy/Torch decision of a solve, passed down
     if tab.error is None:
-        return _integrate_fixed(tab, func, y0, grid, trajectory=return_trajectory)
+        return _integrate_fixed(xp, tab, func, y0, grid, trajectory=return_trajectory)
     return _integrate_adaptive(
+        xp,
         tab,
         func,
         y0,

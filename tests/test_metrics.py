@@ -242,6 +242,9 @@ def test_mmd2_torch_errors():
         mmd2(torch.ones(3, 2), torch.ones(3, 1))
     with pytest.raises(ValueError, match="Y must be a 2-D array"):
         mmd2(torch.ones(3, 2), torch.ones(3))
+    # inputs on two devices are refused, not copied (the "meta" device stands in for a GPU)
+    with pytest.raises(ValueError, match="Y is on device meta but the other inputs are on cpu"):
+        mmd2(torch.ones(3, 2), torch.ones(3, 2, device="meta"))
 
 
 # --------------------------------------------------------------------------------------------

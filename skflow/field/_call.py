@@ -28,7 +28,7 @@ class FieldCall:
     Parameters
     ----------
     xp : namespace
-        Of :func:`skflow._array.get_namespace`.
+        The array backend of the call (:func:`skflow._array.get_backend`).
     x : array of shape (..., n, d)
         Queries in the working dtype.
     coef : Coefficients
@@ -56,7 +56,7 @@ class FieldCall:
 
     def _budget(self) -> int:
         x = self.x
-        if self.xp.name == "torch" and x.device.type == "cuda":
+        if self.xp.device_type(x) == "cuda":
             return block_budget(x.device, x.element_size())
         return block_budget()
 
@@ -123,10 +123,4 @@ class FieldCall:
         """``(m(x, t) - (1 - sigma_min) x) / sigma_t`` from the (uncentred) local mean."""
         # in place: every engine returns a fresh local mean, of the queries' full shape
         # (not under autograd, whose backward of SDPA needs its output)
-        if self.xp.name == "torch":
-            if mean.requires_grad:
-                return self.xp.torch.sub(mean, self.x, alpha=self.decay).div_(self.sigma_t)
-            return mean.sub_(self.x, alpha=self.decay).div_(self.sigma_t)
-        mean -= self.decay * self.x
-        mean /= self.sigma_t
-        return mean
+        return self.xp.velocity_(mean, self.x, self.decay, self.sigma_t)

@@ -283,7 +283,7 @@ def coefficient_columns(
     outside [0, 1] are clamped to it.
     """
     shape = tuple(x.shape[:-1])
-    if xp.name == "torch" and is_torch(t) and t.ndim >= 1:
+    if xp.on_device(t) and t.ndim >= 1:
         return _device_columns(xp, x, t, shape, sigma_min, bandwidth, need_max, tolerance)
     if type(t) is float and 0.0 <= t <= 1.0 and not callable(bandwidth):
         return _scalar_columns(t, sigma_min, bandwidth)  # a solver's stage: no array work
@@ -370,7 +370,4 @@ def _broadcast(values: np.ndarray, shape: tuple, name: str) -> np.ndarray:
 
 
 def _as_device(xp, values: np.ndarray, like: Any, dtype: Any = None) -> Any:
-    if xp.name == "numpy":
-        return values if dtype is None else values.astype(dtype, copy=False)
-    out = xp.torch.as_tensor(np.array(values), device=like.device)  # a writable copy
-    return out if dtype is None else out.to(dtype)
+    return xp.to_device(values, like, dtype)

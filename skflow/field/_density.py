@@ -34,8 +34,8 @@ def path_log_density(
     whole when an ``(m, d)`` block fits ``2**23`` elements) combined with ``logaddexp``.
     """
     out_dtype = x.dtype
-    if not (xp.name == "torch" and x.device.type == "mps"):
-        x = x.to(xp.torch.float64) if xp.name == "torch" else np.asarray(x, dtype=np.float64)
+    if xp.device_type(x) != "mps":
+        x = xp.to_float64(x)
     sigma_t = OTPath(sigma_min).sigma(float(t))
     m, d = support.shape
     rows = support_chunk_size
@@ -55,6 +55,4 @@ def path_log_density(
         out.append(lse)
     norm = float(np.log(m) + 0.5 * d * np.log(2.0 * np.pi * sigma_t**2))
     log_p = xp.concat(out, axis=0) - norm
-    if xp.name == "torch":
-        return log_p.to(out_dtype)
-    return log_p.astype(out_dtype, copy=False)
+    return xp.cast(log_p, out_dtype)

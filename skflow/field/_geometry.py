@@ -13,23 +13,13 @@ from typing import Any
 
 import numpy as np
 
-from .._array import is_torch
-from .._validation import check_real_array
-
 __all__ = ["DenseGeometry", "StreamGeometry", "projection_like"]
 
 
 def projection_like(xp: Any, projection: Any, like: Any, d: int) -> Any:
     """The projection as an array of the dtype/device of ``like``, shape-checked (..., k, d)."""
-    if xp.name == "torch" and is_torch(projection):
-        if projection.is_complex():
-            raise TypeError(f"projection must be real-valued, got complex {projection.dtype}.")
-        proj = projection
-    else:
-        proj = check_real_array(
-            projection.detach().cpu().numpy() if is_torch(projection) else projection,
-            "projection",
-        )
+    # a tensor of a Torch backend is checked on its device; anything else on the host
+    proj = xp.check_real(projection, "projection")
     proj = xp.asarray(proj, like)
     if proj.ndim < 2 or proj.shape[-1] != d:
         raise ValueError(f"projection must have shape (k, {d}), got {tuple(proj.shape)}.")
@@ -62,8 +52,8 @@ class DenseGeometry:
 
     def queries(self, x_rows: Any, t_rows: Any) -> Any:
         """Centred, projected queries ``P(x - t mu)`` of a block of rows."""
-        if isinstance(t_rows, float) and self.xp.name == "torch":
-            xc = self.xp.torch.sub(x_rows, self.mean, alpha=t_rows)  # one pass
+        if isinstance(t_rows, float):
+            xc = self.xp.sub_scaled(x_rows, self.mean, t_rows)  # one pass on Torch
         else:
             xc = x_rows - t_rows * self.mean
         return xc if self.proj is None else xc @ self.xp.mT(self.proj)
@@ -131,16 +121,14 @@ def _support_mean(xp: Any, support: Any, rows: int, like: Any) -> Any:
     """Mean of the support rows (1, d), accumulated in float64 over chunks of ``rows`` rows
     (no full-size copy of the support), returned in the dtype/device of ``like``."""
     m = support.shape[0]
-    mps = xp.name == "torch" and like.device.type == "mps"  # no float64 there
+    mps = xp.device_type(like) == "mps"  # no float64 there
     total = None
     for start in range(0, m, rows):
         part = support[start : start + rows]
         if mps:
             part = xp.asarray(part, like)
-        elif xp.name == "torch":
-            part = part.to(device=like.device, dtype=xp.torch.float64)
         else:
-            part = np.asarray(part, dtype=np.float64)
+            part = xp.to_float64(part, like)
         s = xp.sum(part, axis=0, keepdims=True)
         total = s if total is None else total + s
     return xp.asarray(total / m, like)

@@ -23,8 +23,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
-
 from ._call import FieldCall, row_slice
 
 __all__ = ["screened_local_mean", "screening_applies"]
@@ -69,7 +67,7 @@ def screened_local_mean(call: FieldCall, x32: Any, geom32: Any) -> Any:
     """
     xp, g = call.xp, call.geom
     n, m = call.n, g.n_support
-    cpu = xp.name == "numpy" or call.x.device.type == "cpu"
+    cpu = xp.device_type(call.x) == "cpu"
     rows = max(64, CPU_BLOCK // max(m, 1)) if cpu else call.step
     scale = _rounding_scale(xp, geom32, call.x.shape[-1])
     cap = min(MAX_CANDIDATES, m // 8)
@@ -140,26 +138,16 @@ def _dense_block(call: FieldCall, start: int, stop: int) -> Any:
 
 def _nonzero(xp: Any, mask: Any) -> tuple[Any, Any]:
     """Row and column indices of a 2-D mask, in row-major order."""
-    if xp.name == "torch":
-        return mask.nonzero(as_tuple=True)
-    return np.nonzero(mask)
+    return xp.nonzero_pairs(mask)
 
 
 def _segment_sum(xp: Any, rows: Any, values: Any, n_rows: int) -> Any:
     """Per-row sums (n_rows, c) of ``values`` (nnz, c) grouped by ``rows`` (sorted)."""
-    if xp.name == "torch":
-        out = values.new_zeros((n_rows, values.shape[1]))
-        return out.index_add_(0, rows, values)
-    starts = np.searchsorted(rows, np.arange(n_rows))
-    return np.add.reduceat(values, starts, axis=0)
+    return xp.segment_sum(rows, values, n_rows)
 
 
 def _segment_max(xp: Any, rows: Any, values: Any, n_rows: int) -> Any:
     """Per-row maxima (n_rows,) of ``values`` (nnz,) grouped by ``rows`` (sorted; every row
     has at least one entry: its own top pair)."""
-    if xp.name == "torch":
-        out = values.new_full((n_rows,), float("-inf"))
-        return out.scatter_reduce(0, rows, values, reduce="amax", include_self=True)
-    starts = np.searchsorted(rows, np.arange(n_rows))
-    return np.maximum.reduceat(values, starts)
+    return xp.segment_max(rows, values, n_rows)
 

@@ -65,10 +65,10 @@ class AttentionKeys:
             width = self._width(max(k.shape[-1], self.values.shape[-1]))
             self._lifted = (width, _pad(k, width), _pad(self.values, width))
         width, k, v = self._lifted
-        if torch.is_tensor(b_col):
-            bias = (-b_col).to(xc.dtype).expand(*xc.shape[:-1], 1)
-        else:  # a Python float: one time for every query
+        if isinstance(b_col, float):  # one time for every query
             bias = xc.new_full((*xc.shape[:-1], 1), -float(b_col))
+        else:  # a column of per-row coefficients
+            bias = (-b_col).to(xc.dtype).expand(*xc.shape[:-1], 1)
         q = _pad(torch.cat([a_col * xc, bias], dim=-1), width)
         batch = _broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
         q, k, v = (z.expand(*batch, *z.shape[-2:]).reshape(-1, 1, *z.shape[-2:]) for z in (q, k, v))

@@ -13,13 +13,12 @@ from typing import Any
 
 import numpy as np
 
-from .._array import get_namespace, is_torch, to_numpy
+from .._array import get_backend, to_numpy
 from .._validation import (
     check_bandwidth,
     check_choice,
     check_int,
     check_real,
-    check_real_array,
     check_sigma_min,
     check_time_tolerance,
 )
@@ -118,6 +117,10 @@ class NWField:
         interpolate back (torchdiffeq's ``dopri5``, ``flow_matching``'s ``ODESolver``) work on
         :meth:`velocity` with no wrapper. A finite value (e.g. ``1e-6``, rounding only) makes
         farther times raise a ``ValueError`` that names the value.
+    backend : array backend, optional
+        The NumPy/Torch backend of the call (of :func:`skflow._array.get_backend`), decided
+        once by the caller: an estimator passes the one of its public call. None: decided
+        from ``support``, which must be an array of it.
 
     Attributes
     ----------
@@ -167,6 +170,7 @@ class NWField:
         n_clusters: int | None = None,
         pruned_max_share: float | None = PRUNED_MAX_SHARE,
         time_tolerance: float = math.inf,
+        backend: Any = None,
     ):
         self.sigma_min = check_sigma_min(sigma_min)
         check_bandwidth(bandwidth)
@@ -176,8 +180,10 @@ class NWField:
         self.attention_bias = check_choice(attention_bias, "attention_bias", ATTENTION_BIASES)
         self.float32_logit_limit = float(float32_logit_limit)
         self.float32_fallback = check_choice(float32_fallback, "float32_fallback", FALLBACKS)
-        self.xp = get_namespace(support)
-        if self.engine == "attention" and self.xp.name != "torch":
+        # the one NumPy/Torch decision of the field, unless its caller made it
+        self.xp = get_backend(support) if backend is None else backend
+        self.xp.check_kind(support)
+        if self.engine == "attention" and not self.xp.fused_attention:
             raise ValueError("engine='attention' needs Torch tensors (SDPA); got NumPy arrays.")
         self.support = _check_support(self.xp, support)
         self.projection = projection
@@ -227,7 +233,7 @@ class NWField:
             return None
         shape = getattr(self.projection, "shape", None)
         k = int(shape[-2]) if shape is not None and len(shape) >= 2 else d
-        device = self.support.device if self.xp.name == "torch" else None
+        device = self.xp.device(self.support)
         itemsize = 4 if self.support.dtype == self.xp.float32 else 8
         budget = block_budget(device, itemsize)
         return stream_rows(m, d, k, 1024, support_chunk_size, budget)
@@ -240,10 +246,10 @@ class NWField:
             # float32 norms may overflow here; that is detected by the precision check.
             with np.errstate(over="ignore", invalid="ignore"):
                 if self.streaming:
-                    like = _empty_like(xp, support, dtype)
+                    like = xp.empty(dtype, support)
                     geom = StreamGeometry(xp, support, self.projection, like, self._stream_rows)
                 else:
-                    cast = _cast(xp, support, dtype)
+                    cast = xp.cast(support, dtype)
                     geom = DenseGeometry(xp, cast, self.projection)
             self._geometries[dtype] = geom
         return geom
@@ -258,9 +264,9 @@ class NWField:
         x = self._check_queries(x)
         both32 = x.dtype == xp.float32 and self.support.dtype == xp.float32
         dtype = xp.float32 if both32 else xp.float64
-        x = _cast(xp, x, dtype)
+        x = xp.cast(x, dtype)
         out_dtype = x.dtype
-        check32 = both32 and not (xp.name == "torch" and x.device.type == "mps")
+        check32 = both32 and xp.device_type(x) != "mps"  # MPS has no float64 to promote to
         check32 = check32 and self.engine != "pruned"  # which checks its blocks itself
         coef = self._coefficients.get(t) if type(t) is float else None
         if coef is None:
@@ -274,7 +280,7 @@ class NWField:
             if not np.isfinite(radius2) or coef.a_max * radius2 > self.float32_logit_limit:
                 f64 = xp.float64
                 x32, geom32 = x, geom
-                x = _cast(xp, x, f64)
+                x = xp.cast(x, f64)
                 # recomputed, not cast: float32 coefficients would carry their rounding
                 # (relative 6e-8 of a(t), i.e. a(t) R^2 6e-8 in the logits) into float64
                 coef = self._coefficient_columns(x, t, need_max=False)
@@ -309,9 +315,8 @@ class NWField:
 
     def _check_queries(self, x: Any) -> Any:
         # A solver passes its own state at every stage: a layout validated once is trusted.
-        torch_x = is_torch(x)
-        if torch_x or (isinstance(x, np.ndarray) and x.dtype.kind in "biuf"):
-            key = (torch_x, tuple(x.shape), x.dtype, x.device if torch_x else None)
+        key = self.xp.layout_key(x)
+        if key is not None:
             if key in self._checked:
                 return x
             x = self._validate_queries(x)
@@ -322,18 +327,9 @@ class NWField:
 
     def _validate_queries(self, x: Any) -> Any:
         xp, support = self.xp, self.support
-        if xp.name == "numpy" or not is_torch(x):
-            get_namespace(x, support)  # refuses a mix of NumPy and Torch
-            x = check_real_array(x, "x")
-        else:
-            if x.is_complex():
-                raise TypeError(f"x must be real-valued, got complex dtype {x.dtype}.")
-            if x.device != support.device:
-                # moving data silently would hide a user's mistake (and a sync)
-                raise ValueError(
-                    f"x is on device {x.device} but support is on device {support.device}; "
-                    "put both on the same device."
-                )
+        xp.check_kind(x)  # refuses a mix of NumPy and Torch
+        x = xp.check_real(x, "x")
+        xp.check_device(x, support, "x", "support")
         if x.ndim < 2 or (x.ndim != 2 and self.streaming):
             raise ValueError(
                 f"x and support must be 2-D arrays (n, d) and (m, d); got {tuple(x.shape)} and "
@@ -349,7 +345,7 @@ class NWField:
         """Cast a result back to the caller's dtype (after a float64 promotion)."""
         if result.dtype == out_dtype:
             return result
-        return result.to(out_dtype) if self.xp.name == "torch" else result.astype(out_dtype)
+        return self.xp.cast(result, out_dtype)
 
     def _local_mean(self, call: FieldCall) -> Any:
         if self.engine == "pruned" and call.hard is None:
@@ -362,7 +358,7 @@ class NWField:
             st = _stream.stats(call)
             return st["mean"] / st["z"] + call.geom.mean
         # Rows in the hard-argmax limit need explicit logits: the GEMM path (t = 0 only).
-        if self.xp.name == "torch" and self.engine != "gemm" and call.hard is None:
+        if self.xp.fused_attention and self.engine != "gemm" and call.hard is None:
             return attention_mean(call, self._bias(call))
         return _dense.reduce(call, want_second=False)[0] + call.geom.mean
 
@@ -404,7 +400,7 @@ class NWField:
         if share is None or n < 2 * PRUNE_PROBE_ROWS or call.x.dtype != self.xp.float64:
             return True
         rows = np.linspace(0, n - 1, PRUNE_PROBE_ROWS).round().astype(np.int64)
-        idx = queries.new_tensor(rows).long() if is_torch(queries) else rows
+        idx = self.xp.index(rows, queries)
 
         def pick(c: Any) -> Any:
             return c if isinstance(c, float) else c[idx]
@@ -501,7 +497,7 @@ class NWField:
         x = self._check_queries(x)
         xp = self.xp
         both32 = x.dtype == xp.float32 and self.support.dtype == xp.float32
-        x = _cast(xp, x, xp.float32 if both32 else xp.float64)
+        x = xp.cast(x, xp.float32 if both32 else xp.float64)
         return path_log_density(
             self.xp,
             x,
@@ -531,10 +527,7 @@ def _centred_mean_and_trace(call: FieldCall) -> tuple[Any, Any]:
 
 
 def _check_support(xp: Any, support: Any) -> Any:
-    if xp.name == "numpy":
-        support = check_real_array(support, "support")
-    elif support.is_complex():
-        raise TypeError(f"support must be real-valued, got complex dtype {support.dtype}.")
+    support = xp.check_real(support, "support")
     if support.ndim < 2:
         raise ValueError(
             f"support must be a 2-D array (m, d) (or batched (..., m, d)); got shape "
@@ -543,15 +536,3 @@ def _check_support(xp: Any, support: Any) -> Any:
     if support.shape[-2] == 0:
         raise ValueError("support is empty: at least one support point is required.")
     return support
-
-
-def _cast(xp: Any, a: Any, dtype: Any) -> Any:
-    if xp.name == "torch":
-        return a if a.dtype == dtype else a.to(dtype)  # (a no-op .to still costs a call)
-    return a.astype(dtype, copy=False)
-
-
-def _empty_like(xp: Any, support: Any, dtype: Any) -> Any:
-    if xp.name == "torch":
-        return xp.torch.empty(0, dtype=dtype, device=support.device)
-    return np.empty(0, dtype=dtype)

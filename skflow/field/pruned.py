@@ -106,7 +106,7 @@ from typing import Any
 
 import numpy as np
 
-from .._array import get_namespace, is_torch, to_numpy
+from .._array import get_backend, to_numpy
 from .._validation import as_generator, check_int, check_real
 
 __all__ = ["ClusteredSupport", "PrunedMean", "default_n_clusters", "pruned_local_mean"]
@@ -150,21 +150,16 @@ def _float_dtype_name(a: Any) -> str:
     return "float32" if name == "float32" else "float64"
 
 
-def _to_lib(a: np.ndarray, like: Any, name: str) -> Any:
-    """Host array ``a`` in the library, device and dtype ``name`` of ``like``."""
-    return get_namespace(like).from_host(a, like, name)
-
-
 def _host64(a: Any) -> np.ndarray:
     return np.asarray(to_numpy(a), dtype=np.float64)
 
 
-def _check_matrix(a: Any, name: str) -> Any:
-    if not (is_torch(a) or isinstance(a, np.ndarray)):
-        a = np.asarray(a)
+def _check_matrix(xp: Any, a: Any, name: str) -> Any:
+    """``a`` (an array of the backend ``xp``, or array-like for NumPy) checked 2-D, floating
+    and finite."""
+    a = xp.as_array(a)
     if a.ndim != 2 or a.shape[0] < 1 or a.shape[1] < 1:
         raise ValueError(f"{name} must be a non-empty 2-D array, got shape {tuple(a.shape)}.")
-    xp = get_namespace(a)
     if str(a.dtype).replace("torch.", "") not in ("float32", "float64"):
         a = xp.astype(a, "float64")
     if not bool(xp.all(xp.isfinite(a))):
@@ -172,8 +167,8 @@ def _check_matrix(a: Any, name: str) -> Any:
     return a
 
 
-def _argmax_rows(a: Any) -> np.ndarray:
-    return np.asarray(to_numpy(get_namespace(a).argmax(a, 1)))
+def _argmax_rows(xp: Any, a: Any) -> np.ndarray:
+    return np.asarray(to_numpy(xp.argmax(a, 1)))
 
 
 def _segment_sums(x64: np.ndarray, labels: np.ndarray, total: np.ndarray) -> None:
@@ -188,21 +183,21 @@ def _segment_max(x: np.ndarray, labels: np.ndarray, total: np.ndarray) -> None:
 
 
 # --------------------------------------------------------------------------- clustering
-def _assign(keys: Any, centres64: np.ndarray) -> np.ndarray:
-    """Nearest centre of every row of ``keys`` (in the keys' library and dtype), on the host."""
-    centres = _to_lib(centres64, keys, _float_dtype_name(keys))
+def _assign(xp: Any, keys: Any, centres64: np.ndarray) -> np.ndarray:
+    """Nearest centre of every row of ``keys`` (in the keys' backend and dtype), on the host."""
+    centres = xp.from_host(centres64, keys, _float_dtype_name(keys))
     half_norms = 0.5 * (centres * centres).sum(1)
     rows = max(1, _TILE_ELEMENTS // centres64.shape[0])
     out = np.empty(keys.shape[0], dtype=np.int64)
     for start in range(0, keys.shape[0], rows):
         # argmin ||k - c||^2 = argmax <k, c> - ||c||^2 / 2: one GEMM per chunk.
         out[start : start + rows] = _argmax_rows(
-            keys[start : start + rows] @ centres.T - half_norms
+            xp, keys[start : start + rows] @ centres.T - half_norms
         )
     return out
 
 
-def _lloyd(keys: Any, n_clusters: int, rng: np.random.Generator, n_iter: int) -> np.ndarray:
+def _lloyd(xp, keys: Any, n_clusters: int, rng: np.random.Generator, n_iter: int) -> np.ndarray:
     """Lloyd iterations on a subsample of ``32 n_clusters`` rows; float64 centres (host).
 
     The centres only steer how tight the bounds are, never their validity, so a subsample
@@ -211,11 +206,11 @@ def _lloyd(keys: Any, n_clusters: int, rng: np.random.Generator, n_iter: int) ->
     m = keys.shape[0]
     size = min(m, 32 * n_clusters)
     rows = np.sort(rng.choice(m, size, replace=False)) if size < m else np.arange(m)
-    sample = keys[get_namespace(keys).index(rows, keys)]
+    sample = keys[xp.index(rows, keys)]
     sample64 = _host64(sample)
     centres = sample64[rng.choice(size, n_clusters, replace=False)].copy()
     for _ in range(n_iter):
-        labels = _assign(sample, centres)
+        labels = _assign(xp, sample, centres)
         order = np.argsort(labels, kind="stable")
         sums = np.zeros_like(centres)
         _segment_sums(sample64[order], labels[order], sums)
@@ -284,6 +279,8 @@ class ClusteredSupport:
         Cluster ``j`` is rows ``offsets_[j]:offsets_[j + 1]`` of ``keys_``.
     centres_, radii_, sizes_ : ndarrays of shape (C, k), (C,), (C,)
     value_centres_, value_radii_ : ndarrays of shape (C, d), (C,)
+    backend_ : array backend
+        NumPy or Torch (of :func:`skflow._array.get_backend`), decided from ``keys``.
     key_norm_max_, value_norm_max_ : float
     value_mean_ : ndarray of shape (d,)
         Mean of the values (float64), the local mean at ``t = 0``.
@@ -306,13 +303,15 @@ class ClusteredSupport:
         random_state: Any = 0,
         n_iter: int = 8,
     ) -> None:
-        keys = _check_matrix(keys, "keys")
+        self.backend_ = xp = get_backend(keys)  # the index's one NumPy/Torch decision
         shared = values is None or values is keys
-        values = keys if shared else _check_matrix(values, "values")
-        if is_torch(keys) != is_torch(values) or values.shape[0] != keys.shape[0]:
+        keys = _check_matrix(xp, keys, "keys")
+        if not (shared or xp.owns(values)):
+            raise ValueError("keys and values must be the same kind of array with the same rows.")
+        values = keys if shared else _check_matrix(xp, values, "values")
+        if values.shape[0] != keys.shape[0]:
             raise ValueError("keys and values must be the same kind of array with the same rows.")
         if _float_dtype_name(keys) != _float_dtype_name(values):
-            xp = get_namespace(keys)
             keys, values = xp.astype(keys, "float64"), xp.astype(values, "float64")
         m = keys.shape[0]
         c = check_int(n_clusters, "n_clusters", allow_none=True)
@@ -320,7 +319,7 @@ class ClusteredSupport:
         if c > m:
             raise ValueError(f"n_clusters must be at most the number of rows {m}, got {c}.")
         check_int(n_iter, "n_iter", minimum=0)
-        labels = _assign(keys, _lloyd(keys, c, as_generator(random_state), n_iter))
+        labels = _assign(xp, keys, _lloyd(xp, keys, c, as_generator(random_state), n_iter))
         self._build(keys, values, shared, labels)
 
     def _build(self, keys: Any, values: Any, shared: bool, labels: np.ndarray) -> None:
@@ -330,7 +329,7 @@ class ClusteredSupport:
         self.sizes_ = np.bincount(self.labels_, minlength=used.size)
         self.offsets_ = np.concatenate([[0], np.cumsum(self.sizes_)])
         self.n_clusters_ = int(used.size)
-        xp = get_namespace(keys)
+        xp = self.backend_
         perm = xp.index(self.perm_, keys)
         self.keys_ = keys[perm]
         self.values_ = self.keys_ if shared else values[perm]
@@ -400,10 +399,10 @@ class _State:
     ``[v_i, ||v_i||^2, 1]`` updates all three.
     """
 
-    def __init__(self, like: Any, n: int, dim: int, n_clusters: int) -> None:
-        self.xp = get_namespace(like)
-        self.M = _to_lib(np.full(n, -np.inf), like, "float64")
-        self.acc = _to_lib(np.zeros((n, dim + 2)), like, "float64")
+    def __init__(self, xp: Any, like: Any, n: int, dim: int, n_clusters: int) -> None:
+        self.xp = xp
+        self.M = xp.from_host(np.full(n, -np.inf), like, "float64")
+        self.acc = xp.from_host(np.zeros((n, dim + 2)), like, "float64")
         self.delta = np.zeros(n)  # bound on every evaluated shifted logit's error
         self.gemm_gamma = np.zeros(n)  # gamma of the working-precision products
         self.updates = np.zeros(n, dtype=np.int64)  # float64 accumulation steps
@@ -442,10 +441,10 @@ def _chunks(offsets: np.ndarray, clusters: np.ndarray, max_rows: int) -> list[li
     return out
 
 
-def _rows(a: Any, pieces: list[tuple]) -> Any:
+def _rows(xp: Any, a: Any, pieces: list[tuple]) -> Any:
     if len(pieces) == 1:
         return a[pieces[0][0] : pieces[0][1]]  # a view: no copy for long runs
-    return get_namespace(a).concat([a[s:e] for s, e in pieces])
+    return xp.concat([a[s:e] for s, e in pieces])
 
 
 def _precision(index, spread: np.ndarray, opts) -> tuple[str, float]:
@@ -469,23 +468,22 @@ def _evaluate(index, st: _State, sel: np.ndarray, clusters: np.ndarray, c0, z, b
     zdist = np.linalg.norm(z0, axis=1)
     spread = b[sel] * ((float(reach.max()) + zdist) * (1.0 + _HOST_SLACK)) ** 2
     name, eps = _precision(index, spread, opts)
-    like = index.keys_
-    xp = get_namespace(like)
+    like, xp = index.keys_, index.backend_
     max_rows = max(1, _EVAL_ELEMENTS // sel.size)
     pieces = _chunks(index.offsets_, clusters, max_rows)
     # Lifted query [2b (z - c0), -b, -b ||z - c0||^2] against [k - c0, ||k - c0||^2, 1]:
     # the shifted logits in one GEMM.
     zl = np.hstack([2.0 * b[sel, None] * z0, -b[sel, None], -b[sel, None] * zdist[:, None] ** 2])
-    zl = _to_lib(zl, like, name)
-    c0w = _to_lib(c0, like, name)
+    zl = xp.from_host(zl, like, name)
+    c0w = xp.from_host(c0, like, name)
     sel_lib = xp.index(sel, like)
     for chunk in pieces:
         if origin and name == index.dtype_name_:  # stored lifted keys: no per-chunk copy
-            s = zl @ xp.astype(_rows(index.lifted_keys_, chunk), name).T
+            s = zl @ xp.astype(_rows(xp, index.lifted_keys_, chunk), name).T
         else:
-            k0 = xp.astype(_rows(index.keys_, chunk), name) - c0w
+            k0 = xp.astype(_rows(xp, index.keys_, chunk), name) - c0w
             s = zl @ xp.concat([k0, (k0 * k0).sum(1)[:, None], k0[:, :1] * 0 + 1], axis=1).T
-        st.add(sel_lib, s, xp.astype(_rows(index.lifted_values_, chunk), name))
+        st.add(sel_lib, s, xp.astype(_rows(xp, index.lifted_values_, chunk), name))
     k = index.centres_.shape[1]
     # GEMM (k + 2 terms), ||k - c0||^2 (k terms) and the rounding of k - c0 itself.
     st.delta[sel] = np.maximum(st.delta[sel], _gamma(2 * k + 8, eps) * spread + 762 * eps)
@@ -625,9 +623,12 @@ def pruned_local_mean(
     >>> bool(res.mean_error.max() < 1e-8), res.evaluated_fraction < 0.2
     (True, True)
     """
-    queries = _check_matrix(queries, "queries")
-    if is_torch(queries) != is_torch(index.keys_) or queries.shape[1] != index.keys_.shape[1]:
-        raise ValueError("queries must match the index: same library and key dimension k.")
+    xp, mismatch = index.backend_, "queries must match the index: same library and key dimension k."
+    if not xp.owns(queries):
+        raise ValueError(mismatch)
+    queries = _check_matrix(xp, queries, "queries")
+    if queries.shape[1] != index.keys_.shape[1]:
+        raise ValueError(mismatch)
     opts = {
         "rtol": check_real(rtol, "rtol", low=0.0, high=1.0, low_open=True),
         "dense_fraction": check_real(dense_fraction, "dense_fraction", low=0.0, high=1.0),
@@ -688,7 +689,7 @@ def _assemble(index, q: np.ndarray, a: np.ndarray, b: np.ndarray, block_size: in
         bl = b[live]
         bounds = _cluster_bounds(index, z, bl)
         best = np.argmax(bounds, axis=1)
-        st = _State(index.keys_, live.size, index.values_.shape[1], c)
+        st = _State(index.backend_, index.keys_, live.size, index.values_.shape[1], c)
         # Upper bound of each log-normaliser: if even then most rows are needed, go dense.
         lse_up = _logsumexp_rows(bounds) + math.log(opts["rtol"]) - math.log(c)
         dense = (bounds > lse_up[:, None]) @ index.sizes_ > opts["dense_fraction"] * m
@@ -708,10 +709,11 @@ def _package(index, queries, mean, neglected, error, evaluated, fraction) -> Pru
     name = "float32" if index.dtype_name_ == _float_dtype_name(queries) == "float32" else "float64"
     if name == "float32":  # the cast of the result rounds each component once
         error = error + _EPS32 * np.linalg.norm(mean, axis=1) * (1.0 + _HOST_SLACK)
+    xp = index.backend_
     return PrunedMean(
-        mean=_to_lib(mean, queries, name),
-        neglected=_to_lib(neglected, queries, "float64"),
-        mean_error=_to_lib(error, queries, "float64"),
+        mean=xp.from_host(mean, queries, name),
+        neglected=xp.from_host(neglected, queries, "float64"),
+        mean_error=xp.from_host(error, queries, "float64"),
         evaluated=evaluated,
         evaluated_fraction=fraction,
     )

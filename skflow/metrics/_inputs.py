@@ -9,10 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from .._array import is_torch
+from .._array import NUMPY_BACKEND, get_backend, to_numpy
 from .._validation import InvalidParameterError, check_int
 
-__all__ = ["as_numpy_2d", "as_torch_2d", "check_positive_int", "prepare_pair"]
+__all__ = ["as_2d", "check_positive_int", "prepare_pair"]
 
 
 def _check_matrix_shape(name: str, ndim: int, shape: tuple, kind: str) -> None:
@@ -28,10 +28,48 @@ def _check_matrix_shape(name: str, ndim: int, shape: tuple, kind: str) -> None:
         raise ValueError(f"{name} is empty: it has 0 features (shape {shape})")
 
 
-def as_numpy_2d(name: str, X: Any) -> np.ndarray:
-    """Validate ``X`` as a finite, non-empty 2-D numeric array and return it as float64."""
+def as_2d(name: str, X: Any, xp: Any = NUMPY_BACKEND, like: Any = None) -> Any:
+    """Validate ``X`` as a finite, non-empty 2-D numeric array; return it as float64 on the
+    backend ``xp`` (of :func:`skflow._array.get_backend`), on the device of ``like``.
+
+    The one validator of the metrics' samples: an array the backend keeps on a device (a
+    tensor under Torch) is checked there; anything else is checked on the host and then
+    moved to the device of ``like`` (NumPy: stays on the host).
+
+    Parameters
+    ----------
+    name : str
+        Name of the argument in messages.
+    X : array-like of shape (n_samples, n_features)
+    xp : backend, default=NUMPY_BACKEND
+    like : array, optional
+        An array of ``xp`` on the device the result must live on (Torch only).
+
+    Returns
+    -------
+    X : array of shape (n_samples, n_features), float64
+
+    Examples
+    --------
+    >>> as_2d("X", [[1, 2]]).dtype.name
+    'float64'
+    """
+    if not xp.on_device(X):
+        return xp.from_host(_host_2d(name, X), like, "float64")
+    X = xp.check_real(X, name)
+    _check_matrix_shape(name, X.ndim, tuple(X.shape), "tensor")
+    if xp.device(X) != xp.device(like):
+        where = f"{name} is on device {X.device} but the other inputs are on {like.device}"
+        raise ValueError(where)
+    X = xp.to_float64(X.detach())
+    if not bool(xp.all(xp.isfinite(X))):
+        raise ValueError(f"{name} contains NaN or infinity")
+    return X
+
+
+def _host_2d(name: str, X: Any) -> np.ndarray:
     try:
-        arr = np.asarray(X)
+        arr = to_numpy(X)
     except Exception as exc:  # pragma: no cover - exotic array-likes
         raise TypeError(f"{name} must be a numeric array-like, got {type(X).__name__}") from exc
     if arr.dtype.kind == "c":
@@ -50,23 +88,6 @@ def as_numpy_2d(name: str, X: Any) -> np.ndarray:
     return arr
 
 
-def as_torch_2d(name: str, X: Any, device: Any) -> Any:
-    """Validate ``X`` as a finite non-empty 2-D tensor; return it as float64 on ``device``."""
-    import torch
-
-    if not isinstance(X, torch.Tensor):
-        X = torch.as_tensor(as_numpy_2d(name, X), device=device)
-    if X.is_complex():
-        raise TypeError(f"{name} must be real-valued, got complex dtype {X.dtype}")
-    _check_matrix_shape(name, X.ndim, tuple(X.shape), "tensor")
-    if X.device != device:
-        raise ValueError(f"{name} is on device {X.device} but the other inputs are on {device}")
-    X = X.detach().to(torch.float64)
-    if not bool(torch.isfinite(X).all()):
-        raise ValueError(f"{name} contains NaN or infinity")
-    return X
-
-
 def check_positive_int(value: Any, name: str, *, allow_none: bool = False) -> int | None:
     """:func:`~skflow._validation.check_int` (``>= 1``), worded "a positive integer"."""
     try:
@@ -78,13 +99,14 @@ def check_positive_int(value: Any, name: str, *, allow_none: bool = False) -> in
         ) from None
 
 
-def prepare_pair(X: Any, Y: Any) -> tuple[Any, Any]:
-    """Validate X and Y (NumPy or Torch) and return float64 copies of the same kind."""
-    if is_torch(X) or is_torch(Y):
-        device = X.device if is_torch(X) else Y.device
-        Xv, Yv = as_torch_2d("X", X, device), as_torch_2d("Y", Y, device)
-    else:
-        Xv, Yv = as_numpy_2d("X", X), as_numpy_2d("Y", Y)
+def prepare_pair(X: Any, Y: Any) -> tuple[Any, Any, Any]:
+    """The backend of the call and float64 copies of X and Y on it (NumPy or Torch).
+
+    A NumPy input next to a tensor is copied to the tensor's device.
+    """
+    xp = get_backend(X, Y, promote=True)
+    like = xp.first_owned(X, Y)  # the device of the call (Torch: the first tensor)
+    Xv, Yv = as_2d("X", X, xp, like), as_2d("Y", Y, xp, like)
     if Xv.shape[1] != Yv.shape[1]:
         raise ValueError(f"X has {Xv.shape[1]} features but Y has {Yv.shape[1]} features")
-    return Xv, Yv
+    return xp, Xv, Yv

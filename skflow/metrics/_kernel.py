@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 from scipy.spatial.distance import pdist
 
-from .._array import is_torch, to_numpy
+from .._array import NUMPY_BACKEND, is_torch
 from .._validation import InvalidParameterError
-from ._inputs import as_numpy_2d, as_torch_2d
+from ._inputs import as_2d
 
 __all__ = [
     "DEFAULT_CHUNK",
@@ -74,12 +74,12 @@ def check_mmd_bandwidth(bandwidth: Any) -> tuple[str | tuple[float, ...], bool]:
     return tuple(out), is_seq
 
 
-def median_heuristic(parts: Sequence[Any]) -> float:
+def median_heuristic(parts: Sequence[Any], xp: Any = NUMPY_BACKEND) -> float:
     """Median pairwise Euclidean distance of the rows of the concatenation of ``parts``.
 
     At most ``_MEDIAN_MAX_ROWS`` rows are used: with ``N`` pooled rows and ``N > 1000`` the
-    rows ``floor(k * N / 1000)`` for ``k = 0..999`` are taken. Parts may be NumPy arrays or
-    Torch tensors; only the subsample is moved to the CPU.
+    rows ``floor(k * N / 1000)`` for ``k = 0..999`` are taken. Parts are arrays of the backend
+    ``xp`` (NumPy or Torch); only the subsample is moved to the CPU.
     """
     sizes = [int(p.shape[0]) for p in parts]
     N = sum(sizes)
@@ -94,7 +94,7 @@ def median_heuristic(parts: Sequence[Any]) -> float:
     for p, size in zip(parts, sizes, strict=True):
         local = idx[(idx >= start) & (idx < start + size)] - start
         if local.size:
-            sub = p[local] if not is_torch(p) else p[_torch_index(local, p)].cpu().numpy()
+            sub = xp.to_numpy(p[xp.index(local, p)])
             rows.append(np.asarray(sub, dtype=np.float64))
         start += size
     Z = np.concatenate(rows, axis=0)
@@ -107,13 +107,8 @@ def median_heuristic(parts: Sequence[Any]) -> float:
     return h
 
 
-def _torch_index(idx: np.ndarray, like: Any) -> Any:
-    import torch
-
-    return torch.as_tensor(idx, device=like.device)
-
-
 def kernel_sum(
+    xp: Any,
     A: Any,
     B: Any | None,
     a_sq: Any,
@@ -127,9 +122,8 @@ def kernel_sum(
     ``B is None`` means ``B = A`` (a self term): only blocks on or above the block diagonal are
     evaluated and off-diagonal blocks count twice. For a self term the diagonal's squared
     distances are set to exactly 0 (kernel value 1 per scale), or the diagonal is excluded.
-    Works for NumPy arrays and Torch tensors alike.
+    ``A`` and ``B`` are arrays of the backend ``xp`` (NumPy or Torch).
     """
-    torch_mode = is_torch(A)
     self_term = B is None
     if self_term:
         B, b_sq = A, a_sq
@@ -144,34 +138,25 @@ def kernel_sum(
             D *= -2.0
             D += ai
             D += b_sq[None, j0:j1]
-            if torch_mode:
-                D.clamp_(min=0.0)
-            else:
-                np.maximum(D, 0.0, out=D)
+            xp.clamp_min_(D, 0.0)
             diag = self_term and i0 == j0
             if diag:
-                if torch_mode:
-                    D.fill_diagonal_(0.0)
-                else:
-                    np.fill_diagonal(D, 0.0)
+                xp.fill_diagonal_(D, 0.0)
             if len(inv_two_h2) == 1:
                 K = D
                 K *= -inv_two_h2[0]
-                K = K.exp_() if torch_mode else np.exp(K, out=K)
+                K = xp.exp_(K)
             else:
-                K = sum((D * -c).exp() if torch_mode else np.exp(D * -c) for c in inv_two_h2)
+                K = sum(xp.exp(D * -c) for c in inv_two_h2)
             if diag and exclude_diagonal:
-                if torch_mode:
-                    K.fill_diagonal_(0.0)
-                else:
-                    np.fill_diagonal(K, 0.0)
+                xp.fill_diagonal_(K, 0.0)
             s = float(K.sum())
             total += s if (not self_term or diag) else 2.0 * s
     return total
 
 
 def _resolve_bandwidth(
-    bw: str | tuple[float, ...], Xv: Any, Yv: Any, reference: Any
+    xp: Any, bw: str | tuple[float, ...], Xv: Any, Yv: Any, reference: Any
 ) -> tuple[float, ...]:
     if reference is not None:
         if bw != "median":
@@ -179,40 +164,38 @@ def _resolve_bandwidth(
                 "reference is only used by the median heuristic; pass bandwidth='median' "
                 "or drop reference"
             )
-        if is_torch(Xv):
-            R = as_torch_2d("reference", reference, Xv.device)
-        else:
-            R = as_numpy_2d("reference", to_numpy(reference))
+        R = as_2d("reference", reference, xp, Xv)
         if R.shape[1] != Xv.shape[1]:
             raise ValueError(
                 f"reference has {R.shape[1]} features but X has {Xv.shape[1]} features"
             )
-        return (median_heuristic([R]),)
+        return (median_heuristic([R], xp),)
     if bw == "median":
-        return (median_heuristic([Xv, Yv]),)
+        return (median_heuristic([Xv, Yv], xp),)
     return bw  # type: ignore[return-value]
 
 
-def exact_scale(*arrays: Any) -> float:
+def exact_scale(xp: Any, *arrays: Any) -> float:
     """Power of two ``c`` with ``max |a| / c`` in ``[1, 2)`` over the given arrays.
 
     The Gaussian-kernel MMD is invariant under scaling the data and the bandwidth together,
     and dividing by a power of two is exact in binary floating point, so computing on
     ``X / c`` with bandwidth ``h / c`` changes no result (beyond values below the subnormal
     range) while keeping squared distances of huge (~1e300) or tiny (~1e-300) inputs from
-    overflowing to inf or underflowing to 0. Returns 1.0 for all-zero input.
+    overflowing to inf or underflowing to 0. Returns 1.0 for all-zero input. The arrays are
+    of the backend ``xp``.
     """
     top = 0.0
     for a in arrays:
         if a is not None and a.shape[0]:
-            top = max(top, float(a.abs().max()) if is_torch(a) else float(np.max(np.abs(a))))
+            top = max(top, xp.abs_max(a))
     if not (top > 0.0 and math.isfinite(top)):
         return 1.0
     return math.ldexp(1.0, math.frexp(top)[1] - 1)
 
 
 def scaled_bandwidth(
-    bw: str | tuple[float, ...], c: float, Xs: Any, Ys: Any, reference: Any
+    xp: Any, bw: str | tuple[float, ...], c: float, Xs: Any, Ys: Any, reference: Any
 ) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """``(1 / (2 h^2)`` in the units of the data divided by ``c``, ``h`` in input units``)``.
 
@@ -220,7 +203,7 @@ def scaled_bandwidth(
     data and scaled back (``ValueError`` if the median distance overflows float64).
     """
     if bw == "median":
-        h_scaled = _resolve_bandwidth(bw, Xs, Ys, reference)
+        h_scaled = _resolve_bandwidth(xp, bw, Xs, Ys, reference)
         h = tuple(hh * c for hh in h_scaled)
         if not all(math.isfinite(hh) for hh in h):
             raise ValueError(
@@ -228,7 +211,7 @@ def scaled_bandwidth(
                 "1.8e308); rescale the data"
             )
         return _inverse_two_h2(h_scaled), h
-    h_scaled = _resolve_bandwidth(tuple(hh / c for hh in bw), Xs, Ys, reference)
+    h_scaled = _resolve_bandwidth(xp, tuple(hh / c for hh in bw), Xs, Ys, reference)
     return _inverse_two_h2(h_scaled), tuple(bw)
 
 

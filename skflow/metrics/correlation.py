@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import rankdata
 
-from .._array import is_torch
+from .._array import to_numpy
 from .._validation import check_choice, check_real
 
 __all__ = ["WeightCorrelation", "nw_weight_correlation"]
@@ -47,9 +47,7 @@ class WeightCorrelation:
 
 def _corr_numpy(name: str, a: Any, keep: np.ndarray | None = None) -> np.ndarray:
     """``a`` as float64, checked real, and finite at the entries ``keep`` (all if None)."""
-    if is_torch(a):
-        a = a.detach().cpu().numpy()
-    arr = np.asarray(a)
+    arr = to_numpy(a)
     if arr.dtype.kind not in "biuf":
         raise ValueError(f"{name} must be a real numeric array, got dtype {arr.dtype}")
     arr = arr.astype(np.float64, copy=False)
@@ -66,9 +64,7 @@ def _corr_mask(mask: Any, shape: tuple) -> np.ndarray | None:
     """The boolean ``mask`` of :func:`nw_weight_correlation`, broadcast to ``shape``."""
     if mask is None:
         return None
-    if is_torch(mask):
-        mask = mask.detach().cpu().numpy()
-    keep = np.asarray(mask)
+    keep = to_numpy(mask)
     if keep.dtype != bool:
         raise ValueError(f"mask must be a boolean array (True: the key takes part), got dtype "
                          f"{keep.dtype}")

@@ -8,8 +8,7 @@ from typing import Any
 import numpy as np
 from scipy.spatial import cKDTree
 
-from .._array import is_torch, to_numpy
-from ._inputs import as_numpy_2d
+from ._inputs import as_2d
 
 __all__ = ["distance_to_closest_record", "memorization_ratio"]
 
@@ -36,8 +35,7 @@ def distance_to_closest_record(X: Any, support: Any) -> np.ndarray:
     >>> distance_to_closest_record([[0.0, 0.0], [3.0, 4.0]], [[0.0, 0.0]])
     array([0., 5.])
     """
-    X = as_numpy_2d("X", to_numpy(X) if is_torch(X) else X)
-    support = as_numpy_2d("support", to_numpy(support) if is_torch(support) else support)
+    X, support = as_2d("X", X), as_2d("support", support)  # on the host: a k-d tree
     if X.shape[1] != support.shape[1]:
         raise ValueError(
             f"X has {X.shape[1]} features but support has {support.shape[1]}; they must match"

@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from .._array import is_torch, to_numpy
+from .._array import to_numpy
 from .._validation import check_random_state
-from ._inputs import as_numpy_2d, as_torch_2d, check_positive_int, prepare_pair
+from ._inputs import as_2d, check_positive_int, prepare_pair
 from ._kernel import (
     DEFAULT_CHUNK,
     bandwidth_out,
@@ -115,7 +115,7 @@ def mmd2(
     """
     bw, is_seq = check_mmd_bandwidth(bandwidth)
     chunk = check_positive_int(chunk_size, "chunk_size", allow_none=True) or DEFAULT_CHUNK
-    Xv, Yv = prepare_pair(X, Y)
+    xp, Xv, Yv = prepare_pair(X, Y)
     n, m = Xv.shape[0], Yv.shape[0]
     if unbiased and n < 2:
         raise ValueError(
@@ -126,24 +126,20 @@ def mmd2(
             f"Y must have at least 2 rows for the unbiased MMD² (got {m}); use unbiased=False"
         )
     if reference is not None and bw == "median":
-        reference = (
-            as_torch_2d("reference", reference, Xv.device)
-            if is_torch(Xv)
-            else as_numpy_2d("reference", to_numpy(reference))
-        )
+        reference = as_2d("reference", reference, xp, Xv)
     # Exact rescaling (power of two): squared distances of huge or tiny inputs stay finite.
-    c = exact_scale(Xv, Yv, reference if bw == "median" else None)
+    c = exact_scale(xp, Xv, Yv, reference if bw == "median" else None)
     Xv, Yv = Xv / c, Yv / c
     if reference is not None and bw == "median":
         reference = reference / c
-    inv, h = scaled_bandwidth(bw, c, Xv, Yv, reference)
+    inv, h = scaled_bandwidth(xp, bw, c, Xv, Yv, reference)
 
     center = Xv.sum(0) / (n + m) + Yv.sum(0) / (n + m)
     Xc, Yc = Xv - center, Yv - center
     x_sq, y_sq = (Xc * Xc).sum(1), (Yc * Yc).sum(1)
-    kxx = kernel_sum(Xc, None, x_sq, None, inv, chunk, unbiased)
-    kyy = kernel_sum(Yc, None, y_sq, None, inv, chunk, unbiased)
-    kxy = kernel_sum(Xc, Yc, x_sq, y_sq, inv, chunk, False)
+    kxx = kernel_sum(xp, Xc, None, x_sq, None, inv, chunk, unbiased)
+    kyy = kernel_sum(xp, Yc, None, y_sq, None, inv, chunk, unbiased)
+    kxy = kernel_sum(xp, Xc, Yc, x_sq, y_sq, inv, chunk, False)
     if unbiased:
         value = kxx / (n * (n - 1)) + kyy / (m * (m - 1)) - 2.0 * kxy / (n * m)
     else:
@@ -224,14 +220,14 @@ def mmd2_test(
     """
     check_positive_int(n_permutations, "n_permutations")
     bw, is_seq = check_mmd_bandwidth(bandwidth)
-    Xv, Yv = prepare_pair(to_numpy(X), to_numpy(Y))
+    xp, Xv, Yv = prepare_pair(to_numpy(X), to_numpy(Y))
     n, m = Xv.shape[0], Yv.shape[0]
     for name, size in (("X", n), ("Y", m)):
         if size < 2:
             raise ValueError(f"{name} must have at least 2 rows for the unbiased MMD² (got {size})")
-    c = exact_scale(Xv, Yv)  # see mmd2: exact rescaling against overflow
+    c = exact_scale(xp, Xv, Yv)  # see mmd2: exact rescaling against overflow
     Xv, Yv = Xv / c, Yv / c
-    inv, h = scaled_bandwidth(bw, c, Xv, Yv, None)
+    inv, h = scaled_bandwidth(xp, bw, c, Xv, Yv, None)
     rng = check_random_state(random_state)
 
     Z = np.concatenate([Xv, Yv], axis=0)

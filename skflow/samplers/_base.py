@@ -27,7 +27,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
-from .._array import resolve_device, to_numpy
+from .._array import NUMPY_BACKEND, resolve_device, to_numpy, torch_backend
 from .._threads import parallel_map
 from .._validation import (
     ParameterCheck,
@@ -106,15 +106,17 @@ class Backend:
 
     def asarray(self, a: np.ndarray) -> Any:
         """``a`` on this backend (no copy for NumPy)."""
-        if self.device is None:
-            return a
-        import torch
-
-        return torch.as_tensor(a, device=self.device)
+        return self.xp.from_numpy(a, self.device)
 
     def to_numpy(self, a: Any) -> np.ndarray:
         """``a`` back on the host as a NumPy array."""
         return to_numpy(a)
+
+    @property
+    def xp(self) -> Any:
+        """The array backend of this call (of :func:`skflow._array.get_backend`), passed
+        down to the field so that it does not decide again from the array types."""
+        return NUMPY_BACKEND if self.device is None else torch_backend()
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 
 from .. import field as F
-from .._array import get_namespace
 from .._validation import check_finite_output
 from ._base import SAMPLING_BATCH_SIZE
 from ._solve import FlowSolveError, solve_adaptive
@@ -105,7 +104,7 @@ def _rhs(field: F.NWField, d: int, sigma_min: float):
     decay = 1.0 - sigma_min
 
     def rhs(s, state):
-        xp, n = get_namespace(state), state.shape[0]
+        xp, n = field.xp, state.shape[0]
         s = np.broadcast_to(np.asarray(s, dtype=np.float64), (n,))
         growth = np.exp(s)  # x = w e^s, sigma_t = sigma_min e^s
         sigma = np.minimum(sigma_min * growth, 1.0)
@@ -131,7 +130,7 @@ def _flow_log_density(field, X, backend, sigma_min, t_floor, rtol, atol) -> np.n
     parts = []
     for start in range(0, X.shape[0], SAMPLING_BATCH_SIZE):
         xb = backend.asarray(X[start : start + SAMPLING_BATCH_SIZE])
-        xp = get_namespace(xb)
+        xp = backend.xp
         state0 = xp.concat([xb, xp.full((xb.shape[0], 1), 0.0, xb)], axis=1)
         try:
             sol = solve_adaptive(rhs, state0, (0.0, s_end), rtol=rtol, atol=atol, advice=_ADVICE)

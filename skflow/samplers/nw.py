@@ -15,7 +15,7 @@ import numpy as np
 from sklearn.utils.validation import validate_data
 
 from .. import field as F
-from .._array import BACKENDS, is_torch, resolve_device, to_numpy, use_torch_backend
+from .._array import BACKENDS, resolve_device, to_numpy, use_torch_backend
 from .._validation import (
     InvalidParameterError,
     check_bandwidth,
@@ -511,21 +511,20 @@ class NWFlowSampler(BaseFlowSampler):
             and m * max(d, 64) <= DENSE_SUPPORT_ELEMENTS
         )
 
-    def _nw_field(self, support: Any, sigma: float, *, dense: bool = False) -> F.NWField:
+    def _nw_field(
+        self, support: Any, sigma: float, backend: Backend, *, dense: bool = False
+    ) -> F.NWField:
         """The field of a support already on the call's backend (in its frame, with the
         frame's terminal noise ``sigma``), prepared once for all its evaluations (the pruned
         engine for one support when ``engine="pruned"``, unless ``dense``)."""
-        P = self.projection_
-        if P is not None and is_torch(support):
-            import torch
-
-            P = torch.as_tensor(P, device=support.device)
+        P = None if self.projection_ is None else backend.asarray(self.projection_)
         kwargs = {
             "sigma_min": sigma,
             "bandwidth": self.bandwidth,
             "projection": P,
             "chunk_size": self.chunk_size,
             "support_chunk_size": self.support_chunk_size,
+            "backend": backend.xp,
         }
         if not dense and self.engine == "pruned" and support.ndim == 2:  # batches run dense
             return F.NWField(support, **kwargs, engine="pruned", pruned_rtol=self.pruned_rtol)
@@ -544,7 +543,7 @@ class NWFlowSampler(BaseFlowSampler):
 
     def _prepare_flow(self, support: Any, backend: Backend) -> PreparedFlow:
         support, centre, scale, sigma = self._framed(support, backend)
-        field = self._nw_field(support, sigma)
+        field = self._nw_field(support, sigma, backend)
         bound = None
         if field.engine == "pruned":  # proven on the frame's velocity: back in data units
             factor = 1.0 if scale is None else float(scale.max())
@@ -565,7 +564,7 @@ class NWFlowSampler(BaseFlowSampler):
         # support chunk by chunk when it streams it (no full-size copy here).
         support, centre, scale, sigma = self._framed(backend.asarray(support), backend)
         X = backend.asarray(X)
-        field = self._nw_field(support, sigma)
+        field = self._nw_field(support, sigma, backend)
         out = getattr(field, method)(X if centre is None else (X - centre) / scale, t)
         if method == "velocity" and scale is not None:  # back in data units
             out = out * scale
@@ -738,14 +737,15 @@ class NWFlowSampler(BaseFlowSampler):
         if self._closed_form_density():
             # float64 throughout: float32 distances lose ~1e-3 nats at sigma_min = 0.01.
             backend = self._backend()
-            field = self._nw_field(backend.asarray(S64), sigma, dense=True)  # no index to build
+            # dense: no index to build
+            field = self._nw_field(backend.asarray(S64), sigma, backend, dense=True)
             log_p = closed_form_log_density(field, X64, backend)
             err = np.zeros(log_p.shape)
         else:
             t_floor = density_t_floor(self.bandwidth, sigma, S64, self.projection_)
             backend = self._backend(adaptive=True)
             log_p, err = log_density_and_error(
-                self._nw_field(backend.asarray(S64), sigma),  # one field for both solves
+                self._nw_field(backend.asarray(S64), sigma, backend),  # one field for both solves
                 X64,
                 backend,
                 sigma_min=sigma,
