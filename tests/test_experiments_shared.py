@@ -91,3 +91,21 @@ def test_support_size_cells_follow_the_methods_and_their_pairs():
         "+50.0 % [+50.0 %, +50.0 %]",
         "-100.0 % [-100.0 %, -100.0 %]",
     ]
+
+
+def test_class_splits_partition_each_class_in_turn_from_one_stream():
+    """Task j is class j mod k, its rows split into a pool of max_m and the rest; the tasks
+    draw their shuffles from one generator in turn (the streams the results were made with)."""
+    from skflow.experiments._splits import class_splits
+
+    y = np.repeat([3, 5, 7], [6, 8, 7])
+    splits = class_splits(y, (5, 3), 5, 4, seed=11)
+    rng = np.random.default_rng(11)
+    for j, (pool, ref) in enumerate(splits):
+        rows = np.flatnonzero(y == (5, 3)[j % 2])
+        order = rows[rng.permutation(len(rows))]
+        assert pool.tolist() == order[:4].tolist() and ref.tolist() == order[4:].tolist()
+    X = np.random.default_rng(0).normal(size=(len(y), 2))
+    with_rows = class_splits(y, (5, 3), 5, 4, seed=11, X=X)
+    for (pool, ref), (pool_x, ref_x) in zip(splits, with_rows, strict=True):
+        assert np.array_equal(pool_x, X[pool]) and np.array_equal(ref_x, X[ref])

@@ -50,6 +50,7 @@ from skflow.metrics import memorization_ratio
 from ._io import RunLog, TorchThreads, derive_seed, save_figure
 from ._jobs import compare_per_support_size, lower_pcts, support_size_cells
 from ._report import convention_tables, section_head, write_run_section
+from ._splits import class_splits
 from .protocol import (
     CONVENTIONS,
     preset_config,
@@ -138,17 +139,6 @@ def _features(spec: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict]:
     return Z, y, train, info
 
 
-def _splits(Z, y, classes, n_tasks: int, max_m: int, seed: int) -> list:
-    """``n_tasks`` (pool, reference) pairs; task ``j`` uses ``classes[j % len(classes)]``."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for j in range(n_tasks):
-        rows = Z[y == classes[j % len(classes)]]
-        order = rng.permutation(len(rows))
-        out.append((rows[order[:max_m]], rows[order[max_m:]]))
-    return out
-
-
 def _score(gen, pool, m, ref) -> dict:
     """Both-convention MMD² and the memorisation ratio of one generated set."""
     return scores_both_conventions(gen, ref) | {"copy": memorization_ratio(gen, pool[:m], ref)}
@@ -169,7 +159,7 @@ def _tune(Z, y, train, cfg: dict, n_jobs, seed: int) -> tuple[dict, dict]:
     ms, grid = cfg["support_sizes"], tuple(float(s) for s in cfg["sigma_min_grid"])
     classes = np.unique(y[train])
     n = len(classes) * cfg["n_tune_repeats"]
-    splits = _splits(Z, y, classes, n, max(ms), derive_seed(seed, 2))
+    splits = class_splits(y, classes, n, max(ms), derive_seed(seed, 2), X=Z)
     rows = parallel_map(
         _plugin_scores,
         [(pool, ref, ms, grid, cfg["n_generated"], i) for i, (pool, ref) in enumerate(splits)],
@@ -185,7 +175,8 @@ def _tune(Z, y, train, cfg: dict, n_jobs, seed: int) -> tuple[dict, dict]:
 def _evaluate(Z, y, model, spec, best: dict, cfg: dict, n_jobs, seed: int) -> dict:
     """Per m: method (and ``floor``) -> convention (and ``copy``) -> per-task values."""
     ms = cfg["support_sizes"]
-    splits = _splits(Z, y, spec["test_classes"], cfg["n_eval_tasks"], max(ms), derive_seed(seed, 3))
+    seed3 = derive_seed(seed, 3)
+    splits = class_splits(y, spec["test_classes"], cfg["n_eval_tasks"], max(ms), seed3, X=Z)
     sigmas = sorted({_SIGMA_MIN, *best.values()})
     plug = parallel_map(
         _plugin_scores,

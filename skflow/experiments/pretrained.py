@@ -74,6 +74,7 @@ from ._io import (
     write_json,
 )
 from ._report import machine_line, write_run_section
+from ._splits import class_splits
 from .protocol import (
     BOOT_SEED,
     CONVENTIONS,
@@ -277,17 +278,6 @@ def _usable_sizes(y: np.ndarray, classes, sizes: tuple) -> tuple[tuple, dict]:
     return usable, skipped
 
 
-def _splits(y: np.ndarray, classes, n_tasks: int, max_m: int, seed: int) -> list:
-    """``n_tasks`` (pool rows, reference rows) index pairs; task ``j`` uses class ``j mod k``."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for j in range(n_tasks):
-        rows = np.flatnonzero(y == classes[j % len(classes)])
-        rows = rows[rng.permutation(len(rows))]
-        out.append((rows[:max_m], rows[max_m:]))
-    return out
-
-
 def shared_pools(a: list, b: list) -> int:
     """How many support pools of task draws ``b`` (as row sets) also occur in draws ``a``.
 
@@ -346,7 +336,7 @@ def _plugin_tables(Z, splits, ms, sigmas, cfg: dict, n_jobs, seed: int) -> dict:
 def _tune(Z, y, classes, ms, cfg: dict, n_jobs, seed: int) -> tuple[dict, dict, list]:
     """sigma_min per m: the best mean MMD² (true-point bandwidth) on the given task draws."""
     grid = tuple(float(s) for s in cfg["sigma_min_grid"])
-    splits = _splits(y, classes, cfg["n_tune_tasks"], max(ms), seed)
+    splits = class_splits(y, classes, cfg["n_tune_tasks"], max(ms), seed)
     tables = _plugin_tables(Z, splits, ms, grid, cfg, n_jobs, seed)
     tuning = {str(m): {f"{s:g}": float(np.mean(tables[(m, s)]["true"])) for s in grid} for m in ms}
     best = {m: min(grid, key=lambda s, m=m: tuning[str(m)][f"{s:g}"]) for m in ms}
@@ -465,7 +455,7 @@ def _zero_shot(name: str, cfg: dict, load_prior: Callable, n_jobs, seed: int) ->
     ms, skipped = _usable_sizes(y, classes, cfg["support_sizes"])
     key = list(DATASETS).index(name)
     best, tuning, tune_splits = _tune(Z, y, classes, ms, cfg, n_jobs, derive_seed(seed, 1, key))
-    splits = _splits(y, classes, cfg["n_eval_tasks"], max(ms), derive_seed(seed, 2, key))
+    splits = class_splits(y, classes, cfg["n_eval_tasks"], max(ms), derive_seed(seed, 2, key))
     prior = load_prior(Z.shape[1])
     table = _evaluate(Z, splits, ms, best, {"pretrained": prior}, cfg, n_jobs, seed)
     comparison = _compare([table], ms, PAIRS)
@@ -506,7 +496,7 @@ def _finetune_seed(data: dict, cfg: dict, load_prior: Callable, n_jobs, seed: in
     Z, y, train, ms = data["Z"], data["y"], data["train"], data["ms"]
     models, records = _train_arms(Z[train], y[train], cfg, load_prior, seed)
     bar.update(1)
-    splits = _splits(
+    splits = class_splits(
         y, _FINETUNE["test_classes"], cfg["n_eval_tasks"], max(ms), derive_seed(seed, 3)
     )
     models = {"zero_shot": data["zero_shot"], **models}

@@ -72,6 +72,7 @@ from skflow.tasks import ClassTasks, RotatedTasks
 from ._io import RunLog, TorchThreads, derive_seed, progress_bar, save_figure
 from ._jobs import compare_per_support_size, lower_pcts, support_size_cells
 from ._report import convention_tables, section_head, write_run_section
+from ._splits import class_splits
 from .protocol import (
     CONVENTIONS,
     preset_config,
@@ -211,18 +212,6 @@ def _features(cfg: dict) -> tuple[np.ndarray, np.ndarray, dict]:
     return Z, y, info
 
 
-def _splits(Z, y, classes, n_tasks, max_m, seed):
-    """``n_tasks`` (class, pool, reference) triples; task ``j`` uses ``classes[j % len]``."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for j in range(n_tasks):
-        c = classes[j % len(classes)]
-        rows = Z[y == c]
-        order = rng.permutation(len(rows))
-        out.append((int(c), rows[order[:max_m]], rows[order[max_m:]]))
-    return out
-
-
 def _plugin_scores(pool, reference, support_sizes, sigmas, n_generated, n_steps, seed):
     """Both-convention MMD² of the plug-in for every (m, sigma_min) on one split."""
     out = {}
@@ -277,14 +266,13 @@ def _tune(Z, y, cfg: dict, n_jobs, seed: int) -> tuple[dict, dict]:
     """sigma_min per m: the best mean MMD² (true-point bandwidth) on the training classes."""
     ms, grid = cfg["support_sizes"], tuple(float(s) for s in cfg["sigma_min_grid"])
     classes = cfg["train_classes"]
-    splits = _splits(
-        Z, y, classes, len(classes) * cfg["n_tune_repeats"], max(ms), derive_seed(seed, 2)
-    )
+    n = len(classes) * cfg["n_tune_repeats"]
+    splits = class_splits(y, classes, n, max(ms), derive_seed(seed, 2), X=Z)
     rows = parallel_map(
         _plugin_scores,
         [
             (pool, ref, ms, grid, cfg["n_generated"], cfg["n_steps"], i)
-            for i, (_, pool, ref) in enumerate(splits)
+            for i, (pool, ref) in enumerate(splits)
         ],
         n_jobs,
     )
@@ -299,18 +287,19 @@ def _tune(Z, y, cfg: dict, n_jobs, seed: int) -> tuple[dict, dict]:
 def _evaluate(Z, y, models: dict, best_sigma: dict, cfg: dict, n_jobs, seed: int) -> dict:
     """Per m: method (and ``floor``) -> convention -> per-task MMD² of this seed's tasks."""
     ms = cfg["support_sizes"]
-    splits = _splits(Z, y, cfg["test_classes"], cfg["n_eval_tasks"], max(ms), derive_seed(seed, 3))
+    seed3 = derive_seed(seed, 3)
+    splits = class_splits(y, cfg["test_classes"], cfg["n_eval_tasks"], max(ms), seed3, X=Z)
     sigmas = sorted({_SIGMA_MIN, *best_sigma.values()})
     plug = parallel_map(
         _plugin_scores,
         [
             (pool, ref, ms, sigmas, cfg["n_generated"], cfg["n_steps"], derive_seed(seed, 4, i))
-            for i, (_, pool, ref) in enumerate(splits)
+            for i, (pool, ref) in enumerate(splits)
         ],
         n_jobs,
     )
-    pools = np.stack([pool for _, pool, _ in splits])
-    floor = [scores_both_conventions(pool, ref) for _, pool, ref in splits]
+    pools = np.stack([pool for pool, _ in splits])
+    floor = [scores_both_conventions(pool, ref) for pool, ref in splits]
     out = {}
     for m in ms:
         rows = [
@@ -321,7 +310,7 @@ def _evaluate(Z, y, models: dict, best_sigma: dict, cfg: dict, n_jobs, seed: int
             gen = model.sample_batch(
                 cfg["n_generated"], pools[:, :m], random_state=derive_seed(seed, 5, m)
             )
-            for i, (_, _, ref) in enumerate(splits):
+            for i, (_, ref) in enumerate(splits):
                 rows[i][name] = scores_both_conventions(gen[i], ref)
         out[str(m)] = {
             k: {c: np.array([r[k][c] for r in rows]) for c in CONVENTIONS}
