@@ -69,9 +69,10 @@ from skflow import LearnedFlowSampler, NWFlowSampler
 from skflow._threads import parallel_map
 from skflow.tasks import ClassTasks, RotatedTasks
 
-from ._io import RunLog, TorchThreads, derive_seed, progress_bar, save_figure
+from ._experiment import Experiment, Run
+from ._io import derive_seed, save_figure
 from ._jobs import compare_per_support_size, lower_pcts, support_size_cells
-from ._report import convention_tables, section_head, write_run_section
+from ._report import convention_tables, section_head
 from ._splits import class_splits
 from .protocol import (
     CONVENTIONS,
@@ -417,6 +418,32 @@ def _config(preset: str, seeds: int | None, n_tasks: int | None) -> dict:
     return cfg
 
 
+def _measure(run: Run) -> tuple[list[dict], dict, dict]:
+    """Every seed's trainings, tuning and evaluation, and the comparisons over the seeds."""
+    Z, y, data_info = _features(run.cfg)
+    per_seed = [_run_seed(Z, y, run.cfg, run.n_jobs, s, run.bar) for s in run.seeds]
+    comparison = compare_per_support_size(per_seed, run.cfg["support_sizes"], METHODS)
+    return per_seed, comparison, data_info
+
+
+def _assemble(run: Run, outputs: tuple[list[dict], dict, dict]) -> dict[str, Any]:
+    """``results.json``: the summary, the comparisons, per-seed records, data, config."""
+    per_seed, comparison, data_info = outputs
+    summary = _summary(comparison, run.cfg["support_sizes"])
+    return {
+        "experiment": "scarcity",
+        "preset": run.preset,
+        "seeds": run.seeds,
+        "summary": summary | {"wall_seconds": round(run.wall, 1)},
+        "comparison": comparison,
+        "per_seed": [{k: v for k, v in s.items() if k != "table"} for s in per_seed],
+        "data": data_info,
+        "config": run.cfg,
+        "seconds": {"total": round(run.wall, 1)},
+        "machine": run.machine(),
+    }
+
+
 def run(
     preset: str = "quick",
     *,
@@ -469,28 +496,15 @@ def run(
     >>> res = scarcity.run("tiny", output_dir="out/scarcity")  # doctest: +SKIP
     >>> res["summary"]["true"]["learned_vs_plugin"]["10"]  # doctest: +SKIP
     """
-    cfg = _config(preset, seeds, n_tasks)
-    log = RunLog(output_dir, random_state, cfg["n_seeds"])
-    Z, y, data_info = _features(cfg)
-    seed_list = log.seeds
-    desc, total = "scarcity: 2 trainings, tuning, evaluation per seed", 4 * len(seed_list)
-    with TorchThreads(cfg["torch_threads"]), progress_bar(total, desc, progress) as bar:
-        per_seed = [_run_seed(Z, y, cfg, n_jobs, s, bar) for s in seed_list]
-    comparison = compare_per_support_size(per_seed, cfg["support_sizes"], METHODS)
-    wall = log.wall()
-    results = {
-        "experiment": "scarcity",
-        "preset": preset,
-        "seeds": seed_list,
-        "summary": _summary(comparison, cfg["support_sizes"]) | {"wall_seconds": round(wall, 1)},
-        "comparison": comparison,
-        "per_seed": [{k: v for k, v in s.items() if k != "table"} for s in per_seed],
-        "data": data_info,
-        "config": cfg,
-        "seconds": {"total": round(wall, 1)},
-        "machine": log.machine(),
-    }
-    return log.finish(results, _plot)
+    return SPEC.run(
+        preset,
+        output_dir=output_dir,
+        n_jobs=n_jobs,
+        random_state=random_state,
+        seeds=seeds,
+        n_tasks=n_tasks,
+        progress=progress,
+    )
 
 
 #: The sentence under each table of the results page: what it shows, in words.
@@ -563,6 +577,20 @@ def docs_section(results: dict, command: str) -> str:
     return "\n".join(parts)
 
 
+#: The experiment as a specification: its presets, work, results, figure and docs section.
+SPEC = Experiment(
+    name="scarcity",
+    presets=PRESETS,
+    measure=_measure,
+    assemble=_assemble,
+    configure=_config,
+    units=lambda cfg, seeds: 4 * len(seeds),
+    desc="scarcity: 2 trainings, tuning, evaluation per seed",
+    figure=lambda results, outputs, folder: _plot(results, folder),
+    docs=docs_section,
+)
+
+
 def write_docs(results: dict, command: str, path: str | Path | None = None) -> Path:
     """Write :func:`docs_section` between the ``scarcity`` markers of the results page."""
-    return write_run_section("scarcity", docs_section(results, command), results, path)
+    return SPEC.write_docs(results, command, path)
