@@ -47,9 +47,10 @@ from skflow import LearnedFlowSampler, NWFlowSampler
 from skflow._threads import parallel_map
 from skflow.metrics import memorization_ratio
 
-from ._io import RunLog, TorchThreads, derive_seed, save_figure
+from ._experiment import Experiment, Run
+from ._io import derive_seed, save_figure
 from ._jobs import compare_per_support_size, lower_pcts, support_size_cells
-from ._report import convention_tables, section_head, write_run_section
+from ._report import convention_tables, section_head
 from ._splits import class_splits
 from .protocol import (
     CONVENTIONS,
@@ -281,6 +282,47 @@ def _plot(results: dict, output_dir: Path) -> Path:
     return save_figure(fig, output_dir, "fewshot.png")
 
 
+def _config(preset: str, seeds: int | None, n_tasks: int | None) -> dict[str, Any]:
+    """The preset with the command line's overrides, support sizes as ints."""
+    cfg = preset_config(PRESETS, preset, seeds=seeds, n_tasks=n_tasks)
+    cfg["support_sizes"] = tuple(int(m) for m in cfg["support_sizes"])
+    return cfg
+
+
+def _measure(run: Run) -> dict[str, dict]:
+    """Per data set: every seed's training, tuning and evaluation, and the comparisons."""
+    cfg, datasets = run.cfg, {}
+    for spec in cfg["datasets"]:
+        per_seed = [_run_seed(spec, cfg, run.n_jobs, s) for s in run.seeds]
+        comparison = compare_per_support_size(
+            per_seed, cfg["support_sizes"], METHODS, extra_columns=("copy",)
+        )
+        datasets[spec["name"]] = {
+            "summary": _summary(comparison, cfg["support_sizes"]),
+            "comparison": comparison,
+            "per_seed": [{k: v for k, v in s.items() if k != "table"} for s in per_seed],
+            "data": _features(spec)[3],
+        }
+    return datasets
+
+
+def _assemble(run: Run, datasets: dict[str, dict]) -> dict[str, Any]:
+    """``results.json``: the summaries per data set, their details, config, records."""
+    return {
+        "experiment": "fewshot",
+        "preset": run.preset,
+        "seeds": run.seeds,
+        "summary": {
+            **{name: d["summary"] for name, d in datasets.items()},
+            "wall_seconds": round(run.wall, 1),
+        },
+        "datasets": datasets,
+        "config": run.cfg,
+        "seconds": {"total": round(run.wall, 1)},
+        "machine": run.machine(),
+    }
+
+
 def run(
     preset: str = "quick",
     *,
@@ -319,38 +361,14 @@ def run(
     {}
     >>> res = fewshot.run("tiny", output_dir="out/fewshot")  # doctest: +SKIP
     """
-    cfg = preset_config(PRESETS, preset, seeds=seeds, n_tasks=n_tasks)
-    cfg["support_sizes"] = tuple(int(m) for m in cfg["support_sizes"])
-    log = RunLog(output_dir, random_state, cfg["n_seeds"])
-    seed_list = log.seeds
-    datasets = {}
-    with TorchThreads(cfg["torch_threads"]):
-        for spec in cfg["datasets"]:
-            per_seed = [_run_seed(spec, cfg, n_jobs, s) for s in seed_list]
-            comparison = compare_per_support_size(
-                per_seed, cfg["support_sizes"], METHODS, extra_columns=("copy",)
-            )
-            datasets[spec["name"]] = {
-                "summary": _summary(comparison, cfg["support_sizes"]),
-                "comparison": comparison,
-                "per_seed": [{k: v for k, v in s.items() if k != "table"} for s in per_seed],
-                "data": _features(spec)[3],
-            }
-    wall = log.wall()
-    results = {
-        "experiment": "fewshot",
-        "preset": preset,
-        "seeds": seed_list,
-        "summary": {
-            **{name: d["summary"] for name, d in datasets.items()},
-            "wall_seconds": round(wall, 1),
-        },
-        "datasets": datasets,
-        "config": cfg,
-        "seconds": {"total": round(wall, 1)},
-        "machine": log.machine(),
-    }
-    return log.finish(results, _plot)
+    return SPEC.run(
+        preset,
+        output_dir=output_dir,
+        n_jobs=n_jobs,
+        random_state=random_state,
+        seeds=seeds,
+        n_tasks=n_tasks,
+    )
 
 
 def _table(res: dict, conv: str) -> str:
@@ -417,6 +435,18 @@ def docs_section(results: dict, command: str) -> str:
     return "\n".join(parts)
 
 
+#: The experiment as a specification: its presets, work, results, figure and docs section.
+SPEC = Experiment(
+    name="fewshot",
+    presets=PRESETS,
+    measure=_measure,
+    assemble=_assemble,
+    configure=_config,
+    figure=lambda results, outputs, folder: _plot(results, folder),
+    docs=docs_section,
+)
+
+
 def write_docs(results: dict, command: str, path: str | Path | None = None) -> Path:
     """Write :func:`docs_section` between the ``fewshot`` markers of the results page."""
-    return write_run_section("fewshot", docs_section(results, command), results, path)
+    return SPEC.write_docs(results, command, path)
