@@ -63,17 +63,12 @@ from skflow._threads import parallel_map
 from skflow.exceptions import MemorizationWarning
 from skflow.metrics import memorization_ratio
 
+from ._experiment import Experiment, Run
 from ._io import (
-    TorchThreads,
     derive_seed,
-    machine_info,
-    prepare_output,
-    progress_bar,
     save_figure,
-    to_plain,
-    write_json,
 )
-from ._report import machine_line, write_run_section
+from ._report import machine_line
 from ._splits import class_splits
 from .protocol import (
     BOOT_SEED,
@@ -615,6 +610,45 @@ def _pretrained_loader(name: str) -> Callable[[int], LearnedFlowSampler]:
     return load
 
 
+def _config(preset: str, seeds: int | None, n_tasks: int | None) -> dict[str, Any]:
+    """The preset with the command line's overrides, support sizes as ints."""
+    cfg = preset_config(PRESETS, preset, seeds=seeds, n_tasks=n_tasks)
+    cfg["support_sizes"] = tuple(int(m) for m in cfg["support_sizes"])
+    return cfg
+
+
+def _measure(run: Run) -> tuple[dict, dict, dict | None]:
+    """Zero-shot on every data set, then the fine-tuning arm over the seeds (if any)."""
+    cfg, load_prior = run.cfg, run.options.get("load_prior")
+    loader = load_prior if load_prior is not None else _pretrained_loader(cfg["prior"])
+    datasets, finetune = {}, None
+    for name in cfg["datasets"]:
+        datasets[name] = _zero_shot(name, cfg, loader, run.n_jobs, run.random_state)
+        run.bar.update(1)
+    if cfg["finetune"]:
+        finetune = _finetune(cfg, loader, run.n_jobs, run.seeds, run.bar)
+    return datasets, _averages(datasets), finetune
+
+
+def _assemble(run: Run, outputs: tuple[dict, dict, dict | None]) -> dict[str, Any]:
+    """``results.json``: the prior, the summary, per data set and fine-tuning details."""
+    datasets, averages, finetune = outputs
+    summary = _headline(datasets, averages, finetune) | {"wall_seconds": round(run.wall, 1)}
+    return {
+        "experiment": "pretrained",
+        "preset": run.preset,
+        "seeds": run.seeds,
+        "prior": _prior_info(run.cfg, run.options.get("load_prior")),
+        "summary": summary,
+        "datasets": datasets,
+        "average_m10": averages,
+        "finetune": finetune,
+        "config": run.cfg,
+        "seconds": {"total": round(run.wall, 1)},
+        "machine": run.machine(),
+    }
+
+
 def run(
     preset: str = "quick",
     *,
@@ -663,43 +697,16 @@ def run(
     120.0
     >>> res = pretrained.run("quick", output_dir="out/pretrained")  # doctest: +SKIP
     """
-    cfg = preset_config(PRESETS, preset, seeds=seeds, n_tasks=n_tasks)
-    cfg["support_sizes"] = tuple(int(m) for m in cfg["support_sizes"])
-    loader = load_prior if load_prior is not None else _pretrained_loader(cfg["prior"])
-    prior = _prior_info(cfg, load_prior)
-    out = prepare_output(output_dir)
-    machine_start, start = machine_info(), time.perf_counter()
-    seed_list = [int(random_state) + k for k in range(cfg["n_seeds"])]
-    n_units = len(cfg["datasets"]) + (2 * cfg["n_seeds"] if cfg["finetune"] else 0)
-    datasets, finetune = {}, None
-    with TorchThreads(cfg["torch_threads"]), progress_bar(n_units, "pretrained", progress) as bar:
-        for name in cfg["datasets"]:
-            datasets[name] = _zero_shot(name, cfg, loader, n_jobs, int(random_state))
-            bar.update(1)
-        if cfg["finetune"]:
-            finetune = _finetune(cfg, loader, n_jobs, seed_list, bar)
-    averages = _averages(datasets)
-    wall = time.perf_counter() - start
-    summary = _headline(datasets, averages, finetune) | {"wall_seconds": round(wall, 1)}
-    results = to_plain(
-        {
-            "experiment": "pretrained",
-            "preset": preset,
-            "seeds": seed_list,
-            "prior": prior,
-            "summary": summary,
-            "datasets": datasets,
-            "average_m10": averages,
-            "finetune": finetune,
-            "config": cfg,
-            "seconds": {"total": round(wall, 1)},
-            "machine": {"start": machine_start, "end": machine_info()},
-        }
+    return SPEC.run(
+        preset,
+        output_dir=output_dir,
+        n_jobs=n_jobs,
+        random_state=random_state,
+        seeds=seeds,
+        n_tasks=n_tasks,
+        progress=progress,
+        load_prior=load_prior,
     )
-    results["figure"] = _plot(results, out).name
-    results["output_dir"] = str(out)
-    write_json(results, out)
-    return results
 
 
 _LABELS = {
@@ -891,6 +898,20 @@ def docs_section(results: dict, command: str) -> str:
     return "\n".join(parts)
 
 
+#: The experiment as a specification: its presets, work, results, figure and docs section.
+SPEC = Experiment(
+    name="pretrained",
+    presets=PRESETS,
+    measure=_measure,
+    assemble=_assemble,
+    configure=_config,
+    units=lambda cfg, seeds: len(cfg["datasets"]) + (2 * len(seeds) if cfg["finetune"] else 0),
+    desc="pretrained",
+    figure=lambda results, outputs, folder: _plot(results, folder),
+    docs=docs_section,
+)
+
+
 def write_docs(results: dict, command: str, path: str | Path | None = None) -> Path:
     """Write :func:`docs_section` between the ``pretrained`` markers of the results page.
 
@@ -907,4 +928,4 @@ def write_docs(results: dict, command: str, path: str | Path | None = None) -> P
     -------
     path : Path
     """
-    return write_run_section("pretrained", docs_section(results, command), results, path)
+    return SPEC.write_docs(results, command, path)
