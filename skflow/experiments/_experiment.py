@@ -93,6 +93,9 @@ class Experiment:
         recorded as ``results["figure"]``.
     docs : callable, optional
         ``docs(results, command) -> markdown``: the experiment's section of the results page.
+    headline : callable, optional
+        ``headline(summary) -> [(quantity, value), ...]``: the numbers the command line
+        prints after a run (default: the summary's numbers, flattened).
     plain : bool, default=True
         Return the results as plain Python (lists instead of arrays), as written.
 
@@ -119,6 +122,7 @@ class Experiment:
     desc: str = ""
     figure: Callable[[dict, Any, Path], Path] | None = None
     docs: Callable[[dict, str], str] | None = None
+    headline: Callable[[dict], list[tuple[str, str]]] | None = None
     plain: bool = True
 
     def config(self, preset: str, seeds: int | None, n_tasks: int | None) -> dict[str, Any]:

@@ -575,6 +575,23 @@ def docs_section(results: dict, command: str) -> str:
     )
 
 
+def _cli_rows(s: dict) -> list[tuple[str, str]]:
+    """The headline numbers the command line prints after a run: ``(quantity, value)`` rows."""
+    last = s["times"][-1]
+    rows = []
+    for name in ("no_head", "exact_head"):
+        if name in s:
+            label = name.replace("_", " ")
+            rows.append(
+                (
+                    f"{label}: best head's median Spearman at t = {last:g} (one seed, no interval)",
+                    f"{s[name]['best_median_last_t']:.2f}",
+                )
+            )
+            rows.append((f"{label}: a head rising with t", str(s[name]["any_head_rising"])))
+    return rows
+
+
 #: The experiment as a specification: its presets, work, results, figure and docs section.
 SPEC = Experiment(
     name="attention",
@@ -587,6 +604,7 @@ SPEC = Experiment(
     figure=lambda results, outputs, folder: _plot(results, folder),
     plain=False,
     docs=docs_section,
+    headline=_cli_rows,
 )
 
 

@@ -39,7 +39,7 @@ from skflow.tasks import GaussianMixtureTasks
 from ._experiment import Experiment, Run
 from ._io import derive_seed, save_figure
 from ._jobs import learned_samples, plugin_samples
-from ._report import convention_tables, section_head
+from ._report import convention_tables, section_head, value_ci
 from .protocol import (
     CONVENTIONS,
     compare_to_baseline,
@@ -557,6 +557,28 @@ def docs_section(results: dict, command: str) -> str:
     return "\n".join(parts)
 
 
+def _cli_rows(s: dict) -> list[tuple[str, str]]:
+    """The headline numbers the command line prints after a run: ``(quantity, value)`` rows."""
+    rows = []
+    for d in s["dims"]:
+        t = s[f"d={d}"]["true"]
+        benefit = t["exact_head_benefit"]
+        rows += [
+            (f"d = {d}: median n_eff at t = 0.5", f"{s['median_neff_at_0.5'][str(d)]:.2f}"),
+            (
+                f"d = {d}: exact head's MMD² reduction",
+                value_ci(100 * benefit["benefit"], [100 * c for c in benefit["ci"]], "{:+.0f} %"),
+            ),
+            (
+                f"d = {d}: MMD² plug-in / learned with head",
+                value_ci(
+                    t["ratio_plugin_over_learned_head"], t["ratio_plugin_over_learned_head_ci"]
+                ),
+            ),
+        ]
+    return rows
+
+
 #: The experiment as a specification: its presets, work, results, figure and docs section.
 SPEC = Experiment(
     name="collapse",
@@ -567,6 +589,7 @@ SPEC = Experiment(
     desc="collapse: trainings, then plug-in and n_eff jobs",
     figure=lambda results, outputs, folder: _plot(results, folder),
     docs=docs_section,
+    headline=_cli_rows,
 )
 
 

@@ -33,7 +33,7 @@ from skflow.tasks import GaussianMixtureTasks, MixedTasks, MoonsTasks, RingTasks
 from ._experiment import Experiment, Run
 from ._io import derive_seed, save_figure
 from ._jobs import learned_samples, plugin_samples
-from ._report import convention_tables, section_head
+from ._report import convention_tables, section_head, value_ci
 from .collapse import PRESETS as COLLAPSE_PRESETS
 from .protocol import (
     CONVENTIONS,
@@ -436,6 +436,28 @@ def docs_section(results: dict, command: str) -> str:
     return "\n".join(parts)
 
 
+def _cli_rows(s: dict) -> list[tuple[str, str]]:
+    """The headline numbers the command line prints after a run: ``(quantity, value)`` rows."""
+    rows = []
+    for family, v in s.items():
+        if not isinstance(v, dict) or "true" not in v:
+            continue
+        t = v["true"]
+        rows.append(
+            (
+                f"{family}: MMD² plug-in / left-out model",
+                value_ci(t["ratio_plugin_over_left_out"], t["ratio_plugin_over_left_out_ci"]),
+            )
+        )
+        rows.append(
+            (
+                f"{family}: MMD² left-out / in-family model",
+                value_ci(t["ratio_left_out_over_in_family"], t["ratio_left_out_over_in_family_ci"]),
+            )
+        )
+    return rows
+
+
 #: The experiment as a specification: its presets, work, results, figure and docs section.
 SPEC = Experiment(
     name="families",
@@ -446,6 +468,7 @@ SPEC = Experiment(
     desc="families: trainings and plug-in jobs",
     figure=_figure,
     docs=docs_section,
+    headline=_cli_rows,
 )
 
 

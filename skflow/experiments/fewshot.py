@@ -50,7 +50,7 @@ from skflow.metrics import memorization_ratio
 from ._experiment import Experiment, Run
 from ._io import derive_seed, save_figure
 from ._jobs import compare_per_support_size, lower_pcts, support_size_cells
-from ._report import convention_tables, section_head
+from ._report import ci_pct, convention_tables, section_head
 from ._splits import class_splits
 from .protocol import (
     CONVENTIONS,
@@ -435,6 +435,25 @@ def docs_section(results: dict, command: str) -> str:
     return "\n".join(parts)
 
 
+def _cli_rows(s: dict) -> list[tuple[str, str]]:
+    """The headline numbers the command line prints after a run: ``(quantity, value)`` rows."""
+    rows = []
+    for name, d in s.items():
+        if not isinstance(d, dict) or "true" not in d:
+            continue
+        copy = d["memorization_ratio_median"]
+        for m in map(str, d["support_sizes"]):
+            rows.append(
+                (
+                    f"{name}, m = {m}: learned MMD² below tuned plug-in",
+                    ci_pct(d["true"]["learned_vs_plugin_tuned"][m]),
+                )
+            )
+            ratios = " / ".join(f"{copy[k][m]:.2f}" for k in ("plugin", "plugin_tuned", "learned"))
+            rows.append((f"{name}, m = {m}: memorisation ratio plug-in / tuned / learned", ratios))
+    return rows
+
+
 #: The experiment as a specification: its presets, work, results, figure and docs section.
 SPEC = Experiment(
     name="fewshot",
@@ -444,6 +463,7 @@ SPEC = Experiment(
     configure=_config,
     figure=lambda results, outputs, folder: _plot(results, folder),
     docs=docs_section,
+    headline=_cli_rows,
 )
 
 

@@ -46,7 +46,7 @@ from skflow.tasks import SphericalShellTasks
 
 from ._experiment import Experiment, Run
 from ._io import derive_seed, save_figure
-from ._report import section_head
+from ._report import section_head, value_ci
 from .protocol import (
     CONVENTIONS,
     claims,
@@ -610,6 +610,18 @@ def docs_section(results: dict, command: str) -> str:
     return "\n".join(parts)
 
 
+def _cli_rows(s: dict) -> list[tuple[str, str]]:
+    """The headline numbers the command line prints after a run: ``(quantity, value)`` rows."""
+    return [
+        (
+            f"{key}: MMD² isotropic plug-in / learned",
+            value_ci(v["true"]["ratio_isotropic_over_learned"], v["true"]["ratio_ci"]),
+        )
+        for key, v in s.items()
+        if key.startswith("d=")
+    ]
+
+
 #: The experiment as a specification: its presets, work, results, figure and docs section.
 SPEC = Experiment(
     name="geometry",
@@ -621,6 +633,7 @@ SPEC = Experiment(
     desc="geometry: training + tasks per seed",
     figure=_figure,
     docs=docs_section,
+    headline=_cli_rows,
 )
 
 

@@ -68,7 +68,7 @@ from ._io import (
     derive_seed,
     save_figure,
 )
-from ._report import machine_line
+from ._report import ci_pct, machine_line
 from ._splits import class_splits
 from .protocol import (
     BOOT_SEED,
@@ -719,10 +719,6 @@ _LABELS = {
 }
 
 
-def _ci_pct(r: dict) -> str:
-    return f"{r['pct']:+.1f} % [{r['ci'][0]:+.1f} %, {r['ci'][1]:+.1f} %]"
-
-
 def _table(res: dict, conv: str, methods: tuple, pairs: tuple) -> str:
     """m | mean MMD² per method, floor | percent lower per pair [CI] | median copy ratios.
 
@@ -738,7 +734,7 @@ def _table(res: dict, conv: str, methods: tuple, pairs: tuple) -> str:
         fl = floor[conv]["noise_floor"]
         cells = [m, *(f"{s['mmd2'][k][m]:.3g}" for k in methods)]
         cells += [f"{fl['mean']:.3g} ({fl['q95']:.3g})"] if methods else []
-        cells += [_ci_pct(s[f"{a}_vs_{b}"][m]) for a, b in pairs]
+        cells += [ci_pct(s[f"{a}_vs_{b}"][m]) for a, b in pairs]
         cells += [" / ".join(f"{copy[k][m]:.2f}" for k in methods)] if methods else []
         rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)
@@ -760,7 +756,7 @@ def _loss_table(results: dict, conv: str) -> str:
     for name, d in results["datasets"].items():
         cmp = d["summary"][conv]["pretrained_vs_plugin_tuned"]
         cells = [
-            f"{_ci_pct(cmp[str(m)])} {_verdict(cmp[str(m)])}" if str(m) in cmp else "skipped"
+            f"{ci_pct(cmp[str(m)])} {_verdict(cmp[str(m)])}" if str(m) in cmp else "skipped"
             for m in ms
         ]
         rows.append(f"| {name} | " + " | ".join(cells) + " |")
@@ -774,7 +770,7 @@ def _losses(results: dict, conv: str) -> str:
         for key in ("pretrained_vs_plugin", "pretrained_vs_plugin_tuned"):
             for m, r in d["summary"][conv][key].items():
                 if _verdict(r) == "loses":
-                    found.append(f"{name} m = {m} vs {_LABELS[key[14:]]} ({_ci_pct(r)})")
+                    found.append(f"{name} m = {m} vs {_LABELS[key[14:]]} ({ci_pct(r)})")
     return "Losses (interval entirely below 0): " + ("; ".join(found) or "none") + "."
 
 
@@ -810,8 +806,8 @@ def _summary_docs(results: dict) -> list[str]:
         a = avg[conv]
         parts.append(
             f"Average over {avg['datasets']} at m = {avg['m']} ({conv} bandwidth): pretrained "
-            f"lower than the plug-in by {_ci_pct(a['pretrained_vs_plugin'])}, than the tuned "
-            f"plug-in by {_ci_pct(a['pretrained_vs_plugin_tuned'])}."
+            f"lower than the plug-in by {ci_pct(a['pretrained_vs_plugin'])}, than the tuned "
+            f"plug-in by {ci_pct(a['pretrained_vs_plugin_tuned'])}."
         )
     t = results["summary"]["targets"]
     parts += [
@@ -898,6 +894,24 @@ def docs_section(results: dict, command: str) -> str:
     return "\n".join(parts)
 
 
+def _cli_rows(s: dict) -> list[tuple[str, str]]:
+    """The headline numbers the command line prints after a run: ``(quantity, value)`` rows."""
+    rows = []
+    for name, d in s["datasets"].items():
+        for m in ("5", "10"):
+            if m in d["true"]["pretrained_vs_plugin_tuned"]:
+                value = ci_pct(d["true"]["pretrained_vs_plugin_tuned"][m])
+                rows.append((f"{name}, m = {m}: pretrained MMD² below tuned plug-in", value))
+    avg = s["average_m10"]["true"]["pretrained_vs_plugin_tuned"]
+    rows.append(("average over data sets, m = 10: below tuned plug-in", ci_pct(avg)))
+    for key in ("fine_tuned_vs_zero_shot", "fine_tuned_vs_scratch"):
+        if "finetune" in s and "10" in s["finetune"]["true"][key]:
+            value = ci_pct(s["finetune"]["true"][key]["10"])
+            label = key.replace("_vs_", " below ").replace("_", "-")
+            rows.append((f"digits, m = 10: {label}", value))
+    return rows
+
+
 #: The experiment as a specification: its presets, work, results, figure and docs section.
 SPEC = Experiment(
     name="pretrained",
@@ -909,6 +923,7 @@ SPEC = Experiment(
     desc="pretrained",
     figure=lambda results, outputs, folder: _plot(results, folder),
     docs=docs_section,
+    headline=_cli_rows,
 )
 
 

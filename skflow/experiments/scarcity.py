@@ -72,7 +72,7 @@ from skflow.tasks import ClassTasks, RotatedTasks
 from ._experiment import Experiment, Run
 from ._io import derive_seed, save_figure
 from ._jobs import compare_per_support_size, lower_pcts, support_size_cells
-from ._report import convention_tables, section_head
+from ._report import ci_pct, convention_tables, section_head
 from ._splits import class_splits
 from .protocol import (
     CONVENTIONS,
@@ -577,6 +577,23 @@ def docs_section(results: dict, command: str) -> str:
     return "\n".join(parts)
 
 
+def _cli_rows(s: dict) -> list[tuple[str, str]]:
+    """The headline numbers the command line prints after a run: ``(quantity, value)`` rows."""
+    t = s["true"]
+    rows = []
+    for m in s["support_sizes"]:
+        rows.append(
+            (f"m = {m}: learned MMD² below plug-in", ci_pct(t["learned_vs_plugin"][str(m)]))
+        )
+        rows.append(
+            (
+                f"m = {m}: learned MMD² below tuned plug-in",
+                ci_pct(t["learned_vs_plugin_tuned"][str(m)]),
+            )
+        )
+    return rows
+
+
 #: The experiment as a specification: its presets, work, results, figure and docs section.
 SPEC = Experiment(
     name="scarcity",
@@ -588,6 +605,7 @@ SPEC = Experiment(
     desc="scarcity: 2 trainings, tuning, evaluation per seed",
     figure=lambda results, outputs, folder: _plot(results, folder),
     docs=docs_section,
+    headline=_cli_rows,
 )
 
 
