@@ -63,7 +63,7 @@ from ._io import TorchThreads, derive_seed, save_figure, to_plain
 from ._report import section_head
 from .collapse import PRESETS as COLLAPSE_PRESETS
 
-__all__ = ["PRESETS", "docs_section", "run", "write_docs"]
+__all__ = ["PRESETS", "SPEC", "docs_section", "run", "write_docs"]
 
 #: Times of the comparison (the paper's "last step" is the last one).
 TIMES = (0.1, 0.3, 0.5, 0.7, 0.9, 0.99)
@@ -592,7 +592,7 @@ def _cli_rows(s: dict) -> list[tuple[str, str]]:
     return rows
 
 
-#: The experiment as a specification: its presets, work, results, figure and docs section.
+#: The experiment as a specification: presets, work, results, figure, docs, headline rows.
 SPEC = Experiment(
     name="attention",
     presets=PRESETS,

@@ -47,7 +47,7 @@ from .protocol import (
     training_budget,
 )
 
-__all__ = ["PRESETS", "docs_section", "run", "write_docs"]
+__all__ = ["PRESETS", "SPEC", "docs_section", "run", "write_docs"]
 
 #: Learned-model settings of the quick preset: the library's default architecture
 #: (d_model 64, 4 heads, 2 layers) with half-size batches (16 tasks x 64 targets), so that
@@ -579,7 +579,7 @@ def _cli_rows(s: dict) -> list[tuple[str, str]]:
     return rows
 
 
-#: The experiment as a specification: its presets, work, results, figure and docs section.
+#: The experiment as a specification: presets, work, results, figure, docs, headline rows.
 SPEC = Experiment(
     name="collapse",
     presets=PRESETS,

@@ -43,7 +43,7 @@ from .protocol import (
     training_budget,
 )
 
-__all__ = ["FAMILIES", "MODELS", "PRESETS", "docs_section", "run", "write_docs"]
+__all__ = ["FAMILIES", "MODELS", "PRESETS", "SPEC", "docs_section", "run", "write_docs"]
 
 #: Task families, in the order of the paper's mixed meta-distribution.
 FAMILIES = ("gmm", "rings", "moons", "spirals")
@@ -296,6 +296,7 @@ def _assemble(run: Run, outputs: list[dict]) -> dict[str, Any]:
 
 
 def _figure(results: dict, outputs: list[dict], folder: Path) -> Path:
+    """The figure: the first seed's held-out task per family and the MMD² bars."""
     return _plot(results["per_family"], _figure_data(outputs, results["seeds"][0]), folder)
 
 
@@ -458,7 +459,7 @@ def _cli_rows(s: dict) -> list[tuple[str, str]]:
     return rows
 
 
-#: The experiment as a specification: its presets, work, results, figure and docs section.
+#: The experiment as a specification: presets, work, results, figure, docs, headline rows.
 SPEC = Experiment(
     name="families",
     presets=PRESETS,

@@ -60,7 +60,7 @@ from .protocol import (
     training_record,
 )
 
-__all__ = ["PRESETS", "docs_section", "run", "write_docs"]
+__all__ = ["PRESETS", "SPEC", "docs_section", "run", "write_docs"]
 
 _DIGITS = {"name": "digits-pca16", "n_components": 16, "test_classes": (7, 8, 9)}
 _DIGITS_LOW = {"name": "digits-pca16-012", "n_components": 16, "test_classes": (0, 1, 2)}
@@ -454,7 +454,7 @@ def _cli_rows(s: dict) -> list[tuple[str, str]]:
     return rows
 
 
-#: The experiment as a specification: its presets, work, results, figure and docs section.
+#: The experiment as a specification: presets, work, results, figure, docs, headline rows.
 SPEC = Experiment(
     name="fewshot",
     presets=PRESETS,

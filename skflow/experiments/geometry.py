@@ -57,7 +57,7 @@ from .protocol import (
     scores_both_conventions,
 )
 
-__all__ = ["METHODS", "PAPER_RATIO", "PRESETS", "docs_section", "run", "write_docs"]
+__all__ = ["METHODS", "PAPER_RATIO", "PRESETS", "SPEC", "docs_section", "run", "write_docs"]
 
 _TINY_MODEL = {
     "d_model": 32,
@@ -440,6 +440,7 @@ def _assemble(run: Run, outputs: tuple[list[dict], dict]) -> dict[str, Any]:
 
 
 def _figure(results: dict, outputs: tuple[list[dict], dict], folder: Path) -> Path:
+    """The figure, drawn from the work's own arrays (per dimension, one held-out task)."""
     return _plot(*outputs, folder)
 
 
@@ -622,7 +623,7 @@ def _cli_rows(s: dict) -> list[tuple[str, str]]:
     ]
 
 
-#: The experiment as a specification: its presets, work, results, figure and docs section.
+#: The experiment as a specification: presets, work, results, figure, docs, headline rows.
 SPEC = Experiment(
     name="geometry",
     presets=PRESETS,

@@ -85,6 +85,7 @@ from .protocol import (
 __all__ = [
     "DATASETS",
     "PRESETS",
+    "SPEC",
     "average_lower",
     "docs_section",
     "load_dataset",
@@ -912,7 +913,7 @@ def _cli_rows(s: dict) -> list[tuple[str, str]]:
     return rows
 
 
-#: The experiment as a specification: its presets, work, results, figure and docs section.
+#: The experiment as a specification: presets, work, results, figure, docs, headline rows.
 SPEC = Experiment(
     name="pretrained",
     presets=PRESETS,

@@ -81,7 +81,7 @@ from .protocol import (
     training_budget,
 )
 
-__all__ = ["PRESETS", "RotatedClassTasks", "docs_section", "run", "write_docs"]
+__all__ = ["PRESETS", "RotatedClassTasks", "SPEC", "docs_section", "run", "write_docs"]
 
 _SPLIT = {"n_components": 16, "train_classes": (0, 1, 2, 3, 4, 5, 6), "test_classes": (7, 8, 9)}
 
@@ -594,7 +594,7 @@ def _cli_rows(s: dict) -> list[tuple[str, str]]:
     return rows
 
 
-#: The experiment as a specification: its presets, work, results, figure and docs section.
+#: The experiment as a specification: presets, work, results, figure, docs, headline rows.
 SPEC = Experiment(
     name="scarcity",
     presets=PRESETS,
