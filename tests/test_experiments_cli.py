@@ -192,3 +192,12 @@ def test_cli_run_end_to_end(tmp_path, capsys):
 @pytest.mark.parametrize("name", EXPERIMENTS)
 def test_smoke_runs_of_every_experiment(name, tmp_path, capsys):
     _smoke(name, tmp_path, capsys)
+
+
+@pytest.mark.parametrize("name", EXPERIMENTS)
+def test_every_experiment_is_a_spec_named_after_its_module(name):
+    """The runner, the results page's markers and the command line's table all go through
+    the module's ``SPEC``: its name, presets, docs section and headline rows."""
+    module = _module(name)
+    assert module.SPEC.name == name and module.SPEC.presets is module.PRESETS
+    assert module.SPEC.docs is module.docs_section and module.SPEC.headline is not None

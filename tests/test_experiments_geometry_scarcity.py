@@ -166,11 +166,12 @@ def test_scarcity_tiny_end_to_end(tmp_path):
     assert abs(floor.mean()) < 0.5 * plug[ms[0]]
     # recomputed for seed 1, task 2: the whole pool of the task against its reference rows
     from skflow.experiments._io import derive_seed
+    from skflow.experiments._splits import class_splits
 
     Z, y, _ = scarcity._features(cfg)
     max_m = max(cfg["support_sizes"])
-    splits = scarcity._splits(Z, y, cfg["test_classes"], 4, max_m, derive_seed(1, 3))
-    _, pool, ref = splits[2]
+    splits = class_splits(y, cfg["test_classes"], 4, max_m, derive_seed(1, 3), X=Z)
+    pool, ref = splits[2]
     assert len(pool) == max_m and floor[1, 2] == protocol.scores_both_conventions(pool, ref)["true"]
     # the split is by class: the held-out classes are never training classes
     assert not set(cfg["test_classes"]) & set(cfg["train_classes"])

@@ -91,3 +91,61 @@ def test_support_size_cells_follow_the_methods_and_their_pairs():
         "+50.0 % [+50.0 %, +50.0 %]",
         "-100.0 % [-100.0 %, -100.0 %]",
     ]
+
+
+def test_class_splits_partition_each_class_in_turn_from_one_stream():
+    """Task j is class j mod k, its rows split into a pool of max_m and the rest; the tasks
+    draw their shuffles from one generator in turn (the streams the results were made with)."""
+    from skflow.experiments._splits import class_splits
+
+    y = np.repeat([3, 5, 7], [6, 8, 7])
+    splits = class_splits(y, (5, 3), 5, 4, seed=11)
+    rng = np.random.default_rng(11)
+    for j, (pool, ref) in enumerate(splits):
+        rows = np.flatnonzero(y == (5, 3)[j % 2])
+        order = rows[rng.permutation(len(rows))]
+        assert pool.tolist() == order[:4].tolist() and ref.tolist() == order[4:].tolist()
+    X = np.random.default_rng(0).normal(size=(len(y), 2))
+    with_rows = class_splits(y, (5, 3), 5, 4, seed=11, X=X)
+    for (pool, ref), (pool_x, ref_x) in zip(splits, with_rows, strict=True):
+        assert np.array_equal(pool_x, X[pool]) and np.array_equal(ref_x, X[ref])
+
+
+def test_experiment_runner_does_the_shared_steps(tmp_path, capsys):
+    """An experiment spec's run: preset with overrides, seeds, options, Torch threads set
+    and restored, a bar step per unit, wall time, figure name and folder in results.json,
+    and the results page refusing a smoke run."""
+    import torch
+
+    from skflow.experiments._experiment import Experiment
+
+    threads, seen = torch.get_num_threads(), {}
+
+    def measure(run):
+        seen["threads"] = torch.get_num_threads()
+        run.bar.update(3)
+        return [run.cfg["n_eval_tasks"] * s + run.options["extra"] for s in run.seeds]
+
+    def assemble(run, outputs):
+        return {"preset": run.preset, "values": np.asarray(outputs), "wall": run.wall}
+
+    spec = Experiment(
+        name="toy",
+        presets={"smoke": {"n_seeds": 1, "n_eval_tasks": 2, "torch_threads": threads + 1}},
+        measure=measure,
+        assemble=assemble,
+        units=lambda cfg, seeds: 3 * len(seeds),
+        desc="toy: units",
+        figure=lambda results, outputs, folder: folder / f"fig{len(outputs)}.png",
+        docs=lambda results, command: command,
+    )
+    res = spec.run(
+        "smoke", output_dir=tmp_path, random_state=5, seeds=2, n_tasks=4, extra=1, progress=True
+    )
+    assert seen["threads"] == threads + 1 and torch.get_num_threads() == threads
+    assert res["values"] == [21, 25] and res["wall"] >= 0.0  # plain lists, seeds 5 and 6
+    assert res["figure"] == "fig2.png" and res["output_dir"] == str(tmp_path)
+    assert json.loads((tmp_path / "results.json").read_text()) == res
+    assert "3/6" in capsys.readouterr().err  # units(cfg, seeds) steps, advanced by the work
+    with pytest.raises(ValueError, match="not a result"):
+        spec.write_docs(res, "cmd", tmp_path / "page.md")

@@ -2,7 +2,14 @@
 
 Each experiment is a module with ``PRESETS`` and
 ``run(preset="quick", *, output_dir=..., n_jobs=None, random_state=0) -> dict``, which writes
-``results.json`` and a PNG figure into ``output_dir`` and returns the numbers. The presets:
+``results.json`` and a PNG figure into ``output_dir`` and returns the numbers. The module is a
+specification, its ``SPEC`` (:class:`~skflow.experiments._experiment.Experiment`: name,
+presets, the work, the results, the figure, the section of ``docs/results.md``, the headline
+rows of the command line); one runner does what every run shares (seeds, Torch threads,
+progress bar, wall time, machine and load records, the files). A new experiment is a module
+with its ``SPEC``, ``run`` and ``write_docs`` calling it, and its name in :data:`EXPERIMENTS`;
+class-grouped few-shot tasks come from :func:`~skflow.experiments._splits.class_splits`. The
+presets:
 ``"smoke"`` tries the pipeline (meant for at most 2 minutes on 2 cores; not a result, never
 written to the docs); ``"quick"`` is the CPU preset of ``docs/results.md``, whose recorded runs
 took many minutes each on 2 cores, up to half an hour (each experiment's section there gives

@@ -109,95 +109,6 @@ def _run(module, args, output_dir: str):
     )
 
 
-def _ci(value: float, ci, fmt: str = "{:.3g}") -> str:
-    return f"{fmt.format(value)} [{fmt.format(ci[0])}, {fmt.format(ci[1])}]"
-
-
-def _pct(entry: dict, key: str = "pct") -> str:
-    return _ci(entry[key], entry["ci"], "{:+.1f} %")
-
-
-def _collapse_rows(s: dict) -> list[tuple[str, str]]:
-    rows = []
-    for d in s["dims"]:
-        t = s[f"d={d}"]["true"]
-        benefit = t["exact_head_benefit"]
-        rows += [
-            (f"d = {d}: median n_eff at t = 0.5", f"{s['median_neff_at_0.5'][str(d)]:.2f}"),
-            (
-                f"d = {d}: exact head's MMD² reduction",
-                _ci(100 * benefit["benefit"], [100 * c for c in benefit["ci"]], "{:+.0f} %"),
-            ),
-            (
-                f"d = {d}: MMD² plug-in / learned with head",
-                _ci(t["ratio_plugin_over_learned_head"], t["ratio_plugin_over_learned_head_ci"]),
-            ),
-        ]
-    return rows
-
-
-def _geometry_rows(s: dict) -> list[tuple[str, str]]:
-    return [
-        (
-            f"{key}: MMD² isotropic plug-in / learned",
-            _ci(v["true"]["ratio_isotropic_over_learned"], v["true"]["ratio_ci"]),
-        )
-        for key, v in s.items()
-        if key.startswith("d=")
-    ]
-
-
-def _scarcity_rows(s: dict) -> list[tuple[str, str]]:
-    t = s["true"]
-    rows = []
-    for m in s["support_sizes"]:
-        rows.append((f"m = {m}: learned MMD² below plug-in", _pct(t["learned_vs_plugin"][str(m)])))
-        rows.append(
-            (
-                f"m = {m}: learned MMD² below tuned plug-in",
-                _pct(t["learned_vs_plugin_tuned"][str(m)]),
-            )
-        )
-    return rows
-
-
-def _attention_rows(s: dict) -> list[tuple[str, str]]:
-    last = s["times"][-1]
-    rows = []
-    for name in ("no_head", "exact_head"):
-        if name in s:
-            label = name.replace("_", " ")
-            rows.append(
-                (
-                    f"{label}: best head's median Spearman at t = {last:g} (one seed, no interval)",
-                    f"{s[name]['best_median_last_t']:.2f}",
-                )
-            )
-            rows.append((f"{label}: a head rising with t", str(s[name]["any_head_rising"])))
-    return rows
-
-
-def _families_rows(s: dict) -> list[tuple[str, str]]:
-    rows = []
-    for family, v in s.items():
-        if not isinstance(v, dict) or "true" not in v:
-            continue
-        t = v["true"]
-        rows.append(
-            (
-                f"{family}: MMD² plug-in / left-out model",
-                _ci(t["ratio_plugin_over_left_out"], t["ratio_plugin_over_left_out_ci"]),
-            )
-        )
-        rows.append(
-            (
-                f"{family}: MMD² left-out / in-family model",
-                _ci(t["ratio_left_out_over_in_family"], t["ratio_left_out_over_in_family_ci"]),
-            )
-        )
-    return rows
-
-
 def _generic_rows(s: dict, prefix: str = "") -> list[tuple[str, str]]:
     """The numbers of a summary this command line has no table for, flattened."""
     rows: list[tuple[str, str]] = []
@@ -211,58 +122,13 @@ def _generic_rows(s: dict, prefix: str = "") -> list[tuple[str, str]]:
     return rows
 
 
-def _fewshot_rows(s: dict) -> list[tuple[str, str]]:
-    rows = []
-    for name, d in s.items():
-        if not isinstance(d, dict) or "true" not in d:
-            continue
-        copy = d["memorization_ratio_median"]
-        for m in map(str, d["support_sizes"]):
-            rows.append(
-                (
-                    f"{name}, m = {m}: learned MMD² below tuned plug-in",
-                    _pct(d["true"]["learned_vs_plugin_tuned"][m]),
-                )
-            )
-            ratios = " / ".join(f"{copy[k][m]:.2f}" for k in ("plugin", "plugin_tuned", "learned"))
-            rows.append((f"{name}, m = {m}: memorisation ratio plug-in / tuned / learned", ratios))
-    return rows
-
-
-def _pretrained_rows(s: dict) -> list[tuple[str, str]]:
-    rows = []
-    for name, d in s["datasets"].items():
-        for m in ("5", "10"):
-            if m in d["true"]["pretrained_vs_plugin_tuned"]:
-                value = _pct(d["true"]["pretrained_vs_plugin_tuned"][m])
-                rows.append((f"{name}, m = {m}: pretrained MMD² below tuned plug-in", value))
-    avg = s["average_m10"]["true"]["pretrained_vs_plugin_tuned"]
-    rows.append(("average over data sets, m = 10: below tuned plug-in", _pct(avg)))
-    for key in ("fine_tuned_vs_zero_shot", "fine_tuned_vs_scratch"):
-        if "finetune" in s and "10" in s["finetune"]["true"][key]:
-            value = _pct(s["finetune"]["true"][key]["10"])
-            label = key.replace("_vs_", " below ").replace("_", "-")
-            rows.append((f"digits, m = 10: {label}", value))
-    return rows
-
-
-_HEADLINES = {
-    "collapse": _collapse_rows,
-    "geometry": _geometry_rows,
-    "scarcity": _scarcity_rows,
-    "attention": _attention_rows,
-    "families": _families_rows,
-    "fewshot": _fewshot_rows,
-    "pretrained": _pretrained_rows,
-}
-
-
 def headline_rows(name: str, summary: dict) -> list[tuple[str, str]]:
     """``(quantity, value [95 % CI])`` rows of experiment ``name``'s key numbers.
 
     Intervals are the protocol's 95 % bootstrap intervals over held-out tasks, with the
-    median heuristic of the true points. An experiment without its own table shows the
-    numbers of its summary (at most 30).
+    median heuristic of the true points. The rows are the ``headline`` of the experiment's
+    spec (its module's ``SPEC``); an experiment without one shows the numbers of its summary
+    (at most 30).
 
     Examples
     --------
@@ -271,7 +137,13 @@ def headline_rows(name: str, summary: dict) -> list[tuple[str, str]]:
     ...     "learned_vs_plugin_tuned": {"10": {"pct": 5.0, "ci": [1.0, 9.0]}}}})[0]
     ('m = 10: learned MMD² below plug-in', '+20.0 % [+15.0 %, +25.0 %]')
     """
-    rows = _HEADLINES[name](summary) if name in _HEADLINES else _generic_rows(summary)[:30]
+    spec = (
+        importlib.import_module(f"skflow.experiments.{name}").SPEC if name in EXPERIMENTS else None
+    )
+    if spec is not None and spec.headline is not None:
+        rows = spec.headline(summary)
+    else:
+        rows = _generic_rows(summary)[:30]
     if "wall_seconds" in summary:
         rows.append(("wall time", f"{summary['wall_seconds']:.0f} s"))
     return rows

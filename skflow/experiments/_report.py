@@ -165,6 +165,17 @@ def lower_pct(comparison: dict) -> dict[str, Any]:
     return {"pct": float(100 * (1 - inv[0])), "ci": [float(100 * (1 - v)) for v in inv[1:]]}
 
 
+def value_ci(value: float, ci: Any, fmt: str = "{:.3g}") -> str:
+    """A value and its interval ``[lo, hi]``, each written with ``fmt``.
+
+    Examples
+    --------
+    >>> value_ci(2.0, [1.5, 2.5])
+    '2 [1.5, 2.5]'
+    """
+    return f"{fmt.format(value)} [{fmt.format(ci[0])}, {fmt.format(ci[1])}]"
+
+
 def ci_pct(r: dict) -> str:
     """A percentage and its 95 % interval, signed, one decimal: ``r["pct"]``, ``r["ci"]``.
 

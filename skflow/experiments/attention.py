@@ -58,11 +58,12 @@ from skflow.metrics import nw_weight_correlation
 from skflow.paths import OTPath
 from skflow.tasks import GaussianMixtureTasks
 
-from ._io import RunLog, TorchThreads, derive_seed, progress_bar, run_jobs, save_figure, to_plain
-from ._report import section_head, write_run_section
+from ._experiment import Experiment, Run
+from ._io import TorchThreads, derive_seed, save_figure, to_plain
+from ._report import section_head
 from .collapse import PRESETS as COLLAPSE_PRESETS
 
-__all__ = ["PRESETS", "docs_section", "run", "write_docs"]
+__all__ = ["PRESETS", "SPEC", "docs_section", "run", "write_docs"]
 
 #: Times of the comparison (the paper's "last step" is the last one).
 TIMES = (0.1, 0.3, 0.5, 0.7, 0.9, 0.99)
@@ -392,6 +393,47 @@ def _summary(models: dict) -> dict:
     return out
 
 
+def _config(preset: str, seeds: int | None, n_tasks: int | None) -> dict[str, Any]:
+    """The preset with the command line's task count; one seed only."""
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)}.")
+    if seeds not in (None, 1):
+        raise ValueError(f"the attention experiment runs one seed, got seeds={seeds!r}.")
+    cfg = dict(PRESETS[preset])
+    if n_tasks is not None:
+        cfg["n_eval_tasks"] = int(n_tasks)
+    return cfg
+
+
+def _measure(run: Run) -> list[dict]:
+    """One training and its inspection per model (with and without the exact head)."""
+    seed = run.seeds[0]
+    return run.jobs(_model_job, [(bool(head), run.cfg, seed) for head in run.cfg["exact_heads"]])
+
+
+def _assemble(run: Run, outputs: list[dict]) -> dict[str, Any]:
+    """``results.json``: the per-model correlations, the config, the records, the summary."""
+    cfg, times = run.cfg, np.asarray(run.cfg["times"], dtype=float)
+    models = {
+        ("exact_head" if o["exact_head"] else "no_head"): _summarize_model(o, times)
+        for o in outputs
+    }
+    summary: dict[str, Any] = {"times": times, **_summary(models)}
+    summary["wall_seconds"] = run.wall
+    summary["paper"] = {"ip_adapter_spearman_last_step": 0.89}
+    config = {k: v for k, v in cfg.items() if k != "learned"}
+    config["learned"] = dict(cfg["learned"])
+    return {
+        "experiment": "attention",
+        "preset": run.preset,
+        "random_state": run.seeds[0],
+        "config": config,
+        "models": models,
+        "machine": run.machine(),
+        "summary": to_plain(summary),  # plain Python: printable as JSON
+    }
+
+
 def run(
     preset: str = "quick",
     *,
@@ -447,41 +489,15 @@ def run(
     >>> len(res["summary"]["no_head"]["best_median_per_t"])  # doctest: +SKIP
     6
     """
-    if preset not in PRESETS:
-        raise ValueError(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)}.")
-    if seeds not in (None, 1):
-        raise ValueError(f"the attention experiment runs one seed, got seeds={seeds!r}.")
-    cfg = dict(PRESETS[preset])
-    if n_tasks is not None:
-        cfg["n_eval_tasks"] = int(n_tasks)
-    times = np.asarray(cfg["times"], dtype=float)
-    log = RunLog(output_dir, random_state)
-    seed = log.seeds[0]
-    jobs = [(bool(head), cfg, seed) for head in cfg["exact_heads"]]
-    desc = "attention: one training and its inspection per model"
-    with TorchThreads(cfg["torch_threads"]), progress_bar(len(jobs), desc, progress) as bar:
-        outputs = run_jobs(_model_job, jobs, n_jobs=n_jobs, bar=bar)
-    wall = log.wall()
-
-    models = {
-        ("exact_head" if o["exact_head"] else "no_head"): _summarize_model(o, times)
-        for o in outputs
-    }
-    summary: dict[str, Any] = {"times": times, **_summary(models)}
-    summary["wall_seconds"] = wall
-    summary["paper"] = {"ip_adapter_spearman_last_step": 0.89}
-    config = {k: v for k, v in cfg.items() if k != "learned"}
-    config["learned"] = dict(cfg["learned"])
-    results = {
-        "experiment": "attention",
-        "preset": preset,
-        "random_state": seed,
-        "config": config,
-        "models": models,
-        "machine": log.machine(),
-        "summary": to_plain(summary),  # plain Python: printable as JSON
-    }
-    return log.finish(results, _plot, plain=False)
+    return SPEC.run(
+        preset,
+        output_dir=output_dir,
+        n_jobs=n_jobs,
+        random_state=random_state,
+        seeds=seeds,
+        n_tasks=n_tasks,
+        progress=progress,
+    )
 
 
 #: The sentence under the table of the results page: what it shows, in words.
@@ -559,6 +575,39 @@ def docs_section(results: dict, command: str) -> str:
     )
 
 
+def _cli_rows(s: dict) -> list[tuple[str, str]]:
+    """The headline numbers the command line prints after a run: ``(quantity, value)`` rows."""
+    last = s["times"][-1]
+    rows = []
+    for name in ("no_head", "exact_head"):
+        if name in s:
+            label = name.replace("_", " ")
+            rows.append(
+                (
+                    f"{label}: best head's median Spearman at t = {last:g} (one seed, no interval)",
+                    f"{s[name]['best_median_last_t']:.2f}",
+                )
+            )
+            rows.append((f"{label}: a head rising with t", str(s[name]["any_head_rising"])))
+    return rows
+
+
+#: The experiment as a specification: presets, work, results, figure, docs, headline rows.
+SPEC = Experiment(
+    name="attention",
+    presets=PRESETS,
+    measure=_measure,
+    assemble=_assemble,
+    configure=_config,
+    units=lambda cfg, seeds: len(cfg["exact_heads"]),
+    desc="attention: one training and its inspection per model",
+    figure=lambda results, outputs, folder: _plot(results, folder),
+    plain=False,
+    docs=docs_section,
+    headline=_cli_rows,
+)
+
+
 def write_docs(results: dict, command: str, path: str | Path | None = None) -> Path:
     """Write :func:`docs_section` between the ``attention`` markers of the results page."""
-    return write_run_section("attention", docs_section(results, command), results, path)
+    return SPEC.write_docs(results, command, path)

@@ -36,18 +36,18 @@ from skflow import LearnedFlowSampler
 from skflow.diagnostics import neff_along_path
 from skflow.tasks import GaussianMixtureTasks
 
-from ._io import RunLog, TorchThreads, derive_seed, progress_bar, run_jobs, save_figure
+from ._experiment import Experiment, Run
+from ._io import derive_seed, save_figure
 from ._jobs import learned_samples, plugin_samples
-from ._report import convention_tables, section_head, write_run_section
+from ._report import convention_tables, section_head, value_ci
 from .protocol import (
     CONVENTIONS,
     compare_to_baseline,
     per_task_scores,
-    preset_config,
     training_budget,
 )
 
-__all__ = ["PRESETS", "docs_section", "run", "write_docs"]
+__all__ = ["PRESETS", "SPEC", "docs_section", "run", "write_docs"]
 
 #: Learned-model settings of the quick preset: the library's default architecture
 #: (d_model 64, 4 heads, 2 layers) with half-size batches (16 tasks x 64 targets), so that
@@ -363,6 +363,30 @@ def _jobs(dims: list[int], seeds: list[int]) -> list[tuple]:
     return jobs + [("neff", d) for d in dims]
 
 
+def _measure(run: Run) -> list[dict]:
+    """Every training, plug-in and n_eff job (the run's work)."""
+    dims = [int(d) for d in run.cfg["dims"]]
+    return run.jobs(_dispatch, [(job, run.cfg, run.random_state) for job in _jobs(dims, run.seeds)])
+
+
+def _assemble(run: Run, outputs: list[dict]) -> dict[str, Any]:
+    """``results.json``: the n_eff curves and comparisons per dimension, config, records."""
+    dims = [int(d) for d in run.cfg["dims"]]
+    neff = {str(o["d"]): o for o in outputs if o["kind"] == "neff"}
+    per_d = {str(d): _compare_dimension(d, outputs, run.seeds) for d in dims}
+    return {
+        "experiment": "collapse",
+        "preset": run.preset,
+        "seeds": run.seeds,
+        "config": run.cfg,
+        "dims": dims,
+        "neff": neff,
+        "per_dimension": per_d,
+        "summary": _summary(dims, neff, per_d) | {"wall_seconds": round(run.wall, 1)},
+        "machine": run.machine(),
+    }
+
+
 def run(
     preset: str = "quick",
     *,
@@ -418,28 +442,15 @@ def run(
     >>> res = collapse.run("tiny", output_dir="out/collapse")  # doctest: +SKIP
     >>> res["summary"]["median_neff_at_0.5"]  # doctest: +SKIP
     """
-    cfg = preset_config(PRESETS, preset, seeds=seeds, n_tasks=n_tasks)
-    log = RunLog(output_dir, random_state, cfg["n_seeds"])
-    dims, seed_list = [int(d) for d in cfg["dims"]], log.seeds
-    jobs = [(job, cfg, int(random_state)) for job in _jobs(dims, seed_list)]
-    desc = "collapse: trainings, then plug-in and n_eff jobs"
-    with TorchThreads(cfg["torch_threads"]), progress_bar(len(jobs), desc, progress) as bar:
-        outputs = run_jobs(_dispatch, jobs, n_jobs=n_jobs, bar=bar)
-    wall = log.wall()
-    neff = {str(o["d"]): o for o in outputs if o["kind"] == "neff"}
-    per_d = {str(d): _compare_dimension(d, outputs, seed_list) for d in dims}
-    results = {
-        "experiment": "collapse",
-        "preset": preset,
-        "seeds": seed_list,
-        "config": cfg,
-        "dims": dims,
-        "neff": neff,
-        "per_dimension": per_d,
-        "summary": _summary(dims, neff, per_d) | {"wall_seconds": round(wall, 1)},
-        "machine": log.machine(),
-    }
-    return log.finish(results, _plot)
+    return SPEC.run(
+        preset,
+        output_dir=output_dir,
+        n_jobs=n_jobs,
+        random_state=random_state,
+        seeds=seeds,
+        n_tasks=n_tasks,
+        progress=progress,
+    )
 
 
 def _f(x: float) -> str:
@@ -546,6 +557,42 @@ def docs_section(results: dict, command: str) -> str:
     return "\n".join(parts)
 
 
+def _cli_rows(s: dict) -> list[tuple[str, str]]:
+    """The headline numbers the command line prints after a run: ``(quantity, value)`` rows."""
+    rows = []
+    for d in s["dims"]:
+        t = s[f"d={d}"]["true"]
+        benefit = t["exact_head_benefit"]
+        rows += [
+            (f"d = {d}: median n_eff at t = 0.5", f"{s['median_neff_at_0.5'][str(d)]:.2f}"),
+            (
+                f"d = {d}: exact head's MMD² reduction",
+                value_ci(100 * benefit["benefit"], [100 * c for c in benefit["ci"]], "{:+.0f} %"),
+            ),
+            (
+                f"d = {d}: MMD² plug-in / learned with head",
+                value_ci(
+                    t["ratio_plugin_over_learned_head"], t["ratio_plugin_over_learned_head_ci"]
+                ),
+            ),
+        ]
+    return rows
+
+
+#: The experiment as a specification: presets, work, results, figure, docs, headline rows.
+SPEC = Experiment(
+    name="collapse",
+    presets=PRESETS,
+    measure=_measure,
+    assemble=_assemble,
+    units=lambda cfg, seeds: len(_jobs(list(cfg["dims"]), seeds)),
+    desc="collapse: trainings, then plug-in and n_eff jobs",
+    figure=lambda results, outputs, folder: _plot(results, folder),
+    docs=docs_section,
+    headline=_cli_rows,
+)
+
+
 def write_docs(results: dict, command: str, path: str | Path | None = None) -> Path:
     """Write :func:`docs_section` between the ``collapse`` markers of the results page."""
-    return write_run_section("collapse", docs_section(results, command), results, path)
+    return SPEC.write_docs(results, command, path)

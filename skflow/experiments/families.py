@@ -30,20 +30,20 @@ import numpy as np
 from skflow import LearnedFlowSampler
 from skflow.tasks import GaussianMixtureTasks, MixedTasks, MoonsTasks, RingTasks, SpiralTasks
 
-from ._io import RunLog, derive_seed, progress_bar, run_jobs, save_figure
+from ._experiment import Experiment, Run
+from ._io import derive_seed, save_figure
 from ._jobs import learned_samples, plugin_samples
-from ._report import convention_tables, section_head, write_run_section
+from ._report import convention_tables, section_head, value_ci
 from .collapse import PRESETS as COLLAPSE_PRESETS
 from .protocol import (
     CONVENTIONS,
     compare_to_baseline,
     paired_comparison,
     per_task_scores,
-    preset_config,
     training_budget,
 )
 
-__all__ = ["FAMILIES", "MODELS", "PRESETS", "docs_section", "run", "write_docs"]
+__all__ = ["FAMILIES", "MODELS", "PRESETS", "SPEC", "docs_section", "run", "write_docs"]
 
 #: Task families, in the order of the paper's mixed meta-distribution.
 FAMILIES = ("gmm", "rings", "moons", "spirals")
@@ -275,6 +275,31 @@ def _plot(per_family: dict, fig_data: dict, output_dir: Path) -> Path:
     return save_figure(fig, output_dir, "families.png")
 
 
+def _measure(run: Run) -> list[dict]:
+    """Every training and plug-in job of every seed (the run's work)."""
+    return run.jobs(_dispatch, [(job, run.cfg) for job in _jobs(run.seeds)])
+
+
+def _assemble(run: Run, outputs: list[dict]) -> dict[str, Any]:
+    """``results.json``: the comparisons per family, the config and the records."""
+    per_family = {f: _compare_family(f, outputs, run.seeds) for f in FAMILIES}
+    return {
+        "experiment": "families",
+        "preset": run.preset,
+        "seeds": run.seeds,
+        "summary": _summary(per_family) | {"wall_seconds": round(run.wall, 1)},
+        "config": run.cfg,
+        "per_family": per_family,
+        "seconds": {"total": round(run.wall, 1)},
+        "machine": run.machine(),
+    }
+
+
+def _figure(results: dict, outputs: list[dict], folder: Path) -> Path:
+    """The figure: the first seed's held-out task per family and the MMD² bars."""
+    return _plot(results["per_family"], _figure_data(outputs, results["seeds"][0]), folder)
+
+
 def run(
     preset: str = "quick",
     *,
@@ -324,28 +349,15 @@ def run(
     >>> res = families.run("tiny", output_dir="out/families")  # doctest: +SKIP
     >>> res["summary"]["rings"]["true"]["ratio_plugin_over_left_out"]  # doctest: +SKIP
     """
-    cfg = preset_config(PRESETS, preset, seeds=seeds, n_tasks=n_tasks)
-    log = RunLog(output_dir, random_state, cfg["n_seeds"])
-    seed_list = log.seeds
-    jobs = [(job, cfg) for job in _jobs(seed_list)]
-    with progress_bar(len(jobs), "families: trainings and plug-in jobs", progress) as bar:
-        outputs = run_jobs(_dispatch, jobs, n_jobs=n_jobs, bar=bar)
-    wall = log.wall()
-    per_family = {f: _compare_family(f, outputs, seed_list) for f in FAMILIES}
-    figure = _plot(per_family, _figure_data(outputs, seed_list[0]), log.out)
-    results = {
-        "experiment": "families",
-        "preset": preset,
-        "seeds": seed_list,
-        "summary": _summary(per_family) | {"wall_seconds": round(wall, 1)},
-        "config": cfg,
-        "per_family": per_family,
-        "seconds": {"total": round(wall, 1)},
-        "figure": figure.name,
-        "output_dir": str(log.out),
-        "machine": log.machine(),
-    }
-    return log.finish(results)
+    return SPEC.run(
+        preset,
+        output_dir=output_dir,
+        n_jobs=n_jobs,
+        random_state=random_state,
+        seeds=seeds,
+        n_tasks=n_tasks,
+        progress=progress,
+    )
 
 
 def _fmt(x: float) -> str:
@@ -425,6 +437,42 @@ def docs_section(results: dict, command: str) -> str:
     return "\n".join(parts)
 
 
+def _cli_rows(s: dict) -> list[tuple[str, str]]:
+    """The headline numbers the command line prints after a run: ``(quantity, value)`` rows."""
+    rows = []
+    for family, v in s.items():
+        if not isinstance(v, dict) or "true" not in v:
+            continue
+        t = v["true"]
+        rows.append(
+            (
+                f"{family}: MMD² plug-in / left-out model",
+                value_ci(t["ratio_plugin_over_left_out"], t["ratio_plugin_over_left_out_ci"]),
+            )
+        )
+        rows.append(
+            (
+                f"{family}: MMD² left-out / in-family model",
+                value_ci(t["ratio_left_out_over_in_family"], t["ratio_left_out_over_in_family_ci"]),
+            )
+        )
+    return rows
+
+
+#: The experiment as a specification: presets, work, results, figure, docs, headline rows.
+SPEC = Experiment(
+    name="families",
+    presets=PRESETS,
+    measure=_measure,
+    assemble=_assemble,
+    units=lambda cfg, seeds: len(_jobs(seeds)),
+    desc="families: trainings and plug-in jobs",
+    figure=_figure,
+    docs=docs_section,
+    headline=_cli_rows,
+)
+
+
 def write_docs(results: dict, command: str, path: str | Path | None = None) -> Path:
     """Write :func:`docs_section` between the ``families`` markers of the results page."""
-    return write_run_section("families", docs_section(results, command), results, path)
+    return SPEC.write_docs(results, command, path)

@@ -47,9 +47,11 @@ from skflow import LearnedFlowSampler, NWFlowSampler
 from skflow._threads import parallel_map
 from skflow.metrics import memorization_ratio
 
-from ._io import RunLog, TorchThreads, derive_seed, save_figure
+from ._experiment import Experiment, Run
+from ._io import derive_seed, save_figure
 from ._jobs import compare_per_support_size, lower_pcts, support_size_cells
-from ._report import convention_tables, section_head, write_run_section
+from ._report import ci_pct, convention_tables, section_head
+from ._splits import class_splits
 from .protocol import (
     CONVENTIONS,
     preset_config,
@@ -58,7 +60,7 @@ from .protocol import (
     training_record,
 )
 
-__all__ = ["PRESETS", "docs_section", "run", "write_docs"]
+__all__ = ["PRESETS", "SPEC", "docs_section", "run", "write_docs"]
 
 _DIGITS = {"name": "digits-pca16", "n_components": 16, "test_classes": (7, 8, 9)}
 _DIGITS_LOW = {"name": "digits-pca16-012", "n_components": 16, "test_classes": (0, 1, 2)}
@@ -138,17 +140,6 @@ def _features(spec: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict]:
     return Z, y, train, info
 
 
-def _splits(Z, y, classes, n_tasks: int, max_m: int, seed: int) -> list:
-    """``n_tasks`` (pool, reference) pairs; task ``j`` uses ``classes[j % len(classes)]``."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for j in range(n_tasks):
-        rows = Z[y == classes[j % len(classes)]]
-        order = rng.permutation(len(rows))
-        out.append((rows[order[:max_m]], rows[order[max_m:]]))
-    return out
-
-
 def _score(gen, pool, m, ref) -> dict:
     """Both-convention MMD² and the memorisation ratio of one generated set."""
     return scores_both_conventions(gen, ref) | {"copy": memorization_ratio(gen, pool[:m], ref)}
@@ -169,7 +160,7 @@ def _tune(Z, y, train, cfg: dict, n_jobs, seed: int) -> tuple[dict, dict]:
     ms, grid = cfg["support_sizes"], tuple(float(s) for s in cfg["sigma_min_grid"])
     classes = np.unique(y[train])
     n = len(classes) * cfg["n_tune_repeats"]
-    splits = _splits(Z, y, classes, n, max(ms), derive_seed(seed, 2))
+    splits = class_splits(y, classes, n, max(ms), derive_seed(seed, 2), X=Z)
     rows = parallel_map(
         _plugin_scores,
         [(pool, ref, ms, grid, cfg["n_generated"], i) for i, (pool, ref) in enumerate(splits)],
@@ -185,7 +176,8 @@ def _tune(Z, y, train, cfg: dict, n_jobs, seed: int) -> tuple[dict, dict]:
 def _evaluate(Z, y, model, spec, best: dict, cfg: dict, n_jobs, seed: int) -> dict:
     """Per m: method (and ``floor``) -> convention (and ``copy``) -> per-task values."""
     ms = cfg["support_sizes"]
-    splits = _splits(Z, y, spec["test_classes"], cfg["n_eval_tasks"], max(ms), derive_seed(seed, 3))
+    seed3 = derive_seed(seed, 3)
+    splits = class_splits(y, spec["test_classes"], cfg["n_eval_tasks"], max(ms), seed3, X=Z)
     sigmas = sorted({_SIGMA_MIN, *best.values()})
     plug = parallel_map(
         _plugin_scores,
@@ -290,6 +282,47 @@ def _plot(results: dict, output_dir: Path) -> Path:
     return save_figure(fig, output_dir, "fewshot.png")
 
 
+def _config(preset: str, seeds: int | None, n_tasks: int | None) -> dict[str, Any]:
+    """The preset with the command line's overrides, support sizes as ints."""
+    cfg = preset_config(PRESETS, preset, seeds=seeds, n_tasks=n_tasks)
+    cfg["support_sizes"] = tuple(int(m) for m in cfg["support_sizes"])
+    return cfg
+
+
+def _measure(run: Run) -> dict[str, dict]:
+    """Per data set: every seed's training, tuning and evaluation, and the comparisons."""
+    cfg, datasets = run.cfg, {}
+    for spec in cfg["datasets"]:
+        per_seed = [_run_seed(spec, cfg, run.n_jobs, s) for s in run.seeds]
+        comparison = compare_per_support_size(
+            per_seed, cfg["support_sizes"], METHODS, extra_columns=("copy",)
+        )
+        datasets[spec["name"]] = {
+            "summary": _summary(comparison, cfg["support_sizes"]),
+            "comparison": comparison,
+            "per_seed": [{k: v for k, v in s.items() if k != "table"} for s in per_seed],
+            "data": _features(spec)[3],
+        }
+    return datasets
+
+
+def _assemble(run: Run, datasets: dict[str, dict]) -> dict[str, Any]:
+    """``results.json``: the summaries per data set, their details, config, records."""
+    return {
+        "experiment": "fewshot",
+        "preset": run.preset,
+        "seeds": run.seeds,
+        "summary": {
+            **{name: d["summary"] for name, d in datasets.items()},
+            "wall_seconds": round(run.wall, 1),
+        },
+        "datasets": datasets,
+        "config": run.cfg,
+        "seconds": {"total": round(run.wall, 1)},
+        "machine": run.machine(),
+    }
+
+
 def run(
     preset: str = "quick",
     *,
@@ -328,38 +361,14 @@ def run(
     {}
     >>> res = fewshot.run("tiny", output_dir="out/fewshot")  # doctest: +SKIP
     """
-    cfg = preset_config(PRESETS, preset, seeds=seeds, n_tasks=n_tasks)
-    cfg["support_sizes"] = tuple(int(m) for m in cfg["support_sizes"])
-    log = RunLog(output_dir, random_state, cfg["n_seeds"])
-    seed_list = log.seeds
-    datasets = {}
-    with TorchThreads(cfg["torch_threads"]):
-        for spec in cfg["datasets"]:
-            per_seed = [_run_seed(spec, cfg, n_jobs, s) for s in seed_list]
-            comparison = compare_per_support_size(
-                per_seed, cfg["support_sizes"], METHODS, extra_columns=("copy",)
-            )
-            datasets[spec["name"]] = {
-                "summary": _summary(comparison, cfg["support_sizes"]),
-                "comparison": comparison,
-                "per_seed": [{k: v for k, v in s.items() if k != "table"} for s in per_seed],
-                "data": _features(spec)[3],
-            }
-    wall = log.wall()
-    results = {
-        "experiment": "fewshot",
-        "preset": preset,
-        "seeds": seed_list,
-        "summary": {
-            **{name: d["summary"] for name, d in datasets.items()},
-            "wall_seconds": round(wall, 1),
-        },
-        "datasets": datasets,
-        "config": cfg,
-        "seconds": {"total": round(wall, 1)},
-        "machine": log.machine(),
-    }
-    return log.finish(results, _plot)
+    return SPEC.run(
+        preset,
+        output_dir=output_dir,
+        n_jobs=n_jobs,
+        random_state=random_state,
+        seeds=seeds,
+        n_tasks=n_tasks,
+    )
 
 
 def _table(res: dict, conv: str) -> str:
@@ -426,6 +435,38 @@ def docs_section(results: dict, command: str) -> str:
     return "\n".join(parts)
 
 
+def _cli_rows(s: dict) -> list[tuple[str, str]]:
+    """The headline numbers the command line prints after a run: ``(quantity, value)`` rows."""
+    rows = []
+    for name, d in s.items():
+        if not isinstance(d, dict) or "true" not in d:
+            continue
+        copy = d["memorization_ratio_median"]
+        for m in map(str, d["support_sizes"]):
+            rows.append(
+                (
+                    f"{name}, m = {m}: learned MMD² below tuned plug-in",
+                    ci_pct(d["true"]["learned_vs_plugin_tuned"][m]),
+                )
+            )
+            ratios = " / ".join(f"{copy[k][m]:.2f}" for k in ("plugin", "plugin_tuned", "learned"))
+            rows.append((f"{name}, m = {m}: memorisation ratio plug-in / tuned / learned", ratios))
+    return rows
+
+
+#: The experiment as a specification: presets, work, results, figure, docs, headline rows.
+SPEC = Experiment(
+    name="fewshot",
+    presets=PRESETS,
+    measure=_measure,
+    assemble=_assemble,
+    configure=_config,
+    figure=lambda results, outputs, folder: _plot(results, folder),
+    docs=docs_section,
+    headline=_cli_rows,
+)
+
+
 def write_docs(results: dict, command: str, path: str | Path | None = None) -> Path:
     """Write :func:`docs_section` between the ``fewshot`` markers of the results page."""
-    return write_run_section("fewshot", docs_section(results, command), results, path)
+    return SPEC.write_docs(results, command, path)

@@ -44,8 +44,9 @@ from skflow._threads import parallel_map
 from skflow.paths import OTPath
 from skflow.tasks import SphericalShellTasks
 
-from ._io import RunLog, derive_seed, progress_bar, save_figure
-from ._report import section_head, write_run_section
+from ._experiment import Experiment, Run
+from ._io import derive_seed, save_figure
+from ._report import section_head, value_ci
 from .protocol import (
     CONVENTIONS,
     claims,
@@ -56,7 +57,7 @@ from .protocol import (
     scores_both_conventions,
 )
 
-__all__ = ["METHODS", "PAPER_RATIO", "PRESETS", "docs_section", "run", "write_docs"]
+__all__ = ["METHODS", "PAPER_RATIO", "PRESETS", "SPEC", "docs_section", "run", "write_docs"]
 
 _TINY_MODEL = {
     "d_model": 32,
@@ -399,34 +400,48 @@ def _config(preset: str, seeds: int | None, n_tasks: int | None) -> dict[str, An
     return cfg
 
 
-def _measure(cfg: dict, n_jobs, seeds: list[int], bar) -> tuple[list[dict], dict]:
-    """Every dimension and seed under the preset's Torch thread count; figure data. ``bar``
-    advances once per (dimension, seed): one training and its tasks."""
-    import torch
-
-    threads_before = torch.get_num_threads()
-    if cfg["torch_threads"] is not None:
-        torch.set_num_threads(cfg["torch_threads"])
-    try:
-        per_dim, fig_data = [], None
-        for d in cfg["n_features"]:
-            per_seed = []
-            for s in seeds:
-                per_seed.append(_run_seed(d, cfg, n_jobs, s))
-                bar.update(1)
-            per_dim.append(_compare_dimension(d, per_seed))
-            if fig_data is None:
-                fig_data = per_seed[0]["_figure"]
-                iso = _plugin("plugin_isotropic", d, _SIGMA_MIN, cfg["n_steps"], "heun")
-                fig_data["plugin_isotropic"] = iso.fit(fig_data["support"]).sample(
-                    cfg["n_points"], random_state=0
-                )
-                per_dim[-1]["isotropic_n_eff_task0"] = _neff_on_path(
-                    fig_data["support"], fig_data["true"], seeds[0]
-                )
-    finally:
-        torch.set_num_threads(threads_before)
+def _measure(run: Run) -> tuple[list[dict], dict]:
+    """Every dimension and seed (the run's work; the runner holds Torch to the preset's
+    threads); figure data. The bar advances once per (dimension, seed): one training and its
+    tasks."""
+    cfg, seeds = run.cfg, run.seeds
+    per_dim, fig_data = [], None
+    for d in cfg["n_features"]:
+        per_seed = []
+        for s in seeds:
+            per_seed.append(_run_seed(d, cfg, run.n_jobs, s))
+            run.bar.update(1)
+        per_dim.append(_compare_dimension(d, per_seed))
+        if fig_data is None:
+            fig_data = per_seed[0]["_figure"]
+            iso = _plugin("plugin_isotropic", d, _SIGMA_MIN, cfg["n_steps"], "heun")
+            fig_data["plugin_isotropic"] = iso.fit(fig_data["support"]).sample(
+                cfg["n_points"], random_state=0
+            )
+            per_dim[-1]["isotropic_n_eff_task0"] = _neff_on_path(
+                fig_data["support"], fig_data["true"], seeds[0]
+            )
     return per_dim, fig_data
+
+
+def _assemble(run: Run, outputs: tuple[list[dict], dict]) -> dict[str, Any]:
+    """``results.json``: per dimension the comparisons, the config and the records."""
+    per_dim = outputs[0]
+    return {
+        "experiment": "geometry",
+        "preset": run.preset,
+        "seeds": run.seeds,
+        "summary": _summary(per_dim) | {"wall_seconds": round(run.wall, 1)},
+        "config": run.cfg,
+        "per_dimension": per_dim,
+        "seconds": {"total": round(run.wall, 1)},
+        "machine": run.machine(),
+    }
+
+
+def _figure(results: dict, outputs: tuple[list[dict], dict], folder: Path) -> Path:
+    """The figure, drawn from the work's own arrays (per dimension, one held-out task)."""
+    return _plot(*outputs, folder)
 
 
 def run(
@@ -484,27 +499,15 @@ def run(
     >>> res = geometry.run("tiny", output_dir="out/geometry")  # doctest: +SKIP
     >>> res["summary"]["d=4"]["true"]["ratio_ci"]  # doctest: +SKIP
     """
-    cfg = _config(preset, seeds, n_tasks)
-    log = RunLog(output_dir, random_state, cfg["n_seeds"])
-    seed_list = log.seeds
-    total, desc = len(cfg["n_features"]) * len(seed_list), "geometry: training + tasks per seed"
-    with progress_bar(total, desc, progress) as bar:
-        per_dim, fig_data = _measure(cfg, n_jobs, seed_list, bar)
-    figure = _plot(per_dim, fig_data, log.out)
-    wall = log.wall()
-    results = {
-        "experiment": "geometry",
-        "preset": preset,
-        "seeds": seed_list,
-        "summary": _summary(per_dim) | {"wall_seconds": round(wall, 1)},
-        "config": cfg,
-        "per_dimension": per_dim,
-        "seconds": {"total": round(wall, 1)},
-        "figure": figure.name,
-        "output_dir": str(log.out),
-        "machine": log.machine(),
-    }
-    return log.finish(results)
+    return SPEC.run(
+        preset,
+        output_dir=output_dir,
+        n_jobs=n_jobs,
+        random_state=random_state,
+        seeds=seeds,
+        n_tasks=n_tasks,
+        progress=progress,
+    )
 
 
 def _budget_line(res: dict, cfg: dict) -> str:
@@ -608,6 +611,33 @@ def docs_section(results: dict, command: str) -> str:
     return "\n".join(parts)
 
 
+def _cli_rows(s: dict) -> list[tuple[str, str]]:
+    """The headline numbers the command line prints after a run: ``(quantity, value)`` rows."""
+    return [
+        (
+            f"{key}: MMD² isotropic plug-in / learned",
+            value_ci(v["true"]["ratio_isotropic_over_learned"], v["true"]["ratio_ci"]),
+        )
+        for key, v in s.items()
+        if key.startswith("d=")
+    ]
+
+
+#: The experiment as a specification: presets, work, results, figure, docs, headline rows.
+SPEC = Experiment(
+    name="geometry",
+    presets=PRESETS,
+    measure=_measure,
+    assemble=_assemble,
+    configure=_config,
+    units=lambda cfg, seeds: len(cfg["n_features"]) * len(seeds),
+    desc="geometry: training + tasks per seed",
+    figure=_figure,
+    docs=docs_section,
+    headline=_cli_rows,
+)
+
+
 def write_docs(results: dict, command: str, path: str | Path | None = None) -> Path:
     """Write :func:`docs_section` between the ``geometry`` markers of the results page."""
-    return write_run_section("geometry", docs_section(results, command), results, path)
+    return SPEC.write_docs(results, command, path)

@@ -63,17 +63,13 @@ from skflow._threads import parallel_map
 from skflow.exceptions import MemorizationWarning
 from skflow.metrics import memorization_ratio
 
+from ._experiment import Experiment, Run
 from ._io import (
-    TorchThreads,
     derive_seed,
-    machine_info,
-    prepare_output,
-    progress_bar,
     save_figure,
-    to_plain,
-    write_json,
 )
-from ._report import machine_line, write_run_section
+from ._report import ci_pct, machine_line
+from ._splits import class_splits
 from .protocol import (
     BOOT_SEED,
     CONVENTIONS,
@@ -89,6 +85,7 @@ from .protocol import (
 __all__ = [
     "DATASETS",
     "PRESETS",
+    "SPEC",
     "average_lower",
     "docs_section",
     "load_dataset",
@@ -277,17 +274,6 @@ def _usable_sizes(y: np.ndarray, classes, sizes: tuple) -> tuple[tuple, dict]:
     return usable, skipped
 
 
-def _splits(y: np.ndarray, classes, n_tasks: int, max_m: int, seed: int) -> list:
-    """``n_tasks`` (pool rows, reference rows) index pairs; task ``j`` uses class ``j mod k``."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for j in range(n_tasks):
-        rows = np.flatnonzero(y == classes[j % len(classes)])
-        rows = rows[rng.permutation(len(rows))]
-        out.append((rows[:max_m], rows[max_m:]))
-    return out
-
-
 def shared_pools(a: list, b: list) -> int:
     """How many support pools of task draws ``b`` (as row sets) also occur in draws ``a``.
 
@@ -346,7 +332,7 @@ def _plugin_tables(Z, splits, ms, sigmas, cfg: dict, n_jobs, seed: int) -> dict:
 def _tune(Z, y, classes, ms, cfg: dict, n_jobs, seed: int) -> tuple[dict, dict, list]:
     """sigma_min per m: the best mean MMD² (true-point bandwidth) on the given task draws."""
     grid = tuple(float(s) for s in cfg["sigma_min_grid"])
-    splits = _splits(y, classes, cfg["n_tune_tasks"], max(ms), seed)
+    splits = class_splits(y, classes, cfg["n_tune_tasks"], max(ms), seed)
     tables = _plugin_tables(Z, splits, ms, grid, cfg, n_jobs, seed)
     tuning = {str(m): {f"{s:g}": float(np.mean(tables[(m, s)]["true"])) for s in grid} for m in ms}
     best = {m: min(grid, key=lambda s, m=m: tuning[str(m)][f"{s:g}"]) for m in ms}
@@ -465,7 +451,7 @@ def _zero_shot(name: str, cfg: dict, load_prior: Callable, n_jobs, seed: int) ->
     ms, skipped = _usable_sizes(y, classes, cfg["support_sizes"])
     key = list(DATASETS).index(name)
     best, tuning, tune_splits = _tune(Z, y, classes, ms, cfg, n_jobs, derive_seed(seed, 1, key))
-    splits = _splits(y, classes, cfg["n_eval_tasks"], max(ms), derive_seed(seed, 2, key))
+    splits = class_splits(y, classes, cfg["n_eval_tasks"], max(ms), derive_seed(seed, 2, key))
     prior = load_prior(Z.shape[1])
     table = _evaluate(Z, splits, ms, best, {"pretrained": prior}, cfg, n_jobs, seed)
     comparison = _compare([table], ms, PAIRS)
@@ -506,7 +492,7 @@ def _finetune_seed(data: dict, cfg: dict, load_prior: Callable, n_jobs, seed: in
     Z, y, train, ms = data["Z"], data["y"], data["train"], data["ms"]
     models, records = _train_arms(Z[train], y[train], cfg, load_prior, seed)
     bar.update(1)
-    splits = _splits(
+    splits = class_splits(
         y, _FINETUNE["test_classes"], cfg["n_eval_tasks"], max(ms), derive_seed(seed, 3)
     )
     models = {"zero_shot": data["zero_shot"], **models}
@@ -625,6 +611,45 @@ def _pretrained_loader(name: str) -> Callable[[int], LearnedFlowSampler]:
     return load
 
 
+def _config(preset: str, seeds: int | None, n_tasks: int | None) -> dict[str, Any]:
+    """The preset with the command line's overrides, support sizes as ints."""
+    cfg = preset_config(PRESETS, preset, seeds=seeds, n_tasks=n_tasks)
+    cfg["support_sizes"] = tuple(int(m) for m in cfg["support_sizes"])
+    return cfg
+
+
+def _measure(run: Run) -> tuple[dict, dict, dict | None]:
+    """Zero-shot on every data set, then the fine-tuning arm over the seeds (if any)."""
+    cfg, load_prior = run.cfg, run.options.get("load_prior")
+    loader = load_prior if load_prior is not None else _pretrained_loader(cfg["prior"])
+    datasets, finetune = {}, None
+    for name in cfg["datasets"]:
+        datasets[name] = _zero_shot(name, cfg, loader, run.n_jobs, run.random_state)
+        run.bar.update(1)
+    if cfg["finetune"]:
+        finetune = _finetune(cfg, loader, run.n_jobs, run.seeds, run.bar)
+    return datasets, _averages(datasets), finetune
+
+
+def _assemble(run: Run, outputs: tuple[dict, dict, dict | None]) -> dict[str, Any]:
+    """``results.json``: the prior, the summary, per data set and fine-tuning details."""
+    datasets, averages, finetune = outputs
+    summary = _headline(datasets, averages, finetune) | {"wall_seconds": round(run.wall, 1)}
+    return {
+        "experiment": "pretrained",
+        "preset": run.preset,
+        "seeds": run.seeds,
+        "prior": _prior_info(run.cfg, run.options.get("load_prior")),
+        "summary": summary,
+        "datasets": datasets,
+        "average_m10": averages,
+        "finetune": finetune,
+        "config": run.cfg,
+        "seconds": {"total": round(run.wall, 1)},
+        "machine": run.machine(),
+    }
+
+
 def run(
     preset: str = "quick",
     *,
@@ -673,43 +698,16 @@ def run(
     120.0
     >>> res = pretrained.run("quick", output_dir="out/pretrained")  # doctest: +SKIP
     """
-    cfg = preset_config(PRESETS, preset, seeds=seeds, n_tasks=n_tasks)
-    cfg["support_sizes"] = tuple(int(m) for m in cfg["support_sizes"])
-    loader = load_prior if load_prior is not None else _pretrained_loader(cfg["prior"])
-    prior = _prior_info(cfg, load_prior)
-    out = prepare_output(output_dir)
-    machine_start, start = machine_info(), time.perf_counter()
-    seed_list = [int(random_state) + k for k in range(cfg["n_seeds"])]
-    n_units = len(cfg["datasets"]) + (2 * cfg["n_seeds"] if cfg["finetune"] else 0)
-    datasets, finetune = {}, None
-    with TorchThreads(cfg["torch_threads"]), progress_bar(n_units, "pretrained", progress) as bar:
-        for name in cfg["datasets"]:
-            datasets[name] = _zero_shot(name, cfg, loader, n_jobs, int(random_state))
-            bar.update(1)
-        if cfg["finetune"]:
-            finetune = _finetune(cfg, loader, n_jobs, seed_list, bar)
-    averages = _averages(datasets)
-    wall = time.perf_counter() - start
-    summary = _headline(datasets, averages, finetune) | {"wall_seconds": round(wall, 1)}
-    results = to_plain(
-        {
-            "experiment": "pretrained",
-            "preset": preset,
-            "seeds": seed_list,
-            "prior": prior,
-            "summary": summary,
-            "datasets": datasets,
-            "average_m10": averages,
-            "finetune": finetune,
-            "config": cfg,
-            "seconds": {"total": round(wall, 1)},
-            "machine": {"start": machine_start, "end": machine_info()},
-        }
+    return SPEC.run(
+        preset,
+        output_dir=output_dir,
+        n_jobs=n_jobs,
+        random_state=random_state,
+        seeds=seeds,
+        n_tasks=n_tasks,
+        progress=progress,
+        load_prior=load_prior,
     )
-    results["figure"] = _plot(results, out).name
-    results["output_dir"] = str(out)
-    write_json(results, out)
-    return results
 
 
 _LABELS = {
@@ -720,10 +718,6 @@ _LABELS = {
     "fine_tuned": "fine-tuned",
     "scratch": "scratch",
 }
-
-
-def _ci_pct(r: dict) -> str:
-    return f"{r['pct']:+.1f} % [{r['ci'][0]:+.1f} %, {r['ci'][1]:+.1f} %]"
 
 
 def _table(res: dict, conv: str, methods: tuple, pairs: tuple) -> str:
@@ -741,7 +735,7 @@ def _table(res: dict, conv: str, methods: tuple, pairs: tuple) -> str:
         fl = floor[conv]["noise_floor"]
         cells = [m, *(f"{s['mmd2'][k][m]:.3g}" for k in methods)]
         cells += [f"{fl['mean']:.3g} ({fl['q95']:.3g})"] if methods else []
-        cells += [_ci_pct(s[f"{a}_vs_{b}"][m]) for a, b in pairs]
+        cells += [ci_pct(s[f"{a}_vs_{b}"][m]) for a, b in pairs]
         cells += [" / ".join(f"{copy[k][m]:.2f}" for k in methods)] if methods else []
         rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)
@@ -763,7 +757,7 @@ def _loss_table(results: dict, conv: str) -> str:
     for name, d in results["datasets"].items():
         cmp = d["summary"][conv]["pretrained_vs_plugin_tuned"]
         cells = [
-            f"{_ci_pct(cmp[str(m)])} {_verdict(cmp[str(m)])}" if str(m) in cmp else "skipped"
+            f"{ci_pct(cmp[str(m)])} {_verdict(cmp[str(m)])}" if str(m) in cmp else "skipped"
             for m in ms
         ]
         rows.append(f"| {name} | " + " | ".join(cells) + " |")
@@ -777,7 +771,7 @@ def _losses(results: dict, conv: str) -> str:
         for key in ("pretrained_vs_plugin", "pretrained_vs_plugin_tuned"):
             for m, r in d["summary"][conv][key].items():
                 if _verdict(r) == "loses":
-                    found.append(f"{name} m = {m} vs {_LABELS[key[14:]]} ({_ci_pct(r)})")
+                    found.append(f"{name} m = {m} vs {_LABELS[key[14:]]} ({ci_pct(r)})")
     return "Losses (interval entirely below 0): " + ("; ".join(found) or "none") + "."
 
 
@@ -813,8 +807,8 @@ def _summary_docs(results: dict) -> list[str]:
         a = avg[conv]
         parts.append(
             f"Average over {avg['datasets']} at m = {avg['m']} ({conv} bandwidth): pretrained "
-            f"lower than the plug-in by {_ci_pct(a['pretrained_vs_plugin'])}, than the tuned "
-            f"plug-in by {_ci_pct(a['pretrained_vs_plugin_tuned'])}."
+            f"lower than the plug-in by {ci_pct(a['pretrained_vs_plugin'])}, than the tuned "
+            f"plug-in by {ci_pct(a['pretrained_vs_plugin_tuned'])}."
         )
     t = results["summary"]["targets"]
     parts += [
@@ -901,6 +895,39 @@ def docs_section(results: dict, command: str) -> str:
     return "\n".join(parts)
 
 
+def _cli_rows(s: dict) -> list[tuple[str, str]]:
+    """The headline numbers the command line prints after a run: ``(quantity, value)`` rows."""
+    rows = []
+    for name, d in s["datasets"].items():
+        for m in ("5", "10"):
+            if m in d["true"]["pretrained_vs_plugin_tuned"]:
+                value = ci_pct(d["true"]["pretrained_vs_plugin_tuned"][m])
+                rows.append((f"{name}, m = {m}: pretrained MMD² below tuned plug-in", value))
+    avg = s["average_m10"]["true"]["pretrained_vs_plugin_tuned"]
+    rows.append(("average over data sets, m = 10: below tuned plug-in", ci_pct(avg)))
+    for key in ("fine_tuned_vs_zero_shot", "fine_tuned_vs_scratch"):
+        if "finetune" in s and "10" in s["finetune"]["true"][key]:
+            value = ci_pct(s["finetune"]["true"][key]["10"])
+            label = key.replace("_vs_", " below ").replace("_", "-")
+            rows.append((f"digits, m = 10: {label}", value))
+    return rows
+
+
+#: The experiment as a specification: presets, work, results, figure, docs, headline rows.
+SPEC = Experiment(
+    name="pretrained",
+    presets=PRESETS,
+    measure=_measure,
+    assemble=_assemble,
+    configure=_config,
+    units=lambda cfg, seeds: len(cfg["datasets"]) + (2 * len(seeds) if cfg["finetune"] else 0),
+    desc="pretrained",
+    figure=lambda results, outputs, folder: _plot(results, folder),
+    docs=docs_section,
+    headline=_cli_rows,
+)
+
+
 def write_docs(results: dict, command: str, path: str | Path | None = None) -> Path:
     """Write :func:`docs_section` between the ``pretrained`` markers of the results page.
 
@@ -917,4 +944,4 @@ def write_docs(results: dict, command: str, path: str | Path | None = None) -> P
     -------
     path : Path
     """
-    return write_run_section("pretrained", docs_section(results, command), results, path)
+    return SPEC.write_docs(results, command, path)

@@ -69,9 +69,11 @@ from skflow import LearnedFlowSampler, NWFlowSampler
 from skflow._threads import parallel_map
 from skflow.tasks import ClassTasks, RotatedTasks
 
-from ._io import RunLog, TorchThreads, derive_seed, progress_bar, save_figure
+from ._experiment import Experiment, Run
+from ._io import derive_seed, save_figure
 from ._jobs import compare_per_support_size, lower_pcts, support_size_cells
-from ._report import convention_tables, section_head, write_run_section
+from ._report import ci_pct, convention_tables, section_head
+from ._splits import class_splits
 from .protocol import (
     CONVENTIONS,
     preset_config,
@@ -79,7 +81,7 @@ from .protocol import (
     training_budget,
 )
 
-__all__ = ["PRESETS", "RotatedClassTasks", "docs_section", "run", "write_docs"]
+__all__ = ["PRESETS", "RotatedClassTasks", "SPEC", "docs_section", "run", "write_docs"]
 
 _SPLIT = {"n_components": 16, "train_classes": (0, 1, 2, 3, 4, 5, 6), "test_classes": (7, 8, 9)}
 
@@ -211,18 +213,6 @@ def _features(cfg: dict) -> tuple[np.ndarray, np.ndarray, dict]:
     return Z, y, info
 
 
-def _splits(Z, y, classes, n_tasks, max_m, seed):
-    """``n_tasks`` (class, pool, reference) triples; task ``j`` uses ``classes[j % len]``."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for j in range(n_tasks):
-        c = classes[j % len(classes)]
-        rows = Z[y == c]
-        order = rng.permutation(len(rows))
-        out.append((int(c), rows[order[:max_m]], rows[order[max_m:]]))
-    return out
-
-
 def _plugin_scores(pool, reference, support_sizes, sigmas, n_generated, n_steps, seed):
     """Both-convention MMD² of the plug-in for every (m, sigma_min) on one split."""
     out = {}
@@ -277,14 +267,13 @@ def _tune(Z, y, cfg: dict, n_jobs, seed: int) -> tuple[dict, dict]:
     """sigma_min per m: the best mean MMD² (true-point bandwidth) on the training classes."""
     ms, grid = cfg["support_sizes"], tuple(float(s) for s in cfg["sigma_min_grid"])
     classes = cfg["train_classes"]
-    splits = _splits(
-        Z, y, classes, len(classes) * cfg["n_tune_repeats"], max(ms), derive_seed(seed, 2)
-    )
+    n = len(classes) * cfg["n_tune_repeats"]
+    splits = class_splits(y, classes, n, max(ms), derive_seed(seed, 2), X=Z)
     rows = parallel_map(
         _plugin_scores,
         [
             (pool, ref, ms, grid, cfg["n_generated"], cfg["n_steps"], i)
-            for i, (_, pool, ref) in enumerate(splits)
+            for i, (pool, ref) in enumerate(splits)
         ],
         n_jobs,
     )
@@ -299,18 +288,19 @@ def _tune(Z, y, cfg: dict, n_jobs, seed: int) -> tuple[dict, dict]:
 def _evaluate(Z, y, models: dict, best_sigma: dict, cfg: dict, n_jobs, seed: int) -> dict:
     """Per m: method (and ``floor``) -> convention -> per-task MMD² of this seed's tasks."""
     ms = cfg["support_sizes"]
-    splits = _splits(Z, y, cfg["test_classes"], cfg["n_eval_tasks"], max(ms), derive_seed(seed, 3))
+    seed3 = derive_seed(seed, 3)
+    splits = class_splits(y, cfg["test_classes"], cfg["n_eval_tasks"], max(ms), seed3, X=Z)
     sigmas = sorted({_SIGMA_MIN, *best_sigma.values()})
     plug = parallel_map(
         _plugin_scores,
         [
             (pool, ref, ms, sigmas, cfg["n_generated"], cfg["n_steps"], derive_seed(seed, 4, i))
-            for i, (_, pool, ref) in enumerate(splits)
+            for i, (pool, ref) in enumerate(splits)
         ],
         n_jobs,
     )
-    pools = np.stack([pool for _, pool, _ in splits])
-    floor = [scores_both_conventions(pool, ref) for _, pool, ref in splits]
+    pools = np.stack([pool for pool, _ in splits])
+    floor = [scores_both_conventions(pool, ref) for pool, ref in splits]
     out = {}
     for m in ms:
         rows = [
@@ -321,7 +311,7 @@ def _evaluate(Z, y, models: dict, best_sigma: dict, cfg: dict, n_jobs, seed: int
             gen = model.sample_batch(
                 cfg["n_generated"], pools[:, :m], random_state=derive_seed(seed, 5, m)
             )
-            for i, (_, _, ref) in enumerate(splits):
+            for i, (_, ref) in enumerate(splits):
                 rows[i][name] = scores_both_conventions(gen[i], ref)
         out[str(m)] = {
             k: {c: np.array([r[k][c] for r in rows]) for c in CONVENTIONS}
@@ -428,6 +418,32 @@ def _config(preset: str, seeds: int | None, n_tasks: int | None) -> dict:
     return cfg
 
 
+def _measure(run: Run) -> tuple[list[dict], dict, dict]:
+    """Every seed's trainings, tuning and evaluation, and the comparisons over the seeds."""
+    Z, y, data_info = _features(run.cfg)
+    per_seed = [_run_seed(Z, y, run.cfg, run.n_jobs, s, run.bar) for s in run.seeds]
+    comparison = compare_per_support_size(per_seed, run.cfg["support_sizes"], METHODS)
+    return per_seed, comparison, data_info
+
+
+def _assemble(run: Run, outputs: tuple[list[dict], dict, dict]) -> dict[str, Any]:
+    """``results.json``: the summary, the comparisons, per-seed records, data, config."""
+    per_seed, comparison, data_info = outputs
+    summary = _summary(comparison, run.cfg["support_sizes"])
+    return {
+        "experiment": "scarcity",
+        "preset": run.preset,
+        "seeds": run.seeds,
+        "summary": summary | {"wall_seconds": round(run.wall, 1)},
+        "comparison": comparison,
+        "per_seed": [{k: v for k, v in s.items() if k != "table"} for s in per_seed],
+        "data": data_info,
+        "config": run.cfg,
+        "seconds": {"total": round(run.wall, 1)},
+        "machine": run.machine(),
+    }
+
+
 def run(
     preset: str = "quick",
     *,
@@ -480,28 +496,15 @@ def run(
     >>> res = scarcity.run("tiny", output_dir="out/scarcity")  # doctest: +SKIP
     >>> res["summary"]["true"]["learned_vs_plugin"]["10"]  # doctest: +SKIP
     """
-    cfg = _config(preset, seeds, n_tasks)
-    log = RunLog(output_dir, random_state, cfg["n_seeds"])
-    Z, y, data_info = _features(cfg)
-    seed_list = log.seeds
-    desc, total = "scarcity: 2 trainings, tuning, evaluation per seed", 4 * len(seed_list)
-    with TorchThreads(cfg["torch_threads"]), progress_bar(total, desc, progress) as bar:
-        per_seed = [_run_seed(Z, y, cfg, n_jobs, s, bar) for s in seed_list]
-    comparison = compare_per_support_size(per_seed, cfg["support_sizes"], METHODS)
-    wall = log.wall()
-    results = {
-        "experiment": "scarcity",
-        "preset": preset,
-        "seeds": seed_list,
-        "summary": _summary(comparison, cfg["support_sizes"]) | {"wall_seconds": round(wall, 1)},
-        "comparison": comparison,
-        "per_seed": [{k: v for k, v in s.items() if k != "table"} for s in per_seed],
-        "data": data_info,
-        "config": cfg,
-        "seconds": {"total": round(wall, 1)},
-        "machine": log.machine(),
-    }
-    return log.finish(results, _plot)
+    return SPEC.run(
+        preset,
+        output_dir=output_dir,
+        n_jobs=n_jobs,
+        random_state=random_state,
+        seeds=seeds,
+        n_tasks=n_tasks,
+        progress=progress,
+    )
 
 
 #: The sentence under each table of the results page: what it shows, in words.
@@ -574,6 +577,38 @@ def docs_section(results: dict, command: str) -> str:
     return "\n".join(parts)
 
 
+def _cli_rows(s: dict) -> list[tuple[str, str]]:
+    """The headline numbers the command line prints after a run: ``(quantity, value)`` rows."""
+    t = s["true"]
+    rows = []
+    for m in s["support_sizes"]:
+        rows.append(
+            (f"m = {m}: learned MMD² below plug-in", ci_pct(t["learned_vs_plugin"][str(m)]))
+        )
+        rows.append(
+            (
+                f"m = {m}: learned MMD² below tuned plug-in",
+                ci_pct(t["learned_vs_plugin_tuned"][str(m)]),
+            )
+        )
+    return rows
+
+
+#: The experiment as a specification: presets, work, results, figure, docs, headline rows.
+SPEC = Experiment(
+    name="scarcity",
+    presets=PRESETS,
+    measure=_measure,
+    assemble=_assemble,
+    configure=_config,
+    units=lambda cfg, seeds: 4 * len(seeds),
+    desc="scarcity: 2 trainings, tuning, evaluation per seed",
+    figure=lambda results, outputs, folder: _plot(results, folder),
+    docs=docs_section,
+    headline=_cli_rows,
+)
+
+
 def write_docs(results: dict, command: str, path: str | Path | None = None) -> Path:
     """Write :func:`docs_section` between the ``scarcity`` markers of the results page."""
-    return write_run_section("scarcity", docs_section(results, command), results, path)
+    return SPEC.write_docs(results, command, path)
