@@ -35,7 +35,7 @@ import torch.nn.functional as tnf
 from torch import nn
 
 from .._validation import InvalidParameterError, check_int, check_sigma_min
-from ..paths import OTPath
+from ..paths import GaussianPath, as_path
 from .heads import NWAttentionHead
 
 __all__ = ["CrossAttentionVelocity", "FourierTimeEmbedding"]
@@ -53,14 +53,22 @@ class FourierTimeEmbedding(nn.Module):
     d_model : int
         Output width.
     sigma_min : float
-        Path noise at ``t = 1``.
+        Path noise at ``t = 1`` (of the default OT path; ignored when ``path`` is given).
     n_frequencies : int, default=8
+    path : GaussianPath, optional
+        The probability path; default ``OTPath(sigma_min)``.
     """
 
-    def __init__(self, d_model: int, sigma_min: float, n_frequencies: int = 8):
+    def __init__(
+        self,
+        d_model: int,
+        sigma_min: float,
+        n_frequencies: int = 8,
+        path: GaussianPath | None = None,
+    ):
         super().__init__()
-        self.sigma_min = float(sigma_min)
-        self.path = OTPath(self.sigma_min)
+        self.path = as_path(path, sigma_min)
+        self.sigma_min = float(self.path.sigma_min)
         self.n_frequencies = n_frequencies
         n_in = 2 * n_frequencies + 2
         self.mlp = nn.Sequential(nn.Linear(n_in, d_model), nn.SiLU(), nn.Linear(d_model, d_model))
@@ -221,13 +229,13 @@ class CrossAttentionVelocity(nn.Module):
         }
         self.n_features = d
         self.sigma_min = float(sigma_min)
-        self.path = OTPath(self.sigma_min)
+        self.path = as_path(None, self.sigma_min)  # the network's one path, shared below
         self.exact_head = bool(exact_head)
         self.support_summary = bool(support_summary)
 
         self.register_buffer("input_scale", torch.ones(()))
         self.register_buffer("output_scale", torch.ones(()))
-        self.time = FourierTimeEmbedding(d_model, sigma_min, n_frequencies)
+        self.time = FourierTimeEmbedding(d_model, sigma_min, n_frequencies, path=self.path)
         n_query_in = 2 * d if self.exact_head else d
         self.query_embed = nn.Linear(n_query_in, d_model)
         self.support_embed = nn.Linear(d, d_model)
@@ -240,7 +248,7 @@ class CrossAttentionVelocity(nn.Module):
         self.norm_out = nn.LayerNorm(d_model)
         self.out = nn.Linear(d_model, d)
         if self.exact_head:
-            self.head = NWAttentionHead(sigma_min=sigma_min)
+            self.head = NWAttentionHead(path=self.path)
             self.gate = nn.Linear(d_model, 1)
         self.reset_parameters()
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._validation import check_sigma_min
 from .base import GaussianPath
 from .ot import OTPath
 
@@ -51,7 +52,7 @@ def as_path(path: GaussianPath | None = None, sigma_min: Any = 0.01) -> Gaussian
     OTPath(sigma_min=0.1)
     """
     if path is None:
-        return OTPath(sigma_min)
+        return OTPath(check_sigma_min(sigma_min))
     if not isinstance(path, GaussianPath):
         raise TypeError(f"path must be a GaussianPath (e.g. OTPath), got {type(path).__name__}.")
     return path

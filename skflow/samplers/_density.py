@@ -22,6 +22,7 @@ import numpy as np
 from .. import field as F
 from .._array import get_namespace
 from .._validation import check_finite_output
+from ..paths import OTPath
 from ._base import SAMPLING_BATCH_SIZE
 from ._solve import FlowSolveError, solve_adaptive
 
@@ -100,9 +101,9 @@ def closed_form_log_density(field: F.NWField, X: np.ndarray, backend: Any) -> np
     return check_finite_output(backend.to_numpy(log_p), "nw_log_density's result")
 
 
-def _rhs(field: F.NWField, d: int, sigma_min: float):
+def _rhs(field: F.NWField, d: int, path: OTPath):
     """Right-hand side in ``s`` of the state ``(x e^(-s), int div u dt)`` (n, d + 1)."""
-    decay = 1.0 - sigma_min
+    sigma_min, decay = float(path.sigma_min), path.decay
 
     def rhs(s, state):
         xp, n = get_namespace(state), state.shape[0]
@@ -121,13 +122,13 @@ def _rhs(field: F.NWField, d: int, sigma_min: float):
     return rhs
 
 
-def _flow_log_density(field, X, backend, sigma_min, t_floor, rtol, atol) -> np.ndarray:
+def _flow_log_density(field, X, backend, path, t_floor, rtol, atol) -> np.ndarray:
     """One adaptive solve of the change of variables (float64 ``X`` (n, d) in, (n,) out);
     the arguments as in :func:`log_density_and_error`. Rows of density 0 get ``-inf``."""
-    d = X.shape[1]
+    d, sigma_min = X.shape[1], float(path.sigma_min)
     # sigma_t = sigma_min e^s = 1 - decay t: the end of the solve is t = t_floor
     s_end = -math.log(sigma_min) + math.log1p(-(1.0 - sigma_min) * t_floor)
-    rhs = _rhs(field, d, sigma_min)
+    rhs = _rhs(field, d, path)
     parts = []
     for start in range(0, X.shape[0], SAMPLING_BATCH_SIZE):
         xb = backend.asarray(X[start : start + SAMPLING_BATCH_SIZE])
@@ -144,7 +145,7 @@ def _flow_log_density(field, X, backend, sigma_min, t_floor, rtol, atol) -> np.n
     x0, log_det = end[:, :d] * math.exp(s_end), end[:, d]
     zero = np.zeros(X.shape[0], dtype=bool)
     if t_floor > 0:
-        x0, log_det, zero = _density_floor(field, x0, log_det, t_floor, backend, sigma_min)
+        x0, log_det, zero = _density_floor(field, x0, log_det, t_floor, backend, path)
     log_p0 = -0.5 * np.sum(x0**2, axis=1) - 0.5 * d * np.log(2 * np.pi)
     log_p = check_finite_output(np.where(zero, 0.0, log_p0 - log_det), "score_samples")
     return np.where(zero, -np.inf, log_p)
@@ -155,7 +156,7 @@ def log_density_and_error(
     X: np.ndarray,
     backend: Any,
     *,
-    sigma_min: float,
+    path: OTPath,
     t_floor: float,
     rtol: float,
     atol: float,
@@ -173,8 +174,9 @@ def log_density_and_error(
         float64 points.
     backend : Backend
         Where the solve runs (``asarray``, ``to_numpy``).
-    sigma_min : float
-        The path's ``sigma_min``.
+    path : OTPath
+        The flow's path (the variable ``s = log(sigma_t / sigma_min)`` of the solve is the
+        OT path's).
     t_floor : float
         Lowest time of the solve (:func:`density_t_floor`).
     rtol, atol : float
@@ -187,7 +189,7 @@ def log_density_and_error(
     error : ndarray of shape (n,)
         Estimated absolute error (float64).
     """
-    args = (field, X, backend, float(sigma_min), t_floor)
+    args = (field, X, backend, path, t_floor)
     log_p = _flow_log_density(*args, rtol, atol)
     loose = _flow_log_density(*args, 10.0 * rtol, 10.0 * atol)
     both_zero = np.isneginf(log_p) & np.isneginf(loose)  # density 0 in both solves
@@ -196,7 +198,7 @@ def log_density_and_error(
     return log_p, err
 
 
-def _density_floor(field, x, log_det, t, backend, sigma_min):
+def _density_floor(field, x, log_det, t, backend, path):
     """Close the change of variables from ``t = DENSITY_T_FLOOR`` down to 0.
 
     With a finite ``h(0)`` the weights at ``t -> 0`` tend to the hard argmax of
@@ -208,11 +210,11 @@ def _density_floor(field, x, log_det, t, backend, sigma_min):
     which the flow from ``t = 0`` leaves empty when the support points are farther apart
     than about ``2 h(0)``) never stops growing: its density is 0.
     """
-    d, decay = x.shape[1], 1.0 - sigma_min
+    d, decay = x.shape[1], path.decay
     times = backend.asarray(np.full(x.shape[0], t))
     v, div = field.velocity_and_divergence(backend.asarray(x), times)
     v, div = backend.to_numpy(v).astype(np.float64), backend.to_numpy(div).astype(np.float64)
-    sigma = 1.0 - decay * t
+    sigma = path.sigma(t)
     rate = t * (div + d * decay / sigma)  # t a tr(Cov_w P^T P) / sigma_t
     zero = rate > DENSITY_ZERO_RATE
     # the rest of int_0^t div dt for one-hot weights: div = -d decay / sigma_t
