@@ -145,3 +145,20 @@ def test_as_path_resolves_the_default_and_refuses_non_paths():
     assert as_path(path, 0.7) is path
     with pytest.raises(TypeError, match="GaussianPath"):
         as_path(0.2)
+
+
+def test_the_oracle_schedule_form_is_the_ot_closed_form():
+    # tests/nw_reference.py: the generic (schedule) formula reproduces its OT closed form
+    from nw_reference import brute_force_field, brute_force_log_density, ot_schedule
+
+    rng = np.random.default_rng(4)
+    x, S, t = rng.standard_normal((5, 2)), rng.standard_normal((6, 2)), rng.random(5)
+    w, u = brute_force_field(x, S, t, SIGMA_MIN)
+    w_s, u_s = brute_force_field(x, S, t, schedule=ot_schedule(SIGMA_MIN))
+    np.testing.assert_allclose(w_s, w, rtol=1e-13)
+    np.testing.assert_allclose(u_s, u, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        brute_force_log_density(x, S, 0.6, schedule=ot_schedule(SIGMA_MIN)),
+        brute_force_log_density(x, S, 0.6, SIGMA_MIN),
+        rtol=1e-13,
+    )
