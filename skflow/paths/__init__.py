@@ -5,7 +5,8 @@ A path fixes how noise ``X_0 ~ N(0, I)`` and data ``X_1`` are interpolated,
 model regresses on and the exact marginal field of a support set.
 :class:`GaussianPath` (:mod:`skflow.paths.base`) writes every formula once from the schedule
 ``alpha_t, sigma_t`` and its derivatives; a schedule is one subclass. skflow ships the
-Gaussian optimal-transport path :class:`OTPath` (the default everywhere).
+Gaussian optimal-transport path :class:`OTPath` (the default everywhere) and the cosine
+schedule :class:`CosinePath`.
 
 This is the only place ``sigma_t`` is written: the field, the training loss, the networks,
 the task sources and the estimators receive a path object and ask it for ``sigma_t``,
@@ -24,9 +25,10 @@ from typing import Any
 
 from .._validation import check_sigma_min
 from .base import GaussianPath
+from .cosine import CosinePath
 from .ot import OTPath
 
-__all__ = ["GaussianPath", "OTPath", "as_path"]
+__all__ = ["CosinePath", "GaussianPath", "OTPath", "as_path"]
 
 
 def as_path(path: GaussianPath | None = None, sigma_min: Any = 0.01) -> GaussianPath:
