@@ -162,6 +162,10 @@ class CrossAttentionVelocity(nn.Module):
         the support mean) to every query token.
     n_frequencies : int, default=8
         Fourier frequencies of the time embedding.
+    path : GaussianPath, optional
+        The probability path of the exact head, the time embedding and the centring (queries
+        are centred on ``alpha_t`` times the support mean); default ``OTPath(sigma_min)``
+        (``sigma_min`` is then the path's). Stored in :attr:`config` when given.
 
     Attributes
     ----------
@@ -200,6 +204,7 @@ class CrossAttentionVelocity(nn.Module):
         sigma_min: float = 0.01,
         support_summary: bool = True,
         n_frequencies: int = 8,
+        path: GaussianPath | None = None,
     ):
         super().__init__()
         d = check_int(n_features, "n_features")
@@ -215,7 +220,8 @@ class CrossAttentionVelocity(nn.Module):
             raise InvalidParameterError(
                 f"d_model={d_model} must be divisible by n_heads={n_heads}."
             )
-        sigma_min = check_sigma_min(sigma_min)
+        path = None if path is None else as_path(path)
+        sigma_min = check_sigma_min(sigma_min if path is None else path.sigma_min)
         self.config = {
             "n_features": d,
             "d_model": d_model,
@@ -227,9 +233,11 @@ class CrossAttentionVelocity(nn.Module):
             "support_summary": bool(support_summary),
             "n_frequencies": n_frequencies,
         }
+        if path is not None:  # (the OT default keeps the configuration of earlier versions)
+            self.config["path"] = path
         self.n_features = d
         self.sigma_min = float(sigma_min)
-        self.path = as_path(None, self.sigma_min)  # the network's one path, shared below
+        self.path = as_path(path, self.sigma_min)  # the network's one path, shared below
         self.exact_head = bool(exact_head)
         self.support_summary = bool(support_summary)
 
@@ -401,7 +409,8 @@ class CrossAttentionVelocity(nn.Module):
         t_full = self._times(t, x)  # (B, n), dtype of x
         t_col = t_full[..., None]
         mu = support.mean(dim=1, keepdim=True)  # (B, 1, d)
-        x_c = x - t_col * mu
+        # centred on the support mean: x_t moves by alpha_t mu and the field by d_alpha_t mu
+        x_c = x - self.path.alpha(t_col) * mu
         s_c = support - mu
 
         wdtype = self.out.weight.dtype
@@ -411,7 +420,7 @@ class CrossAttentionVelocity(nn.Module):
             # the exact field never runs under mixed precision
             with torch.autocast(device_type=x.device.type, enabled=False):
                 u_nw = self.head(x, support, t_full)
-            u_c = u_nw - mu
+            u_c = u_nw - self.path.d_alpha(t_col) * mu
             local_mean_c = self.path.mean_from_velocity(u_c, x_c, t_col)
             feats.append(local_mean_c / scale)
         h = self.query_embed(torch.cat(feats, dim=-1).to(wdtype))

@@ -24,7 +24,7 @@ from .._validation import (
     real,
     satisfies,
 )
-from ._base import SAMPLER_CONSTRAINTS, Backend, BaseFlowSampler, PreparedFlow
+from ._base import SAMPLER_CONSTRAINTS, Backend, BaseFlowSampler, PreparedFlow, check_path
 from ._batch import check_support_batch, is_support_list
 from ._frame import build_model, is_task_source
 from ._frame import support_bounds as _support_bounds  # the inference half's former names
@@ -95,7 +95,13 @@ class LearnedFlowSampler(BaseFlowSampler):
     exact_head : bool, default=True
         Add the frozen exact NW head (input and gated residual of the output).
     sigma_min : float, default=0.01
-        Path noise at ``t = 1``.
+        Path noise at ``t = 1`` (of the default OT path; the path's own when ``path`` is
+        given).
+    path : GaussianPath or None, default=None
+        The probability path of the network and its training (:mod:`skflow.paths`, e.g.
+        ``CosinePath(0.05)``); None is ``OTPath(sigma_min)``. The fitted network keeps it in
+        its configuration (a path other than the default cannot be written to a JSON model
+        card).
     max_iter : int, default=2000
         Training iterations (one batch of tasks each). ``0`` leaves the network untrained:
         with ``exact_head=True`` that is exactly the plug-in NW field.
@@ -287,6 +293,7 @@ class LearnedFlowSampler(BaseFlowSampler):
         exact_head: bool = True,
         sigma_min: float = 0.01,
         *,
+        path: Any = None,
         max_iter: int = 2000,
         max_time: float | None = None,
         batch_tasks: int = 32,
@@ -324,6 +331,7 @@ class LearnedFlowSampler(BaseFlowSampler):
         self.mlp_ratio = mlp_ratio
         self.exact_head = exact_head
         self.sigma_min = sigma_min
+        self.path = path
         self.max_iter = max_iter
         self.max_time = max_time
         self.batch_tasks = batch_tasks
@@ -489,6 +497,7 @@ class LearnedFlowSampler(BaseFlowSampler):
         "n_targets": integer(),
         "augment": optional(choice(("auto", "rotate"))),
         "normalize": _check_normalize,
+        "path": check_path,
         "validation_interval": integer(),
         "warmup": integer(minimum=0),
         "n_iter_no_change": either("auto", integer(allow_none=True)),

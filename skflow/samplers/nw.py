@@ -32,7 +32,7 @@ from .._validation import (
 from ..exceptions import AccuracyWarning, MemorizationWarning
 from ..paths import GaussianPath, OTPath, as_path
 from ._bandwidth import BANDWIDTH_RULES, support_frames
-from ._base import SAMPLER_CONSTRAINTS, Backend, BaseFlowSampler, PreparedFlow
+from ._base import SAMPLER_CONSTRAINTS, Backend, BaseFlowSampler, PreparedFlow, check_path
 from ._batch import DENSE_SUPPORT_ELEMENTS
 from ._density import closed_form_log_density, density_t_floor, log_density_and_error
 from ._kernel_geometry import KERNELS, check_projection, fit_projection, median_nn_distance
@@ -59,14 +59,6 @@ def _check_sigma_min(value: Any, name: str) -> None:
         check_choice(value, name, BANDWIDTH_RULES)
     else:
         check_sigma_min(value)
-
-
-def _check_path(value: Any, name: str) -> None:
-    if value is not None and not isinstance(value, GaussianPath):
-        raise InvalidParameterError(
-            f"{name} must be None or a skflow.paths.GaussianPath (e.g. OTPath(0.01)), got "
-            f"{value!r}."
-        )
 
 
 def _check_normalize(value: Any, name: str) -> None:
@@ -370,7 +362,7 @@ class NWFlowSampler(BaseFlowSampler):
     _parameter_constraints = {
         **SAMPLER_CONSTRAINTS,
         "sigma_min": _check_sigma_min,
-        "path": _check_path,
+        "path": check_path,
         "normalize": _check_normalize,
         "sigma_min_grid": check_sigma_min_grid,
         "cv": integer(minimum=2),
