@@ -134,8 +134,20 @@ def test_sampler_velocity_and_closed_form_terminal_law():
     np.testing.assert_allclose(sampler.velocity(x, t), _oracle(x, S, t)[1], rtol=1e-9, atol=1e-10)
     kde = brute_force_log_density(x, S, 1.0, schedule=_schedule())  # N(s_i, sigma_min^2 I)
     np.testing.assert_allclose(sampler.score_samples(x), kde, rtol=1e-12)
-    with pytest.raises(ValueError, match="closed form only"):
-        NWFlowSampler(1.3, path=PATH).fit(S).score_samples(x)
+
+
+def test_change_of_variables_along_the_path_reaches_the_closed_form():
+    # bandwidth=1.0 is the path's own kernel, integrated by the change of variables in t
+    x, S, _ = _data(n=6, m=10, d=2, seed=8)
+    path = CosinePath(0.1)
+    closed = NWFlowSampler(path=path).fit(S).score_samples(x)
+    log_p, err = NWFlowSampler(1.0, path=path).fit(S).log_density_with_error(x)
+    np.testing.assert_allclose(log_p, closed, rtol=0, atol=1e-5)
+    assert np.max(err) < 1e-4
+    other = NWFlowSampler(1.0, path=path, kernel="diagonal").fit(S).score_samples(x)
+    assert np.all(np.isfinite(other)) and np.max(np.abs(other - closed)) > 1e-3
+    with pytest.raises(ValueError, match="bounded at t = 0"):
+        NWFlowSampler(lambda t: 0.5 + 0 * t, path=path).fit(S).score_samples(x)
 
 
 def test_one_point_flow_carries_noise_to_the_terminal_gaussian():

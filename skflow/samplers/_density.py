@@ -22,7 +22,7 @@ import numpy as np
 from .. import field as F
 from .._array import get_namespace
 from .._validation import check_finite_output
-from ..paths import OTPath
+from ..paths import GaussianPath, OTPath
 from ._base import SAMPLING_BATCH_SIZE
 from ._solve import FlowSolveError, solve_adaptive
 
@@ -151,12 +151,47 @@ def _flow_log_density(field, X, backend, path, t_floor, rtol, atol) -> np.ndarra
     return np.where(zero, -np.inf, log_p)
 
 
+def _path_rhs(field: F.NWField, d: int):
+    """Right-hand side in ``tau = 1 - t`` of the state ``(x, int_t^1 div u dt)`` (n, d + 1):
+    the change of variables of any path, in its own time."""
+
+    def rhs(tau, state):
+        xp, n = get_namespace(state), state.shape[0]
+        tau = np.broadcast_to(np.asarray(tau, dtype=np.float64), (n,))
+        v, div = field.velocity_and_divergence(state[:, :d], np.clip(1.0 - tau, 0.0, 1.0))
+        return xp.concat([-v, div[:, None]], axis=1)
+
+    return rhs
+
+
+def _path_log_density(field, X, backend, rtol, atol) -> np.ndarray:
+    """One adaptive solve of the change of variables in the path's time ``t`` from 1 to 0
+    (float64 ``X`` (n, d) in, (n,) out), for paths other than the OT path."""
+    d = X.shape[1]
+    rhs, parts = _path_rhs(field, d), []
+    for start in range(0, X.shape[0], SAMPLING_BATCH_SIZE):
+        xb = backend.asarray(X[start : start + SAMPLING_BATCH_SIZE])
+        xp = get_namespace(xb)
+        state0 = xp.concat([xb, xp.full((xb.shape[0], 1), 0.0, xb)], axis=1)
+        try:
+            sol = solve_adaptive(rhs, state0, (0.0, 1.0), rtol=rtol, atol=atol, advice=_ADVICE)
+        except FlowSolveError as exc:
+            raise FlowSolveError(
+                f"score_samples: the change-of-variables solve failed: {exc}"
+            ) from exc
+        parts.append(backend.to_numpy(sol.y).astype(np.float64))
+    end = np.concatenate(parts, axis=0) if parts else np.zeros((0, d + 1))
+    x0, log_det = end[:, :d], end[:, d]
+    log_p0 = -0.5 * np.sum(x0**2, axis=1) - 0.5 * d * np.log(2 * np.pi)
+    return check_finite_output(log_p0 - log_det, "score_samples")
+
+
 def log_density_and_error(
     field: F.NWField,
     X: np.ndarray,
     backend: Any,
     *,
-    path: OTPath,
+    path: GaussianPath,
     t_floor: float,
     rtol: float,
     atol: float,
@@ -174,9 +209,10 @@ def log_density_and_error(
         float64 points.
     backend : Backend
         Where the solve runs (``asarray``, ``to_numpy``).
-    path : OTPath
-        The flow's path (the variable ``s = log(sigma_t / sigma_min)`` of the solve is the
-        OT path's).
+    path : GaussianPath
+        The flow's path. The OT path is integrated in ``s = log(sigma_t / sigma_min)`` (where
+        its field is smooth); any other path in ``tau = 1 - t``, with ``t_floor = 0`` only
+        (``ValueError`` otherwise: the hard-argmax limit at ``t = 0`` is the OT path's).
     t_floor : float
         Lowest time of the solve (:func:`density_t_floor`).
     rtol, atol : float
@@ -189,9 +225,18 @@ def log_density_and_error(
     error : ndarray of shape (n,)
         Estimated absolute error (float64).
     """
-    args = (field, X, backend, path, t_floor)
-    log_p = _flow_log_density(*args, rtol, atol)
-    loose = _flow_log_density(*args, 10.0 * rtol, 10.0 * atol)
+    if isinstance(path, OTPath):
+        args = (field, X, backend, path, t_floor)
+        solve = _flow_log_density
+    elif t_floor == 0:
+        args, solve = (field, X, backend), _path_log_density
+    else:
+        raise ValueError(
+            f"score_samples: a bandwidth bounded at t = 0 on {path!r} is not supported (the "
+            "change of variables through the hard-argmax limit is written for the OT path)."
+        )
+    log_p = solve(*args, rtol, atol)
+    loose = solve(*args, 10.0 * rtol, 10.0 * atol)
     both_zero = np.isneginf(log_p) & np.isneginf(loose)  # density 0 in both solves
     with np.errstate(invalid="ignore"):
         err = np.where(both_zero, 0.0, np.abs(log_p - loose))

@@ -30,7 +30,7 @@ from .._validation import (
     satisfies,
 )
 from ..exceptions import AccuracyWarning, MemorizationWarning
-from ..paths import GaussianPath, OTPath, as_path
+from ..paths import GaussianPath, as_path
 from ._bandwidth import BANDWIDTH_RULES, support_frames
 from ._base import SAMPLER_CONSTRAINTS, Backend, BaseFlowSampler, PreparedFlow, check_path
 from ._batch import DENSE_SUPPORT_ELEMENTS
@@ -138,8 +138,9 @@ class NWFlowSampler(BaseFlowSampler):
         OT path ``OTPath(sigma_min)``. Another path changes the kernel (``x - alpha_t s_i``,
         bandwidth ``sigma_t / alpha_t``) and the affine map of the velocity, and its terminal
         law is the KDE ``(1/m) sum_i N(alpha_1 s_i, sigma_1^2 I)`` (``score_samples`` in
-        closed form with ``bandwidth="ot"`` and the isotropic kernel; the change of
-        variables of the other bandwidths is written for the OT path only). With a path,
+        closed form with ``bandwidth="ot"`` and the isotropic kernel; otherwise by the change
+        of variables in the path's time, except for a callable bandwidth bounded at
+        ``t = 0``, which is the OT path's only). With a path,
         ``sigma_min="auto"`` is refused and ``fit(X, y)`` chooses nothing (the
         ``sigma_min_grid`` candidates are OT paths).
     normalize : bool or "auto", default="auto"
@@ -769,12 +770,6 @@ class NWFlowSampler(BaseFlowSampler):
             err = np.zeros(log_p.shape)
         else:
             path = self._flow_path(sigma)
-            if not isinstance(path, OTPath):
-                raise ValueError(
-                    f"score_samples: with {path!r} the log-density is in closed form only "
-                    "(bandwidth='ot', isotropic kernel, no projection); the change of "
-                    "variables of other bandwidths is written for the OT path."
-                )
             t_floor = density_t_floor(self.bandwidth, sigma, S64, self.projection_)
             backend = self._backend(adaptive=True)
             log_p, err = log_density_and_error(
