@@ -63,16 +63,18 @@ class LearnedFlowSampler(BaseFlowSampler):
 
     The network (:class:`skflow.nn.transformer.CrossAttentionVelocity`) takes noisy points
     ``x_t``, their times ``t`` and a support set ``S`` and returns a velocity. It is trained
-    once, with the flow-matching loss of the OT path, over many *tasks* (support set plus
-    target points from one distribution), then conditioned on new supports in context:
+    once, with the flow-matching loss of its path (the OT path by default), over many
+    *tasks* (support set plus target points from one distribution), then conditioned on new
+    supports in context:
     ``sample(n, support=S_new)`` needs no parameter update. With ``exact_head=True`` (default)
     the frozen exact Nadaraya-Watson field of the support is an input and a residual of the
     network, and the untrained model equals :class:`~skflow.NWFlowSampler`'s field exactly;
     training learns where and how to depart from the plug-in field.
 
     **Parameter groups.** What is learned: the network (``d_model``, ``n_heads``,
-    ``n_layers``, ``mlp_ratio``, ``exact_head``) on the path of ``sigma_min``; the training
-    (``max_iter``, ``max_time``, ``batch_tasks``, ``support_size``, ``n_targets``,
+    ``n_layers``, ``mlp_ratio``, ``exact_head``) on the path (``path``, or the OT path of
+    ``sigma_min``); the training (``max_iter``, ``max_time``, ``batch_tasks``,
+    ``support_size``, ``n_targets``,
     ``augment``, ``normalize``, ``learning_rate``, ``weight_decay``, ``warmup``,
     ``lr_schedule``, ``clip_grad``, ``time_sampling``, ``target``, ``ema_decay``,
     ``warm_start``), its early stopping (``validation_fraction``, ``n_iter_no_change``,
