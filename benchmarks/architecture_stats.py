@@ -93,7 +93,8 @@ def _static_counts(tree: Path) -> dict:
     sizes = {}
     for sub in sorted(p for p in pkg.iterdir() if p.is_dir() and p.name != "__pycache__"):
         files = list(sub.rglob("*.py"))
-        sizes[f"skflow/{sub.name}"] = (len(files), sum(len(f.read_text().splitlines()) for f in files))
+        lines = sum(len(f.read_text().splitlines()) for f in files)
+        sizes[f"skflow/{sub.name}"] = (len(files), lines)
     top = list(pkg.glob("*.py"))
     sizes["skflow/*.py"] = (len(top), sum(len(f.read_text().splitlines()) for f in top))
     tests = list((tree / "tests").rglob("*.py"))

@@ -22,9 +22,9 @@ from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 from . import field as F
 from ._array import resolve_device
 from ._threads import limit_threads
-from ._validation import check_data, check_int, check_random_state, check_real
+from ._validation import check_data, check_int, check_random_state, check_real, check_sigma_min
 from .field import NWField
-from .paths import OTPath
+from .paths import as_path
 
 __all__ = ["FlowProjection", "nw_flow_matching_loss"]
 
@@ -96,7 +96,7 @@ def nw_flow_matching_loss(
     query = check_array(query, dtype=np.float64, input_name="query")
     if support.shape[1] != query.shape[1]:
         raise ValueError(f"support has {support.shape[1]} features but query has {query.shape[1]}.")
-    path = OTPath(sigma_min)
+    path = as_path(None, sigma_min)
     n_draws = check_int(n_draws, "n_draws", minimum=1)
     rng = check_random_state(random_state)
     n, d = query.shape
@@ -105,20 +105,20 @@ def nw_flow_matching_loss(
     t = t.reshape(-1)
     x0 = rng.standard_normal((n * n_draws, d))
     x1 = np.repeat(query, n_draws, axis=0)
-    xt = t[:, None] * x1 + path.sigma(t)[:, None] * x0
-    v = F.nw_velocity(xt, support, t, sigma_min=sigma_min, projection=projection)
-    target = x1 - path.decay * x0
+    xt = path.sample_conditional(x0, x1, t)
+    v = F.nw_velocity(xt, support, t, sigma_min=path.sigma_min, projection=projection)
+    target = path.conditional_velocity(x0, x1, t)
     return float(np.mean(np.sum((v - target) ** 2, axis=1)))
 
 
-def _batched_nw_velocity(x, support, t, P, sigma_min):
+def _batched_nw_velocity(x, support, t, P, path):
     """NW velocity of a batch of tasks (Torch, differentiable in ``P``).
 
     ``x`` (B, q, d), ``support`` (B, m, d), ``t`` (B, q), ``P`` (k, d): the field of
     :func:`skflow.field.nw_velocity` with ``projection=P`` for each task, computed by one
     prepared :class:`~skflow.field.NWField` over the batch of supports.
     """
-    return NWField(support, sigma_min=sigma_min, projection=P).velocity(x, t)
+    return NWField(support, path=path, projection=P).velocity(x, t)
 
 
 class FlowProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
@@ -243,7 +243,7 @@ class FlowProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
 
     def _validate_params(self) -> None:
         check_int(self.n_components, "n_components", minimum=1)
-        OTPath(self.sigma_min)
+        check_sigma_min(self.sigma_min)
         check_int(self.n_iter, "n_iter", minimum=1)
         check_real(self.learning_rate, "learning_rate", low=0.0, low_open=True)
         if self.support_size is not None:
@@ -332,7 +332,7 @@ class FlowProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         # and a decaying step averages its noise out of the final iterate.
         n_iter = self.n_iter
         schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: 1.0 - i / n_iter)
-        path = OTPath(self.sigma_min)
+        path = as_path(None, self.sigma_min)
 
         self.loss_curve_ = []
         for _ in range(self.n_iter):
@@ -344,7 +344,7 @@ class FlowProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
             u = torch.rand(B, q, generator=generator, dtype=torch.float64)
             t = ((strata.to(torch.float64) + u) / q).to(device)
             xt = path.sample_conditional(x0, query, t[..., None])
-            v = _batched_nw_velocity(xt, support, t, P, self.sigma_min)
+            v = _batched_nw_velocity(xt, support, t, P, path)
             loss = ((v - path.conditional_velocity(x0, query)) ** 2).sum(dim=-1).mean()
             optimizer.zero_grad()
             loss.backward()

@@ -8,6 +8,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from skflow import NWFlowSampler
 from skflow.field import nw_velocity
+from skflow.paths import OTPath
 from skflow.pipeline import make_sampling_pipeline
 from skflow.projection import FlowProjection, _batched_nw_velocity, nw_flow_matching_loss
 
@@ -153,7 +154,7 @@ def test_field_is_differentiable_in_the_projection():
     # The batched training field is the functional field, task by task.
     xb, Sb = x.reshape(2, 3, 3), torch.randn(2, 5, 3, generator=g, dtype=torch.float64)
     tb = torch.tensor([[0.0, 0.5, 1.0], [0.2, 0.9, 0.99]], dtype=torch.float64)
-    vb = _batched_nw_velocity(xb, Sb, tb, P, 0.01)
+    vb = _batched_nw_velocity(xb, Sb, tb, P, OTPath(0.01))  # the fit's path object
     for b in range(2):
         torch.testing.assert_close(
             vb[b], nw_velocity(xb[b], Sb[b], tb[b], projection=P), rtol=1e-10, atol=1e-10

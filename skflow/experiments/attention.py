@@ -55,7 +55,6 @@ from skflow import LearnedFlowSampler, NWFlowSampler
 from skflow.field import nw_logits
 from skflow.inspection import AttentionRecorder, attention_weights, nw_correspondence
 from skflow.metrics import nw_weight_correlation
-from skflow.paths import OTPath
 from skflow.tasks import GaussianMixtureTasks
 
 from ._experiment import Experiment, Run
@@ -188,7 +187,8 @@ def _correlations(att: np.ndarray, w: np.ndarray) -> np.ndarray:
 def _task_job(model, S, X1, cfg: dict, random_state: int, b: int) -> dict:
     """Correlations of one held-out task at every time: per variant (T, L, H, n)."""
     sigma_min, times = cfg["sigma_min"], np.asarray(cfg["times"], dtype=float)
-    path, nw = OTPath(sigma_min), NWFlowSampler(sigma_min=sigma_min).fit(S)
+    nw = NWFlowSampler(sigma_min=sigma_min).fit(S)
+    path = nw.path_  # the fitted flow's own path
     grid, traj = model.sample_trajectories(
         cfg["n_queries"], support=S, random_state=derive_seed(random_state, 3, b)
     )

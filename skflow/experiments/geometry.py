@@ -41,7 +41,6 @@ from sklearn.decomposition import PCA
 
 from skflow import LearnedFlowSampler, NWFlowSampler
 from skflow._threads import parallel_map
-from skflow.paths import OTPath
 from skflow.tasks import SphericalShellTasks
 
 from ._experiment import Experiment, Run
@@ -266,7 +265,7 @@ def _run_seed(d: int, cfg: dict, n_jobs, seed: int) -> dict[str, Any]:
 def _neff_on_path(support: np.ndarray, true: np.ndarray, seed: int) -> dict[str, float]:
     """Mean n_eff of the isotropic plug-in at noised true points (the paper: "healthy")."""
     iso = NWFlowSampler(sigma_min=_SIGMA_MIN).fit(support)
-    path, rng = OTPath(_SIGMA_MIN), np.random.default_rng(seed)
+    path, rng = iso.path_, np.random.default_rng(seed)
     out = {}
     for t in (0.5, 0.9, 0.99):
         x_t = path.sample_xt(rng.standard_normal(true.shape), true, t)

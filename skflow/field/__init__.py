@@ -20,6 +20,11 @@ and queries are centred on the support mean first (``x - t mu``, ``s - mu``), wh
 weights unchanged and keeps the cancellation between the two terms small. Memory is
 ``O(chunk_size * m + m * d)``, never ``O(n * m * d)``.
 
+Any other Gaussian path ``X_t = alpha_t X_1 + sigma_t X_0`` (:class:`skflow.paths.GaussianPath`)
+is passed to :class:`NWField` as ``path``: ``t`` becomes ``alpha_t`` in the kernel
+(``h = sigma_t / alpha_t``) and the velocity is ``(gain_t sum_i w_i s_i - decay_t x) / sigma_t``
+with the path's coefficients (``gain = 1``, ``decay = 1 - sigma_min`` for OT).
+
 Every function accepts NumPy arrays or Torch tensors (on any device) and returns the same kind.
 ``t`` is a scalar or an array of shape ``(n,)`` (one time per query).
 

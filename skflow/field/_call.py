@@ -35,15 +35,15 @@ class FieldCall:
         Of :func:`skflow.field._coefficients.coefficient_columns`, in the working dtype.
     geom : DenseGeometry or StreamGeometry
         Support geometry in the working dtype.
-    decay : float
-        ``1 - sigma_min``.
     chunk_size : int or None
         Queries per explicit logits block (None: from the budget).
     """
 
-    def __init__(self, xp, x, coef: Coefficients, geom, decay: float, chunk_size):
-        self.xp, self.x, self.geom, self.decay = xp, x, geom, decay
+    def __init__(self, xp, x, coef: Coefficients, geom, chunk_size):
+        self.xp, self.x, self.geom = xp, x, geom
         self.t, self.a, self.b, self.sigma_t = coef.t, coef.a, coef.b, coef.sigma_t
+        # the path's affine map u = (gain m - decay x) / sigma_t (gain = 1 on the OT path)
+        self.gain, self.decay = coef.gain, coef.decay
         self.hard = coef.hard
         self.user_chunk = chunk_size
         # (float32 queries, float32 geometry) of a promoted call whose local mean is
@@ -120,7 +120,11 @@ class FieldCall:
         return self.step
 
     def velocity(self, mean: Any) -> Any:
-        """``(m(x, t) - (1 - sigma_min) x) / sigma_t`` from the (uncentred) local mean."""
+        """``(gain_t m(x, t) - decay_t x) / sigma_t`` from the (uncentred) local mean."""
+        if not (isinstance(self.gain, float) and isinstance(self.decay, float)):
+            return (self.gain * mean - self.decay * self.x) / self.sigma_t  # (..., n, 1) columns
+        if self.gain != 1.0:
+            mean = mean * self.gain
         # in place: every engine returns a fresh local mean, of the queries' full shape
         # (not under autograd, whose backward of SDPA needs its output)
         return self.xp.velocity_(mean, self.x, self.decay, self.sigma_t)

@@ -1,24 +1,26 @@
 """Kernel coefficients of the field's logits ``a(t) <x, s> - b(t) ||s||^2`` and ``sigma_t``.
 
-The OT path ``X_t = t X_1 + sigma_t X_0`` (:class:`skflow.paths.OTPath`) gives the Gaussian
-weights ``softmax_i(-||x - t s_i||^2 / (2 tau^2))`` with ``tau = t h(t)`` the kernel width in
-x-space; expanding the square, ``a = t / tau^2`` and ``b = t^2 / (2 tau^2)``. This module
-computes them on the host (:func:`kernel_coefficients`) or on the device of a per-row time
-tensor (:func:`coefficient_columns`), including the ``t -> 0+`` limit of every bandwidth.
+A path ``X_t = alpha_t X_1 + sigma_t X_0`` (:class:`skflow.paths.GaussianPath`; the OT path
+``alpha_t = t`` by default) gives the Gaussian weights
+``softmax_i(-||x - alpha_t s_i||^2 / (2 tau^2))`` with ``tau = alpha_t h(t)`` the kernel width
+in x-space; expanding the square, ``a = alpha_t / tau^2`` and ``b = alpha_t^2 / (2 tau^2)``.
+This module computes them on the host (:func:`kernel_coefficients`) or on the device of a
+per-row time tensor (:func:`coefficient_columns`), including the ``t -> 0+`` limit of every
+bandwidth, together with the path's ``alpha_t`` and the coefficients of its affine map
+``u = (gain_t m - decay_t x) / sigma_t`` (asked of the path, never re-derived here).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
 from .._array import is_torch
 from .._validation import TIME_TOLERANCE, check_bandwidth, check_real_array, clamp_times
-from ..paths import OTPath
+from ..paths import GaussianPath, as_path
 
 __all__ = [
     "LIMIT_PROBE_TIME",
@@ -26,6 +28,7 @@ __all__ = [
     "Coefficients",
     "callable_bandwidth",
     "coefficient_columns",
+    "host_coefficients",
     "kernel_coefficients",
     "times",
     "torch_coefficients",
@@ -97,15 +100,19 @@ def callable_bandwidth(bandwidth: Callable, t: np.ndarray) -> np.ndarray:
 def torch_coefficients(
     t: Any,
     *,
-    sigma_min: float,
+    sigma_min: float = 0.01,
     bandwidth: str | float | Callable,
     dtype: Any,
     device: Any,
     validate: bool = True,
     limit: bool = False,
     tolerance: float = TIME_TOLERANCE,
+    path: GaussianPath | None = None,
 ) -> tuple[Any, Any, Any]:
     """Coefficients ``a(t), b(t), sigma_t`` as tensors of the shape of ``t`` (on ``device``).
+
+    ``path`` is the probability path (default: ``OTPath(sigma_min)``; ``sigma_min`` is
+    ignored when a path is given).
 
     Computed in float64 (where the device has it) and cast to ``dtype``, with Torch operations
     only, so a per-row time tensor on a GPU never leaves it. A callable bandwidth is evaluated
@@ -135,7 +142,8 @@ def torch_coefficients(
         if not bool(inside.all()):  # the host check names the value and the fix
             clamp_times(t.detach().cpu().numpy(), "t", tolerance)
     t = t.clamp(0.0, 1.0)  # NaN stays NaN (refused above where validated)
-    sigma_t = OTPath(sigma_min).sigma(t)
+    path = as_path(path, sigma_min)
+    alpha, sigma_t = path.alpha(t), path.sigma(t)
     if callable(bandwidth):
         t_np = t.detach().cpu().numpy().astype(np.float64)
         if limit:
@@ -145,7 +153,7 @@ def torch_coefficients(
             h_np = callable_bandwidth(bandwidth, safe_np)
         h = torch.as_tensor(np.array(h_np), device=device).to(work)
         pos = t > 0
-        safe = torch.where(pos, t, torch.ones_like(t))
+        safe = torch.where(pos, alpha, torch.ones_like(t))
         zero_a = torch.zeros_like(t)
         if limit:  # t = 0: a = inf (hard argmax) for finite h(0), 0 for h(0) = inf
             zero_a = torch.where(torch.isinf(h), zero_a, torch.full_like(t, float("inf")))
@@ -156,8 +164,8 @@ def torch_coefficients(
     else:
         scale = 1.0 if bandwidth == "ot" else float(bandwidth)
         tau2 = (scale * sigma_t) ** 2
-        a = t / tau2
-        b = 0.5 * t * t / tau2
+        a = alpha / tau2
+        b = 0.5 * alpha * alpha / tau2
     return a.to(dtype), b.to(dtype), sigma_t.to(dtype)
 
 
@@ -178,7 +186,11 @@ def times(t: Any, *, max_ndim: int = 1, tolerance: float = TIME_TOLERANCE) -> np
 
 
 def kernel_coefficients(
-    t: Any, *, sigma_min: float = 0.01, bandwidth: Bandwidth = "ot"
+    t: Any,
+    *,
+    sigma_min: float = 0.01,
+    bandwidth: Bandwidth = "ot",
+    path: GaussianPath | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Coefficients of the logits ``a <x, s> - b ||s||^2`` and the path's ``sigma_t``.
 
@@ -187,11 +199,12 @@ def kernel_coefficients(
     t : float or array-like of shape (n,)
         Times in [0, 1].
     sigma_min : float, default=0.01
-        Noise level of the OT path at ``t = 1``.
+        Noise level of the OT path at ``t = 1`` (ignored when ``path`` is given).
     bandwidth : {"ot"} or float or callable, default="ot"
-        ``"ot"`` uses the exact ``h(t) = sigma_t / t``; a positive float ``c`` uses ``c h(t)``;
-        a callable maps times (float64 array, ``t = 0`` included) to bandwidths ``h(t)`` (in
-        the rescaled ``x / t`` coordinates).
+        ``"ot"`` uses the path's exact ``h(t) = sigma_t / alpha_t`` (``sigma_t / t`` on the OT
+        path); a positive float ``c`` uses ``c h(t)``; a callable maps times (float64 array,
+        ``t = 0`` included) to bandwidths ``h(t)`` (in the rescaled ``x / alpha_t``
+        coordinates).
 
         **The value at t = 0 is the limit t -> 0+.** For ``"ot"`` and a float the x-space
         width ``t h(t)`` tends to 1 (resp. ``c``) times ``sigma_0 = 1`` while ``a, b -> 0``:
@@ -209,6 +222,8 @@ def kernel_coefficients(
         growing like ``t^(-1/2)`` or slower (``t h(t)^2 < 1e6`` at ``t = 1e-12``), or a finite
         ``h(0)`` that differs from ``h(1e-12)`` by more than ``1e-6`` relative (not the
         limit).
+    path : GaussianPath, optional
+        The probability path; default ``OTPath(sigma_min)``.
 
     Returns
     -------
@@ -223,24 +238,26 @@ def kernel_coefficients(
     (1.9606, 0.4901, 0.505)
     """
     check_bandwidth(bandwidth)
-    return _host_coefficients(times(t), sigma_min, bandwidth)
+    return host_coefficients(times(t), as_path(path, sigma_min), bandwidth)[:3]
 
 
-def _host_coefficients(t_arr: np.ndarray, sigma_min: float, bandwidth: Bandwidth):
-    sigma_t = OTPath(sigma_min).sigma(t_arr)
+def host_coefficients(t_arr: np.ndarray, path: GaussianPath, bandwidth: Bandwidth) -> tuple:
+    """``a, b, sigma_t, alpha_t`` at validated float64 times ``t_arr`` (the rules of
+    :func:`kernel_coefficients`)."""
+    alpha, sigma_t = path.alpha(t_arr), path.sigma(t_arr)
     if callable(bandwidth):
         h = callable_bandwidth(bandwidth, t_arr)
         pos = t_arr > 0
-        safe_t = np.where(pos, t_arr, 1.0)
+        safe_t = np.where(pos, alpha, 1.0)
         with np.errstate(over="ignore", divide="ignore"):
             # t = 0: a = inf marks the hard-argmax limit (finite h(0)); a = 0 for h(0) = inf.
             a_zero = np.where(np.isinf(h), 0.0, np.inf)
             a = np.where(pos, 1.0 / (safe_t * h**2), a_zero)
             b = 0.5 / h**2
-        return a, b, sigma_t
+        return a, b, sigma_t, alpha
     scale = 1.0 if bandwidth == "ot" else float(bandwidth)
     tau2 = (scale * sigma_t) ** 2
-    return t_arr / tau2, 0.5 * t_arr**2 / tau2, sigma_t
+    return alpha / tau2, 0.5 * alpha**2 / tau2, sigma_t, alpha
 
 
 @dataclass
@@ -248,6 +265,8 @@ class Coefficients:
     """Per-call coefficients: Python floats (one time for all queries) or ``(..., n, 1)``
     columns of the queries' namespace, dtype and device."""
 
+    #: The path's ``alpha_t`` (the time itself on the OT path): queries are centred on
+    #: ``alpha_t mu``.
     t: Any
     a: Any
     b: Any
@@ -256,13 +275,15 @@ class Coefficients:
     hard: Any
     #: ``max a`` over the finite rows (host float; 0 when not needed), for the float32 check.
     a_max: float
+    #: ``gain_t, decay_t`` of the velocity ``(gain_t m - decay_t x) / sigma_t``.
+    gain: Any = 1.0
+    decay: Any = 0.0
 
     def astype(self, convert: Callable[[Any], Any]) -> Coefficients:
         """The same coefficients with every column passed through ``convert``."""
-        cols = (c if isinstance(c, float) else convert(c) for c in (self.t, self.a, self.b))
-        t, a, b = cols
-        sig = self.sigma_t if isinstance(self.sigma_t, float) else convert(self.sigma_t)
-        return Coefficients(t, a, b, sig, self.hard, self.a_max)
+        cols = [self.t, self.a, self.b, self.sigma_t, self.gain, self.decay]
+        t, a, b, sig, gain, decay = (c if isinstance(c, float) else convert(c) for c in cols)
+        return Coefficients(t, a, b, sig, self.hard, self.a_max, gain, decay)
 
 
 def coefficient_columns(
@@ -270,7 +291,7 @@ def coefficient_columns(
     x: Any,
     t: Any,
     *,
-    sigma_min: float,
+    path: GaussianPath,
     bandwidth: Bandwidth,
     need_max: bool,
     tolerance: float = TIME_TOLERANCE,
@@ -284,47 +305,46 @@ def coefficient_columns(
     """
     shape = tuple(x.shape[:-1])
     if xp.on_device(t) and t.ndim >= 1:
-        return _device_columns(xp, x, t, shape, sigma_min, bandwidth, need_max, tolerance)
+        return _device_columns(xp, x, t, shape, path, bandwidth, need_max, tolerance)
     if type(t) is float and 0.0 <= t <= 1.0 and not callable(bandwidth):
-        return _scalar_columns(t, sigma_min, bandwidth)  # a solver's stage: no array work
+        return _scalar_columns(t, path, bandwidth)  # a solver's stage: no array work
     t_arr = times(t, max_ndim=len(shape), tolerance=tolerance)
-    a, b, sigma_t = _host_coefficients(t_arr, sigma_min, bandwidth)
+    a, b, sigma_t, alpha = host_coefficients(t_arr, path, bandwidth)
+    gain, decay = path.velocity_coefficients(t_arr)
     if t_arr.ndim == 0:
         hard = None
         if np.isinf(a):
             hard = _as_device(xp, np.ones(shape + (1,), dtype=bool), x)
             a = np.zeros_like(a)
-        a_max = float(a)
-        return Coefficients(float(t_arr), float(a), float(b), float(sigma_t), hard, a_max)
+        scalars = (float(c) for c in (alpha, a, b, sigma_t))
+        return Coefficients(*scalars, hard, float(a), float(gain), float(decay))
     hard_rows = np.isinf(a)
     hard = None
     if hard_rows.any():  # rows in the hard-argmax limit (t = 0, finite callable h(0))
         hard = _as_device(xp, _broadcast(hard_rows, shape, "t")[..., None].copy(), x)
         a = np.where(hard_rows, 0.0, a)
     cols = [
-        _as_device(xp, _broadcast(c, shape, "t")[..., None], x, dtype=x.dtype)
-        for c in (t_arr, a, b, sigma_t)
+        c
+        if isinstance(c, float)
+        else _as_device(xp, _broadcast(c, shape, "t")[..., None], x, x.dtype)
+        for c in (alpha, a, b, sigma_t, gain, decay)
     ]
-    return Coefficients(*cols, hard, float(np.max(a)) if a.size else 0.0)
+    a_max = float(np.max(a)) if a.size else 0.0
+    return Coefficients(*cols[:4], hard, a_max, *cols[4:])
 
 
-def _scalar_columns(t: float, sigma_min: float, bandwidth: Bandwidth) -> Coefficients:
-    """``_host_coefficients`` for one Python float time and a non-callable bandwidth, in
+def _scalar_columns(t: float, path: GaussianPath, bandwidth: Bandwidth) -> Coefficients:
+    """``host_coefficients`` for one Python float time and a non-callable bandwidth, in
     Python floats (the same float64 arithmetic, without 0-d array overhead)."""
-    sigma_t = 1.0 - _path(sigma_min).decay * t
+    alpha, sigma_t = float(path.alpha(t)), float(path.sigma(t))
+    gain, decay = (float(c) for c in path.velocity_coefficients(t))
     scale = 1.0 if bandwidth == "ot" else float(bandwidth)
     tau2 = (scale * sigma_t) ** 2
-    a = t / tau2
-    return Coefficients(t, a, 0.5 * t**2 / tau2, sigma_t, None, a)
+    a = alpha / tau2
+    return Coefficients(alpha, a, 0.5 * alpha**2 / tau2, sigma_t, None, a, gain, decay)
 
 
-@lru_cache(maxsize=64)
-def _path(sigma_min: float) -> OTPath:
-    """The path of a field's ``sigma_min`` (validated once, not at every solver stage)."""
-    return OTPath(sigma_min)
-
-
-def _device_columns(xp, x, t, shape, sigma_min, bandwidth, need_max, tolerance) -> Coefficients:
+def _device_columns(xp, x, t, shape, path, bandwidth, need_max, tolerance) -> Coefficients:
     torch = xp.torch
     if t.is_complex():
         raise TypeError(f"t must be real-valued, got complex dtype {t.dtype}.")
@@ -335,7 +355,7 @@ def _device_columns(xp, x, t, shape, sigma_min, bandwidth, need_max, tolerance) 
     check_bandwidth(bandwidth)
     a, b, sig = torch_coefficients(
         t,
-        sigma_min=sigma_min,
+        path=path,
         bandwidth=bandwidth,
         dtype=x.dtype,
         device=x.device,
@@ -350,8 +370,11 @@ def _device_columns(xp, x, t, shape, sigma_min, bandwidth, need_max, tolerance) 
             hard = rows[..., None]
             a = torch.where(rows, torch.zeros_like(a), a)
     a_max = float(a.max()) if (need_max and a.numel()) else 0.0
-    t_col = t.clamp(0.0, 1.0).to(device=x.device, dtype=x.dtype)[..., None]
-    return Coefficients(t_col, a[..., None], b[..., None], sig[..., None], hard, a_max)
+    work = torch.float64 if x.device.type != "mps" else torch.float32
+    tc = t.to(device=x.device, dtype=work).clamp(0.0, 1.0)
+    cols = [path.alpha(tc), *path.velocity_coefficients(tc)]
+    alpha, gain, decay = (c if isinstance(c, float) else c.to(x.dtype)[..., None] for c in cols)
+    return Coefficients(alpha, a[..., None], b[..., None], sig[..., None], hard, a_max, gain, decay)
 
 
 def _shape_message(got: tuple, shape: tuple) -> str:

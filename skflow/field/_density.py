@@ -1,4 +1,4 @@
-"""Log-density of the path marginal ``p_t = (1/m) sum_i N(t s_i, sigma_t^2 I)`` (the KDE at t=1).
+"""Log-density of the path marginal ``p_t = (1/m) sum_i N(alpha_t s_i, sigma_t^2 I)`` (a KDE at 1).
 
 Computed in float64 from exact differences (not the norm expansion of the logits): near
 ``t = 1`` the distances are divided by ``sigma_min^2``, so the expansion's cancellation error
@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ..paths import OTPath
+from ..paths import GaussianPath
 from ._plan import BLOCK_ELEMENTS, default_chunk_size
 
 __all__ = ["path_log_density"]
@@ -23,7 +23,7 @@ def path_log_density(
     support: Any,
     t: float,
     *,
-    sigma_min: float,
+    path: GaussianPath,
     chunk_size: int | None,
     support_chunk_size: int | None,
 ) -> Any:
@@ -36,7 +36,7 @@ def path_log_density(
     out_dtype = x.dtype
     if xp.device_type(x) != "mps":
         x = xp.to_float64(x)
-    sigma_t = OTPath(sigma_min).sigma(float(t))
+    alpha, sigma_t = float(path.alpha(float(t))), float(path.sigma(float(t)))
     m, d = support.shape
     rows = support_chunk_size
     if rows is None:
@@ -49,7 +49,7 @@ def path_log_density(
         lse = None
         for j0, j1 in chunks:
             part_s = xp.asarray(support[j0:j1], x)
-            diff = x[start : start + step, None, :] - float(t) * part_s[None, :, :]
+            diff = x[start : start + step, None, :] - alpha * part_s[None, :, :]
             part = xp.logsumexp(-xp.sum(diff * diff, axis=2) / (2.0 * sigma_t**2), axis=1)
             lse = part if lse is None else xp.logaddexp(lse, part)
         out.append(lse)

@@ -19,9 +19,9 @@ from .._validation import (
     check_choice,
     check_int,
     check_real,
-    check_sigma_min,
     check_time_tolerance,
 )
+from ..paths import GaussianPath, as_path
 from . import _dense, _stream
 from ._call import FieldCall
 from ._coefficients import Bandwidth, coefficient_columns, times
@@ -73,7 +73,12 @@ class NWField:
         NumPy array or Torch tensor (any device). Leading dimensions are a batch of supports
         (then queries are ``(..., n, d)`` with broadcastable batch dimensions).
     sigma_min : float, default=0.01
-        Noise level of the path at ``t = 1``.
+        Noise level of the path at ``t = 1`` (of the default ``OTPath(sigma_min)``; ignored
+        when ``path`` is given).
+    path : GaussianPath, optional
+        The probability path (:mod:`skflow.paths`); default ``OTPath(sigma_min)``. The
+        weights are ``softmax_i(-||P(x - alpha_t s_i)||^2 / (2 tau^2))`` and the velocity
+        ``(gain_t m - decay_t x) / sigma_t`` with the path's coefficients.
     bandwidth : {"ot"} or float or callable, default="ot"
         See :func:`skflow.field.kernel_coefficients`.
     projection : array of shape (k, d) or (..., k, d), optional
@@ -158,6 +163,7 @@ class NWField:
         support: Any,
         *,
         sigma_min: float = 0.01,
+        path: GaussianPath | None = None,
         bandwidth: Bandwidth = "ot",
         projection: Any = None,
         chunk_size: int | None = None,
@@ -172,7 +178,8 @@ class NWField:
         time_tolerance: float = math.inf,
         backend: Any = None,
     ):
-        self.sigma_min = check_sigma_min(sigma_min)
+        self.path = as_path(path, sigma_min)
+        self.sigma_min = self.path.sigma_min
         check_bandwidth(bandwidth)
         self.bandwidth = bandwidth
         self.chunk_size = check_chunk(chunk_size, "chunk_size")
@@ -285,13 +292,12 @@ class NWField:
                 # (relative 6e-8 of a(t), i.e. a(t) R^2 6e-8 in the logits) into float64
                 coef = self._coefficient_columns(x, t, need_max=False)
                 geom = self._geometry(f64)
-                call = FieldCall(xp, x, coef, geom, 1.0 - self.sigma_min, self.chunk_size)
+                call = FieldCall(xp, x, coef, geom, self.chunk_size)
                 screen = screen and self.float32_fallback == "screened"
                 if screen and np.isfinite(radius2) and screening_applies(call):
                     call.screen = (x32, geom32)
                 return call, out_dtype
-        decay = 1.0 - self.sigma_min
-        return FieldCall(xp, x, coef, geom, decay, self.chunk_size), out_dtype
+        return FieldCall(xp, x, coef, geom, self.chunk_size), out_dtype
 
     def _coefficient_columns(self, x: Any, t: Any, need_max: bool) -> Any:
         """The path coefficients at ``t`` for the rows of ``x``, in ``x``'s dtype."""
@@ -299,7 +305,7 @@ class NWField:
             self.xp,
             x,
             t,
-            sigma_min=self.sigma_min,
+            path=self.path,
             bandwidth=self.bandwidth,
             need_max=need_max,
             tolerance=self.time_tolerance,
@@ -380,6 +386,9 @@ class NWField:
         sigma = call.sigma_t
         sigma = np.asarray(sigma if isinstance(sigma, float) else to_numpy(sigma)[..., 0])
         bound = to_numpy(res.mean_error).astype(np.float64) / sigma.astype(np.float64)
+        if not (isinstance(call.gain, float) and call.gain == 1.0):  # u scales m by gain_t
+            gain = call.gain if isinstance(call.gain, float) else to_numpy(call.gain)[..., 0]
+            bound = bound * np.abs(np.asarray(gain, dtype=np.float64))
         self.last_velocity_error_ = np.broadcast_to(bound, (call.n,)).copy()
         self.last_evaluated_fraction_ = float(res.evaluated_fraction)
         if call.n:
@@ -464,7 +473,8 @@ class NWField:
         spread = a * trace
         if call.hard is not None:  # a -> inf: the limit is 0 on one point, +inf over a tie
             spread = xp.where(call.hard[..., 0] & (trace > 0), np.inf, spread)
-        divergence = (spread - call.decay * call.x.shape[-1]) / sig
+        gain, decay = (c if isinstance(c, float) else c[..., 0] for c in (call.gain, call.decay))
+        divergence = (gain * spread - decay * call.x.shape[-1]) / sig
         velocity = call.velocity(centred + call.geom.mean)
         return self._finish(velocity, out), self._finish(divergence, out)
 
@@ -503,7 +513,7 @@ class NWField:
             x,
             self.support,
             float(t_arr),
-            sigma_min=self.sigma_min,
+            path=self.path,
             chunk_size=self.chunk_size,
             support_chunk_size=self._stream_rows,
         )

@@ -24,9 +24,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from .._validation import check_bandwidth, check_int, check_sigma_min
+from .._validation import check_bandwidth, check_int
 from ..field import NWField
-from ..paths import OTPath
+from ..paths import GaussianPath, as_path
 
 __all__ = ["MultiHeadNW", "NWAttentionHead"]
 
@@ -46,13 +46,16 @@ def _common(x: Any, support: Any) -> tuple[Any, Any]:
     return x, support
 
 
-def _sigma_column(path: OTPath, t: Any, x: Any) -> Any:
-    """``sigma_t`` as a float or a (..., n, 1) column against queries ``x`` (..., n, d)."""
+def _path_columns(path: GaussianPath, t: Any, x: Any) -> tuple[Any, Any, Any]:
+    """``gain_t, decay_t, sigma_t`` of the path's affine map, each a float or a (..., n, 1)
+    column against queries ``x`` (..., n, d)."""
     if not torch.is_tensor(t) and np.ndim(t) == 0:
-        return float(path.sigma(float(t)))
+        t = float(t)
+        return (*(float(c) for c in path.velocity_coefficients(t)), float(path.sigma(t)))
     t = torch.as_tensor(np.asarray(t, dtype=np.float64) if not torch.is_tensor(t) else t)
     t = torch.broadcast_to(t.to(device=x.device, dtype=torch.float64), x.shape[:-1])
-    return path.sigma(t).to(x.dtype).unsqueeze(-1)
+    cols = (*path.velocity_coefficients(t), path.sigma(t))
+    return tuple(c if isinstance(c, float) else c.to(x.dtype).unsqueeze(-1) for c in cols)
 
 
 def _head_times(t: Any) -> Any:
@@ -71,14 +74,17 @@ class NWAttentionHead(nn.Module):
     (a lifted key coordinate), values ``s_i``, scale 1, through
     :func:`torch.nn.functional.scaled_dot_product_attention`; then the affine map
     ``v -> (v - (1 - sigma_min) x) / sigma_t``. Support and queries are centred on the support
-    mean first. The result equals :func:`skflow.field.nw_velocity`.
+    mean first. The result equals :func:`skflow.field.nw_velocity` (on another ``path``,
+    ``t`` becomes ``alpha_t`` in the kernel and the map ``(gain_t v - decay_t x) / sigma_t``).
 
     Parameters
     ----------
     sigma_min : float, default=0.01
-        Path noise at ``t = 1``.
+        Path noise at ``t = 1`` (of the default OT path; ignored when ``path`` is given).
     bandwidth : {"ot"} or float or callable, default="ot"
         As in :func:`skflow.field.kernel_coefficients`.
+    path : GaussianPath, optional
+        The probability path; default ``OTPath(sigma_min)``.
 
     Examples
     --------
@@ -91,9 +97,12 @@ class NWAttentionHead(nn.Module):
     0
     """
 
-    def __init__(self, sigma_min: float = 0.01, bandwidth: Any = "ot"):
+    def __init__(
+        self, sigma_min: float = 0.01, bandwidth: Any = "ot", path: GaussianPath | None = None
+    ):
         super().__init__()
-        self.sigma_min = check_sigma_min(sigma_min)
+        self.path = as_path(path, sigma_min)
+        self.sigma_min = self.path.sigma_min
         check_bandwidth(bandwidth)
         self.bandwidth = bandwidth
 
@@ -102,9 +111,7 @@ class NWAttentionHead(nn.Module):
 
     def _field(self, x: Any, support: Any) -> tuple[Any, NWField]:
         x, support = _common(x, support)
-        field = NWField(
-            support, sigma_min=self.sigma_min, bandwidth=self.bandwidth, engine="attention"
-        )
+        field = NWField(support, path=self.path, bandwidth=self.bandwidth, engine="attention")
         return x, field
 
     def local_mean(self, x: Any, support: Any, t: Any) -> Any:
@@ -163,9 +170,11 @@ class MultiHeadNW(nn.Module):
     head_dim : int, optional
         Rows ``k`` of each projection; ``n_features`` when None.
     sigma_min : float, default=0.01
-        Path noise at ``t = 1``.
+        Path noise at ``t = 1`` (of the default OT path; ignored when ``path`` is given).
     bandwidth : {"ot"} or float or callable, default="ot"
         As in :func:`skflow.field.kernel_coefficients`.
+    path : GaussianPath, optional
+        The probability path; default ``OTPath(sigma_min)``.
     value_map : bool, default=False
         Learn a per-head value map ``V_h`` (``d x d``, initialised to the identity).
     device, dtype : optional
@@ -196,6 +205,7 @@ class MultiHeadNW(nn.Module):
         *,
         sigma_min: float = 0.01,
         bandwidth: Any = "ot",
+        path: GaussianPath | None = None,
         value_map: bool = False,
         device: Any = None,
         dtype: Any = None,
@@ -205,7 +215,8 @@ class MultiHeadNW(nn.Module):
         n_heads = check_int(n_heads, "n_heads")
         head_dim = check_int(n_features if head_dim is None else head_dim, "head_dim")
         self.n_features, self.n_heads, self.head_dim = n_features, n_heads, head_dim
-        self.sigma_min = check_sigma_min(sigma_min)
+        self.path = as_path(path, sigma_min)
+        self.sigma_min = self.path.sigma_min
         check_bandwidth(bandwidth)
         self.bandwidth = bandwidth
         eye = torch.eye(n_features, device=device, dtype=dtype)
@@ -237,7 +248,7 @@ class MultiHeadNW(nn.Module):
             raise ValueError(f"expected {self.n_features} features, got {x.shape[-1]}.")
         field = NWField(
             support.unsqueeze(-3),
-            sigma_min=self.sigma_min,
+            path=self.path,
             bandwidth=self.bandwidth,
             projection=self.projections,
             engine="attention",
@@ -268,8 +279,8 @@ class MultiHeadNW(nn.Module):
         stacked = means.movedim(-3, -2).reshape(*means.shape[:-3], means.shape[-2], -1)
         mixed = stacked @ self.output_map.to(means.dtype).T
         x = xh.squeeze(-3).to(means.dtype)
-        path = OTPath(self.sigma_min)
-        velocity = (mixed - path.decay * x) / _sigma_column(path, t, x)
+        gain, decay, sigma = _path_columns(self.path, t, x)
+        velocity = (gain * mixed - decay * x) / sigma
         if not return_weights:
             return velocity
         return velocity, field.weights(xh, t_h)

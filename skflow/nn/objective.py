@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from .._validation import InvalidParameterError
-from ..paths import OTPath
+from ..paths import GaussianPath, as_path
 
 __all__ = [
     "H_MAX",
@@ -46,27 +46,31 @@ H_MAX = 100.0
 def sample_times(
     shape: tuple[int, ...],
     *,
-    sigma_min: float,
+    sigma_min: float = 0.01,
     method: str,
     generator: torch.Generator | None,
     device: Any = "cpu",
+    path: GaussianPath | None = None,
 ) -> torch.Tensor:
     """Training times of the flow-matching loss.
 
-    ``"uniform"``: ``t ~ U(0, 1)``. ``"log-bandwidth"``: the OT bandwidth
-    ``h(t) = sigma_t / t`` is drawn log-uniformly on ``[sigma_min, H_MAX]`` and inverted,
-    ``t = 1 / (h + 1 - sigma_min)``: every octave of kernel width gets the same share of the
-    samples, which puts more of them at late times (small bandwidths) than uniform sampling.
+    ``"uniform"``: ``t ~ U(0, 1)``. ``"log-bandwidth"``: the path's bandwidth
+    ``h(t) = sigma_t / alpha_t`` is drawn log-uniformly on ``[sigma_1 / alpha_1, H_MAX]`` and
+    inverted (on the OT path ``t = 1 / (h + 1 - sigma_min)``): every octave of kernel width
+    gets the same share of the samples, which puts more of them at late times (small
+    bandwidths) than uniform sampling.
 
     Parameters
     ----------
     shape : tuple of int
         Shape of the returned times, e.g. ``(B, n)``.
-    sigma_min : float
-        Path noise at ``t = 1``.
+    sigma_min : float, default=0.01
+        Path noise at ``t = 1`` of the default OT path (ignored when ``path`` is given).
     method : {"uniform", "log-bandwidth"}
     generator : torch.Generator or None
     device : torch device, default="cpu"
+    path : GaussianPath, optional
+        The probability path; default ``OTPath(sigma_min)``.
 
     Returns
     -------
@@ -83,9 +87,10 @@ def sample_times(
     if method == "uniform":
         return u
     if method == "log-bandwidth":
-        lo, hi = math.log(sigma_min), math.log(H_MAX)
+        path = as_path(path, sigma_min)
+        lo, hi = math.log(path.sigma_min / path.alpha(1.0)), math.log(H_MAX)
         h = torch.exp(lo + (hi - lo) * u)
-        return OTPath(sigma_min).time_of_bandwidth(h).clamp(0.0, 1.0)
+        return path.time_of_bandwidth(h).clamp(0.0, 1.0)
     raise InvalidParameterError(f"time_sampling must be one of {TIME_SAMPLINGS}, got {method!r}.")
 
 
@@ -95,8 +100,9 @@ def flow_matching_loss(
     targets: torch.Tensor,
     x0: torch.Tensor,
     t: torch.Tensor,
-    sigma_min: float,
+    sigma_min: float = 0.01,
     goal: torch.Tensor | Callable | None = None,
+    path: GaussianPath | None = None,
 ) -> torch.Tensor:
     """Mean over targets of ``||v(x_t, t; S) - goal||^2``.
 
@@ -110,20 +116,24 @@ def flow_matching_loss(
     x0 : tensor of shape (B, n, d)
         Noise end points.
     t : tensor of shape (B, n)
-    sigma_min : float
+    sigma_min : float, default=0.01
+        Terminal noise of the default OT path (ignored when ``path`` is given).
     goal : tensor of shape (B, n, d) or callable, optional
         Regression target, or ``goal(x_t, t) -> tensor (B, n, d)`` (evaluated without
-        gradient); the conditional target ``x_1 - (1 - sigma_min) x_0`` when None.
+        gradient); the path's conditional target (``x_1 - (1 - sigma_min) x_0`` on the OT
+        path) when None.
+    path : GaussianPath, optional
+        The probability path; default ``OTPath(sigma_min)``.
 
     Returns
     -------
     loss : tensor of shape ()
         Squared error ``||v - target||^2`` averaged over tasks and target points.
     """
-    path = OTPath(sigma_min)
+    path = as_path(path, sigma_min)
     xt = path.sample_conditional(x0, targets, t[..., None])
     if goal is None:
-        goal = path.conditional_velocity(x0, targets)
+        goal = path.conditional_velocity(x0, targets, t[..., None])
     elif callable(goal):
         with torch.no_grad():
             goal = goal(xt, t)
@@ -131,7 +141,9 @@ def flow_matching_loss(
     return ((v - goal) ** 2).sum(dim=-1).mean()
 
 
-def marginal_goal(reference: torch.Tensor, sigma_min: float) -> Callable:
+def marginal_goal(
+    reference: torch.Tensor, sigma_min: float = 0.01, path: GaussianPath | None = None
+) -> Callable:
     """Self-normalized marginal field of ``reference`` (B, n_ref, d): its exact NW velocity.
 
     The regression target of ``target="marginal"``, as in empirical flow matching.
@@ -140,7 +152,10 @@ def marginal_goal(reference: torch.Tensor, sigma_min: float) -> Callable:
     ----------
     reference : tensor of shape (B, n_ref, d)
         Each task's reference set.
-    sigma_min : float
+    sigma_min : float, default=0.01
+        Terminal noise of the default OT path (ignored when ``path`` is given).
+    path : GaussianPath, optional
+        The probability path; default ``OTPath(sigma_min)``.
 
     Returns
     -------
@@ -157,7 +172,7 @@ def marginal_goal(reference: torch.Tensor, sigma_min: float) -> Callable:
     """
     from .heads import NWAttentionHead
 
-    head = NWAttentionHead(sigma_min=sigma_min)
+    head = NWAttentionHead(sigma_min=sigma_min, path=path)
     return lambda xt, t: head(xt, reference, t)
 
 

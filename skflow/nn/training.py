@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from .._validation import check_choice
+from ..paths import GaussianPath, as_path
 
 # The objective's names, importable from here as before the loop and the objective were split.
 from .objective import (
@@ -131,6 +132,7 @@ class _Settings:
     mixed_precision: bool = False
     target: str = "conditional"
     ema_decay: float | None = None
+    path: Any = None
 
 
 class _EMA:
@@ -172,6 +174,8 @@ class _Trainer:
 
     def __init__(self, model, draw_tasks, cfg: _Settings, generator, device, forward, state):
         self.model, self.draw_tasks, self.cfg = model, draw_tasks, cfg
+        # the one path of the run: the times, the loss and the marginal target all use it
+        self.path = as_path(cfg.path, cfg.sigma_min)
         self.generator, self.device = generator, torch.device(device)
         self.forward = model if forward is None else forward
         self.params = [p for p in model.parameters() if p.requires_grad]
@@ -197,10 +201,10 @@ class _Trainer:
         x0 = torch.randn(targets.shape, generator=self.generator, device=self.device)
         t = sample_times(
             targets.shape[:2],
-            sigma_min=self.cfg.sigma_min,
             method=self.cfg.time_sampling,
             generator=self.generator,
             device=self.device,
+            path=self.path,
         )
         return x0, t
 
@@ -221,8 +225,7 @@ class _Trainer:
             self.ema.swap()
         with torch.no_grad(), self._autocast():
             losses = [
-                flow_matching_loss(self.forward, *batch, sigma_min=self.cfg.sigma_min)
-                for batch in self.val
+                flow_matching_loss(self.forward, *batch, path=self.path) for batch in self.val
             ]
             loss = sum(float(v) for v in losses) / len(losses)
         if self.ema is not None:
@@ -252,7 +255,7 @@ class _Trainer:
             return supports, targets, None
         if target == "marginal":
             reference = self._tensor(drawn[2])
-            return supports, targets, marginal_goal(reference, self.cfg.sigma_min)
+            return supports, targets, marginal_goal(reference, path=self.path)
         return supports, targets, exact_goal(drawn[2], self.device)
 
     def step(self, it: int) -> float:
@@ -262,7 +265,7 @@ class _Trainer:
         x0, t = self._noise_and_times(targets)
         with self._autocast():
             loss = flow_matching_loss(
-                self.forward, supports, targets, x0, t, self.cfg.sigma_min, goal=goal
+                self.forward, supports, targets, x0, t, goal=goal, path=self.path
             )
         if not torch.isfinite(loss):
             raise ValueError(
@@ -445,6 +448,7 @@ def train_flow_model(
     target: str = "conditional",
     ema_decay: float | None = None,
     state: dict | None = None,
+    path: GaussianPath | None = None,
 ) -> TrainingResult:
     """Meta-train ``model`` with the flow-matching loss; returns a :class:`TrainingResult`.
 
@@ -499,6 +503,9 @@ time_sampling
     state : dict, optional
         ``TrainingResult.state`` of a previous run: continue from its last training weights,
         optimizer moments and EMA (warm start; the warmup is skipped).
+    path : GaussianPath, optional
+        The probability path of the loss, the training times and the marginal target
+        (the model's own path, e.g. ``model.path``); default ``OTPath(sigma_min)``.
 
     Returns
     -------
@@ -521,6 +528,7 @@ time_sampling
         mixed_precision=mixed_precision,
         target=target,
         ema_decay=ema_decay,
+        path=path,
     )
     check_choice(target, "target", TARGETS)
     trainer = _Trainer(model, draw_tasks, cfg, generator, device, forward, state or {})

@@ -35,7 +35,7 @@ import torch.nn.functional as tnf
 from torch import nn
 
 from .._validation import InvalidParameterError, check_int, check_sigma_min
-from ..paths import OTPath
+from ..paths import GaussianPath, as_path
 from .heads import NWAttentionHead
 
 __all__ = ["CrossAttentionVelocity", "FourierTimeEmbedding"]
@@ -53,14 +53,22 @@ class FourierTimeEmbedding(nn.Module):
     d_model : int
         Output width.
     sigma_min : float
-        Path noise at ``t = 1``.
+        Path noise at ``t = 1`` (of the default OT path; ignored when ``path`` is given).
     n_frequencies : int, default=8
+    path : GaussianPath, optional
+        The probability path; default ``OTPath(sigma_min)``.
     """
 
-    def __init__(self, d_model: int, sigma_min: float, n_frequencies: int = 8):
+    def __init__(
+        self,
+        d_model: int,
+        sigma_min: float,
+        n_frequencies: int = 8,
+        path: GaussianPath | None = None,
+    ):
         super().__init__()
-        self.sigma_min = float(sigma_min)
-        self.path = OTPath(self.sigma_min)
+        self.path = as_path(path, sigma_min)
+        self.sigma_min = float(self.path.sigma_min)
         self.n_frequencies = n_frequencies
         n_in = 2 * n_frequencies + 2
         self.mlp = nn.Sequential(nn.Linear(n_in, d_model), nn.SiLU(), nn.Linear(d_model, d_model))
@@ -154,6 +162,10 @@ class CrossAttentionVelocity(nn.Module):
         the support mean) to every query token.
     n_frequencies : int, default=8
         Fourier frequencies of the time embedding.
+    path : GaussianPath, optional
+        The probability path of the exact head, the time embedding and the centring (queries
+        are centred on ``alpha_t`` times the support mean); default ``OTPath(sigma_min)``
+        (``sigma_min`` is then the path's). Stored in :attr:`config` when given.
 
     Attributes
     ----------
@@ -192,6 +204,7 @@ class CrossAttentionVelocity(nn.Module):
         sigma_min: float = 0.01,
         support_summary: bool = True,
         n_frequencies: int = 8,
+        path: GaussianPath | None = None,
     ):
         super().__init__()
         d = check_int(n_features, "n_features")
@@ -207,7 +220,8 @@ class CrossAttentionVelocity(nn.Module):
             raise InvalidParameterError(
                 f"d_model={d_model} must be divisible by n_heads={n_heads}."
             )
-        sigma_min = check_sigma_min(sigma_min)
+        path = None if path is None else as_path(path)
+        sigma_min = check_sigma_min(sigma_min if path is None else path.sigma_min)
         self.config = {
             "n_features": d,
             "d_model": d_model,
@@ -219,15 +233,17 @@ class CrossAttentionVelocity(nn.Module):
             "support_summary": bool(support_summary),
             "n_frequencies": n_frequencies,
         }
+        if path is not None:  # (the OT default keeps the configuration of earlier versions)
+            self.config["path"] = path
         self.n_features = d
         self.sigma_min = float(sigma_min)
-        self.path = OTPath(self.sigma_min)
+        self.path = as_path(path, self.sigma_min)  # the network's one path, shared below
         self.exact_head = bool(exact_head)
         self.support_summary = bool(support_summary)
 
         self.register_buffer("input_scale", torch.ones(()))
         self.register_buffer("output_scale", torch.ones(()))
-        self.time = FourierTimeEmbedding(d_model, sigma_min, n_frequencies)
+        self.time = FourierTimeEmbedding(d_model, sigma_min, n_frequencies, path=self.path)
         n_query_in = 2 * d if self.exact_head else d
         self.query_embed = nn.Linear(n_query_in, d_model)
         self.support_embed = nn.Linear(d, d_model)
@@ -240,7 +256,7 @@ class CrossAttentionVelocity(nn.Module):
         self.norm_out = nn.LayerNorm(d_model)
         self.out = nn.Linear(d_model, d)
         if self.exact_head:
-            self.head = NWAttentionHead(sigma_min=sigma_min)
+            self.head = NWAttentionHead(path=self.path)
             self.gate = nn.Linear(d_model, 1)
         self.reset_parameters()
 
@@ -393,7 +409,8 @@ class CrossAttentionVelocity(nn.Module):
         t_full = self._times(t, x)  # (B, n), dtype of x
         t_col = t_full[..., None]
         mu = support.mean(dim=1, keepdim=True)  # (B, 1, d)
-        x_c = x - t_col * mu
+        # centred on the support mean: x_t moves by alpha_t mu and the field by d_alpha_t mu
+        x_c = x - self.path.alpha(t_col) * mu
         s_c = support - mu
 
         wdtype = self.out.weight.dtype
@@ -403,7 +420,7 @@ class CrossAttentionVelocity(nn.Module):
             # the exact field never runs under mixed precision
             with torch.autocast(device_type=x.device.type, enabled=False):
                 u_nw = self.head(x, support, t_full)
-            u_c = u_nw - mu
+            u_c = u_nw - self.path.d_alpha(t_col) * mu
             local_mean_c = self.path.mean_from_velocity(u_c, x_c, t_col)
             feats.append(local_mean_c / scale)
         h = self.query_embed(torch.cat(feats, dim=-1).to(wdtype))

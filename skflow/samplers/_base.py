@@ -30,6 +30,7 @@ from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 from .._array import NUMPY_BACKEND, resolve_device, to_numpy, torch_backend
 from .._threads import parallel_map
 from .._validation import (
+    InvalidParameterError,
     ParameterCheck,
     check_data,
     check_finite_output,
@@ -45,6 +46,7 @@ from .._validation import (
     satisfies,
     validate_parameters,
 )
+from ..paths import GaussianPath
 from ..solvers import FIXED_STEP_METHODS, METHODS
 from ._batch import (
     check_batch_times,
@@ -59,6 +61,7 @@ from ._solve import solve_flow
 
 __all__ = [
     "SAMPLER_CONSTRAINTS",
+    "check_path",
     "SAMPLING_BATCH_SIZE",
     "SCORE_RANDOM_STATE",
     "Backend",
@@ -75,6 +78,21 @@ SAMPLING_BATCH_SIZE = 4096
 #: Seed of the samples drawn by ``score`` when the estimator's ``random_state`` is None, so
 #: that ``score`` (and a ``GridSearchCV`` over it) is deterministic by default.
 SCORE_RANDOM_STATE = 0
+
+
+def check_path(value: Any, name: str) -> None:
+    """A sampler's ``path`` parameter: None or a :class:`skflow.paths.GaussianPath`.
+
+    Examples
+    --------
+    >>> check_path(None, "path")
+    """
+    if value is not None and not isinstance(value, GaussianPath):
+        raise InvalidParameterError(
+            f"{name} must be None or a skflow.paths.GaussianPath (e.g. OTPath(0.01)), got "
+            f"{value!r}."
+        )
+
 
 #: Constraints of the parameters every sampler has (the path, the sampling solver, the
 #: device and the seed); a sampler's ``_parameter_constraints`` adds its own.

@@ -21,6 +21,7 @@ import numpy as np
 
 from .. import field as F
 from .._validation import check_finite_output
+from ..paths import GaussianPath, OTPath
 from ._base import SAMPLING_BATCH_SIZE
 from ._solve import FlowSolveError, solve_adaptive
 
@@ -99,9 +100,9 @@ def closed_form_log_density(field: F.NWField, X: np.ndarray, backend: Any) -> np
     return check_finite_output(backend.to_numpy(log_p), "nw_log_density's result")
 
 
-def _rhs(field: F.NWField, d: int, sigma_min: float):
+def _rhs(field: F.NWField, d: int, path: OTPath):
     """Right-hand side in ``s`` of the state ``(x e^(-s), int div u dt)`` (n, d + 1)."""
-    decay = 1.0 - sigma_min
+    sigma_min, decay = float(path.sigma_min), path.decay
 
     def rhs(s, state):
         xp, n = field.xp, state.shape[0]
@@ -120,13 +121,13 @@ def _rhs(field: F.NWField, d: int, sigma_min: float):
     return rhs
 
 
-def _flow_log_density(field, X, backend, sigma_min, t_floor, rtol, atol) -> np.ndarray:
+def _flow_log_density(field, X, backend, path, t_floor, rtol, atol) -> np.ndarray:
     """One adaptive solve of the change of variables (float64 ``X`` (n, d) in, (n,) out);
     the arguments as in :func:`log_density_and_error`. Rows of density 0 get ``-inf``."""
-    d = X.shape[1]
+    d, sigma_min = X.shape[1], float(path.sigma_min)
     # sigma_t = sigma_min e^s = 1 - decay t: the end of the solve is t = t_floor
     s_end = -math.log(sigma_min) + math.log1p(-(1.0 - sigma_min) * t_floor)
-    rhs = _rhs(field, d, sigma_min)
+    rhs = _rhs(field, d, path)
     parts = []
     for start in range(0, X.shape[0], SAMPLING_BATCH_SIZE):
         xb = backend.asarray(X[start : start + SAMPLING_BATCH_SIZE])
@@ -143,10 +144,45 @@ def _flow_log_density(field, X, backend, sigma_min, t_floor, rtol, atol) -> np.n
     x0, log_det = end[:, :d] * math.exp(s_end), end[:, d]
     zero = np.zeros(X.shape[0], dtype=bool)
     if t_floor > 0:
-        x0, log_det, zero = _density_floor(field, x0, log_det, t_floor, backend, sigma_min)
+        x0, log_det, zero = _density_floor(field, x0, log_det, t_floor, backend, path)
     log_p0 = -0.5 * np.sum(x0**2, axis=1) - 0.5 * d * np.log(2 * np.pi)
     log_p = check_finite_output(np.where(zero, 0.0, log_p0 - log_det), "score_samples")
     return np.where(zero, -np.inf, log_p)
+
+
+def _path_rhs(field: F.NWField, d: int):
+    """Right-hand side in ``tau = 1 - t`` of the state ``(x, int_t^1 div u dt)`` (n, d + 1):
+    the change of variables of any path, in its own time."""
+
+    def rhs(tau, state):
+        xp, n = field.xp, state.shape[0]
+        tau = np.broadcast_to(np.asarray(tau, dtype=np.float64), (n,))
+        v, div = field.velocity_and_divergence(state[:, :d], np.clip(1.0 - tau, 0.0, 1.0))
+        return xp.concat([-v, div[:, None]], axis=1)
+
+    return rhs
+
+
+def _path_log_density(field, X, backend, rtol, atol) -> np.ndarray:
+    """One adaptive solve of the change of variables in the path's time ``t`` from 1 to 0
+    (float64 ``X`` (n, d) in, (n,) out), for paths other than the OT path."""
+    d = X.shape[1]
+    rhs, parts = _path_rhs(field, d), []
+    for start in range(0, X.shape[0], SAMPLING_BATCH_SIZE):
+        xb = backend.asarray(X[start : start + SAMPLING_BATCH_SIZE])
+        xp = backend.xp
+        state0 = xp.concat([xb, xp.full((xb.shape[0], 1), 0.0, xb)], axis=1)
+        try:
+            sol = solve_adaptive(rhs, state0, (0.0, 1.0), rtol=rtol, atol=atol, advice=_ADVICE)
+        except FlowSolveError as exc:
+            raise FlowSolveError(
+                f"score_samples: the change-of-variables solve failed: {exc}"
+            ) from exc
+        parts.append(backend.to_numpy(sol.y).astype(np.float64))
+    end = np.concatenate(parts, axis=0) if parts else np.zeros((0, d + 1))
+    x0, log_det = end[:, :d], end[:, d]
+    log_p0 = -0.5 * np.sum(x0**2, axis=1) - 0.5 * d * np.log(2 * np.pi)
+    return check_finite_output(log_p0 - log_det, "score_samples")
 
 
 def log_density_and_error(
@@ -154,7 +190,7 @@ def log_density_and_error(
     X: np.ndarray,
     backend: Any,
     *,
-    sigma_min: float,
+    path: GaussianPath,
     t_floor: float,
     rtol: float,
     atol: float,
@@ -172,8 +208,10 @@ def log_density_and_error(
         float64 points.
     backend : Backend
         Where the solve runs (``asarray``, ``to_numpy``).
-    sigma_min : float
-        The path's ``sigma_min``.
+    path : GaussianPath
+        The flow's path. The OT path is integrated in ``s = log(sigma_t / sigma_min)`` (where
+        its field is smooth); any other path in ``tau = 1 - t``, with ``t_floor = 0`` only
+        (``ValueError`` otherwise: the hard-argmax limit at ``t = 0`` is the OT path's).
     t_floor : float
         Lowest time of the solve (:func:`density_t_floor`).
     rtol, atol : float
@@ -186,16 +224,25 @@ def log_density_and_error(
     error : ndarray of shape (n,)
         Estimated absolute error (float64).
     """
-    args = (field, X, backend, float(sigma_min), t_floor)
-    log_p = _flow_log_density(*args, rtol, atol)
-    loose = _flow_log_density(*args, 10.0 * rtol, 10.0 * atol)
+    if isinstance(path, OTPath):
+        args = (field, X, backend, path, t_floor)
+        solve = _flow_log_density
+    elif t_floor == 0:
+        args, solve = (field, X, backend), _path_log_density
+    else:
+        raise ValueError(
+            f"score_samples: a bandwidth bounded at t = 0 on {path!r} is not supported (the "
+            "change of variables through the hard-argmax limit is written for the OT path)."
+        )
+    log_p = solve(*args, rtol, atol)
+    loose = solve(*args, 10.0 * rtol, 10.0 * atol)
     both_zero = np.isneginf(log_p) & np.isneginf(loose)  # density 0 in both solves
     with np.errstate(invalid="ignore"):
         err = np.where(both_zero, 0.0, np.abs(log_p - loose))
     return log_p, err
 
 
-def _density_floor(field, x, log_det, t, backend, sigma_min):
+def _density_floor(field, x, log_det, t, backend, path):
     """Close the change of variables from ``t = DENSITY_T_FLOOR`` down to 0.
 
     With a finite ``h(0)`` the weights at ``t -> 0`` tend to the hard argmax of
@@ -207,11 +254,11 @@ def _density_floor(field, x, log_det, t, backend, sigma_min):
     which the flow from ``t = 0`` leaves empty when the support points are farther apart
     than about ``2 h(0)``) never stops growing: its density is 0.
     """
-    d, decay = x.shape[1], 1.0 - sigma_min
+    d, decay = x.shape[1], path.decay
     times = backend.asarray(np.full(x.shape[0], t))
     v, div = field.velocity_and_divergence(backend.asarray(x), times)
     v, div = backend.to_numpy(v).astype(np.float64), backend.to_numpy(div).astype(np.float64)
-    sigma = 1.0 - decay * t
+    sigma = path.sigma(t)
     rate = t * (div + d * decay / sigma)  # t a tr(Cov_w P^T P) / sigma_t
     zero = rate > DENSITY_ZERO_RATE
     # the rest of int_0^t div dt for one-hot weights: div = -d decay / sigma_t

@@ -449,7 +449,8 @@ class TrainingRun:
             return S, Q[:, :n_targets], Q
         if target == "exact":
             params, sigma_min = drawn[2], float(self.params.sigma_min)
-            return S, Q, lambda x, t: source.velocity(x, t, params, sigma_min=sigma_min)
+            extra = {} if self.params.path is None else {"path": self.params.path}
+            return S, Q, lambda x, t: source.velocity(x, t, params, sigma_min=sigma_min, **extra)
         return S, Q
 
     def _validation_tasks(self, source: Any, rng: np.random.Generator) -> list:
@@ -500,6 +501,8 @@ class TrainingRun:
             "exact_head": bool(p.exact_head),
             "sigma_min": float(p.sigma_min),
         }
+        if p.path is not None:  # the network's path (the OT default keeps older configs)
+            config["path"] = p.path
         model = build_model(CrossAttentionVelocity, config)
         model.reset_parameters(torch.Generator().manual_seed(seed))
         model.input_scale.fill_(input_scale)
@@ -555,6 +558,7 @@ class TrainingRun:
             self.model,
             lambda: self._draw(source, task_rng, p.target),
             sigma_min=float(p.sigma_min),
+            path=self.model.path,  # the network's own path: the loss regresses its field
             max_iter=p.max_iter,
             learning_rate=float(p.learning_rate),
             weight_decay=float(p.weight_decay),

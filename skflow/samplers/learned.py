@@ -23,7 +23,7 @@ from .._validation import (
     real,
     satisfies,
 )
-from ._base import SAMPLER_CONSTRAINTS, Backend, BaseFlowSampler, PreparedFlow
+from ._base import SAMPLER_CONSTRAINTS, Backend, BaseFlowSampler, PreparedFlow, check_path
 from ._batch import check_support_batch, is_support_list
 from ._fitted import FITTED, fitted_config, legacy_pickle, restore
 from ._frame import is_task_source
@@ -63,16 +63,18 @@ class LearnedFlowSampler(BaseFlowSampler):
 
     The network (:class:`skflow.nn.transformer.CrossAttentionVelocity`) takes noisy points
     ``x_t``, their times ``t`` and a support set ``S`` and returns a velocity. It is trained
-    once, with the flow-matching loss of the OT path, over many *tasks* (support set plus
-    target points from one distribution), then conditioned on new supports in context:
+    once, with the flow-matching loss of its path (the OT path by default), over many
+    *tasks* (support set plus target points from one distribution), then conditioned on new
+    supports in context:
     ``sample(n, support=S_new)`` needs no parameter update. With ``exact_head=True`` (default)
     the frozen exact Nadaraya-Watson field of the support is an input and a residual of the
     network, and the untrained model equals :class:`~skflow.NWFlowSampler`'s field exactly;
     training learns where and how to depart from the plug-in field.
 
     **Parameter groups.** What is learned: the network (``d_model``, ``n_heads``,
-    ``n_layers``, ``mlp_ratio``, ``exact_head``) on the path of ``sigma_min``; the training
-    (``max_iter``, ``max_time``, ``batch_tasks``, ``support_size``, ``n_targets``,
+    ``n_layers``, ``mlp_ratio``, ``exact_head``) on the path (``path``, or the OT path of
+    ``sigma_min``); the training (``max_iter``, ``max_time``, ``batch_tasks``,
+    ``support_size``, ``n_targets``,
     ``augment``, ``normalize``, ``learning_rate``, ``weight_decay``, ``warmup``,
     ``lr_schedule``, ``clip_grad``, ``time_sampling``, ``target``, ``ema_decay``,
     ``warm_start``), its early stopping (``validation_fraction``, ``n_iter_no_change``,
@@ -95,7 +97,13 @@ class LearnedFlowSampler(BaseFlowSampler):
     exact_head : bool, default=True
         Add the frozen exact NW head (input and gated residual of the output).
     sigma_min : float, default=0.01
-        Path noise at ``t = 1``.
+        Path noise at ``t = 1`` (of the default OT path; the path's own when ``path`` is
+        given).
+    path : GaussianPath or None, default=None
+        The probability path of the network and its training (:mod:`skflow.paths`, e.g.
+        ``CosinePath(0.05)``); None is ``OTPath(sigma_min)``. The fitted network keeps it in
+        its configuration (a path other than the default cannot be written to a JSON model
+        card).
     max_iter : int, default=2000
         Training iterations (one batch of tasks each). ``0`` leaves the network untrained:
         with ``exact_head=True`` that is exactly the plug-in NW field.
@@ -287,6 +295,7 @@ class LearnedFlowSampler(BaseFlowSampler):
         exact_head: bool = True,
         sigma_min: float = 0.01,
         *,
+        path: Any = None,
         max_iter: int = 2000,
         max_time: float | None = None,
         batch_tasks: int = 32,
@@ -324,6 +333,7 @@ class LearnedFlowSampler(BaseFlowSampler):
         self.mlp_ratio = mlp_ratio
         self.exact_head = exact_head
         self.sigma_min = sigma_min
+        self.path = path
         self.max_iter = max_iter
         self.max_time = max_time
         self.batch_tasks = batch_tasks
@@ -459,6 +469,7 @@ class LearnedFlowSampler(BaseFlowSampler):
         "n_targets": integer(),
         "augment": optional(choice(("auto", "rotate"))),
         "normalize": _check_normalize,
+        "path": check_path,
         "validation_interval": integer(),
         "warmup": integer(minimum=0),
         "n_iter_no_change": either("auto", integer(allow_none=True)),

@@ -30,9 +30,9 @@ from .._validation import (
     satisfies,
 )
 from ..exceptions import AccuracyWarning, MemorizationWarning
-from ..paths import OTPath
+from ..paths import GaussianPath, as_path
 from ._bandwidth import BANDWIDTH_RULES, support_frames
-from ._base import SAMPLER_CONSTRAINTS, Backend, BaseFlowSampler, PreparedFlow
+from ._base import SAMPLER_CONSTRAINTS, Backend, BaseFlowSampler, PreparedFlow, check_path
 from ._batch import DENSE_SUPPORT_ELEMENTS
 from ._density import closed_form_log_density, density_t_floor, log_density_and_error
 from ._kernel_geometry import KERNELS, check_projection, fit_projection, median_nn_distance
@@ -99,7 +99,7 @@ class NWFlowSampler(BaseFlowSampler):
     linear part of an affine transformer matters: the kernel sees differences
     ``x - t s_i``. An in-context ``support=`` reuses the fitted ``projection_``.
 
-    **Parameter groups.** What is computed: the flow (``bandwidth``, ``sigma_min``,
+    **Parameter groups.** What is computed: the flow (``bandwidth``, ``sigma_min``, ``path``,
     ``normalize``), its kernel geometry (``kernel``, ``projection``, ``kernel_reg``), the
     sampling solver (``solver``, ``n_steps``, ``rtol``, ``atol``), the field's times outside
     [0, 1] (``time_tolerance``), the density solve (``density_rtol``, ``density_atol``,
@@ -132,6 +132,17 @@ class NWFlowSampler(BaseFlowSampler):
         nearest-neighbour distance: the first term tracks the MMD-optimal bandwidth of
         held-out classes, the second keeps the memorisation ratio near 0.5 or above (constants
         and measurements: docs/auto_bandwidth.md). The flow then runs in the support's frame.
+        Ignored when ``path`` is given (the path carries its own terminal noise).
+    path : GaussianPath or None, default=None
+        The probability path (:mod:`skflow.paths`, e.g. ``CosinePath(0.05)``); None is the
+        OT path ``OTPath(sigma_min)``. Another path changes the kernel (``x - alpha_t s_i``,
+        bandwidth ``sigma_t / alpha_t``) and the affine map of the velocity, and its terminal
+        law is the KDE ``(1/m) sum_i N(alpha_1 s_i, sigma_1^2 I)`` (``score_samples`` in
+        closed form with ``bandwidth="ot"`` and the isotropic kernel; otherwise by the change
+        of variables in the path's time, except for a callable bandwidth bounded at
+        ``t = 0``, which is the OT path's only). With a path,
+        ``sigma_min="auto"`` is refused and ``fit(X, y)`` chooses nothing (the
+        ``sigma_min_grid`` candidates are OT paths).
     normalize : bool or "auto", default="auto"
         Per-support frame, the counterpart of :class:`~skflow.LearnedFlowSampler`'s: the flow
         runs in ``z = (x - c) / s`` from standard noise there (``c`` the support mean) and the
@@ -240,8 +251,8 @@ class NWFlowSampler(BaseFlowSampler):
         The support set (float32 if given in float32, float64 otherwise).
     n_features_in_ : int
         Number of features.
-    path_ : OTPath
-        The probability path.
+    path_ : GaussianPath
+        The probability path (``path``, or the OT path of the ``sigma_min`` in use).
     kde_bandwidth_ : float
         Bandwidth, in data units, of the Gaussian KDE that the flow of the fitted support
         samples.
@@ -297,6 +308,7 @@ class NWFlowSampler(BaseFlowSampler):
         bandwidth: Any = "ot",
         sigma_min: float | str = 0.01,
         *,
+        path: Any = None,
         normalize: Any = "auto",
         sigma_min_grid: Any = "default",
         cv: int = 5,
@@ -323,6 +335,7 @@ class NWFlowSampler(BaseFlowSampler):
     ):
         self.bandwidth = bandwidth
         self.sigma_min = sigma_min
+        self.path = path
         self.normalize = normalize
         self.sigma_min_grid = sigma_min_grid
         self.cv = cv
@@ -350,6 +363,7 @@ class NWFlowSampler(BaseFlowSampler):
     _parameter_constraints = {
         **SAMPLER_CONSTRAINTS,
         "sigma_min": _check_sigma_min,
+        "path": check_path,
         "normalize": _check_normalize,
         "sigma_min_grid": check_sigma_min_grid,
         "cv": integer(minimum=2),
@@ -383,7 +397,7 @@ class NWFlowSampler(BaseFlowSampler):
             among ``sigma_min_grid`` by the few-shot :meth:`score` on ``GroupKFold(cv)``
             splits of the classes (:func:`._selection.select_sigma_min`, the same as
             ``GridSearchCV`` with ``groups=y``); the choice is ``sigma_min_``. Ignored when
-            ``sigma_min_grid`` is None.
+            ``sigma_min_grid`` or ``path`` is not None.
 
         Returns
         -------
@@ -395,7 +409,12 @@ class NWFlowSampler(BaseFlowSampler):
         )
         for name in ("sigma_min_", "cv_scores_"):  # a refit forgets an earlier choice
             self.__dict__.pop(name, None)
-        if y is not None and self.sigma_min_grid is not None:
+        if self.path is not None and isinstance(self.sigma_min, str):
+            raise ValueError(
+                f"sigma_min={self.sigma_min!r} chooses the terminal noise of an OT path; with "
+                "path given the path's own sigma_min is used: leave sigma_min at a float."
+            )
+        if y is not None and self.sigma_min_grid is not None and self.path is None:
             grid = self.sigma_min_grid
             grid = DEFAULT_SIGMA_MIN_GRID if isinstance(grid, str) else tuple(grid)
             self.sigma_min_, self.cv_scores_ = select_sigma_min(self, X, y, grid, self.cv)
@@ -407,11 +426,16 @@ class NWFlowSampler(BaseFlowSampler):
         return self
 
     @property
-    def path_(self) -> OTPath:
+    def path_(self) -> GaussianPath:
         """The probability path of the fitted support's flow (in its frame, if any)."""
         if not hasattr(self, "support_"):
             raise AttributeError("path_ is set by fit.")
-        return OTPath(self._frame(self.support_)[2])
+        return self._flow_path(self._frame(self.support_)[2])
+
+    def _flow_path(self, sigma: float) -> GaussianPath:
+        """The path of a flow whose frame has terminal noise ``sigma``: ``path``, else the
+        OT path of ``sigma`` (decided here only)."""
+        return as_path(self.path, sigma)
 
     @property
     def kde_bandwidth_(self) -> float:
@@ -424,7 +448,10 @@ class NWFlowSampler(BaseFlowSampler):
 
     # -- the per-support frame -------------------------------------------------------------
     def _sigma_min(self) -> Any:
-        """The ``sigma_min`` in use: the one ``fit(X, y)`` chose, else the parameter."""
+        """The ``sigma_min`` in use: the path's, else the one ``fit(X, y)`` chose, else the
+        parameter."""
+        if self.path is not None:
+            return float(self.path.sigma_min)
         return self.__dict__.get("sigma_min_", self.sigma_min)
 
     def _uses_frame(self) -> bool:
@@ -519,7 +546,7 @@ class NWFlowSampler(BaseFlowSampler):
         engine for one support when ``engine="pruned"``, unless ``dense``)."""
         P = None if self.projection_ is None else backend.asarray(self.projection_)
         kwargs = {
-            "sigma_min": sigma,
+            "path": self._flow_path(sigma),
             "bandwidth": self.bandwidth,
             "projection": P,
             "chunk_size": self.chunk_size,
@@ -742,13 +769,14 @@ class NWFlowSampler(BaseFlowSampler):
             log_p = closed_form_log_density(field, X64, backend)
             err = np.zeros(log_p.shape)
         else:
+            path = self._flow_path(sigma)
             t_floor = density_t_floor(self.bandwidth, sigma, S64, self.projection_)
             backend = self._backend(adaptive=True)
             log_p, err = log_density_and_error(
                 self._nw_field(backend.asarray(S64), sigma, backend),  # one field for both solves
                 X64,
                 backend,
-                sigma_min=sigma,
+                path=path,
                 t_floor=t_floor,
                 rtol=float(self.density_rtol),
                 atol=float(self.density_atol),

@@ -5,7 +5,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .._validation import check_bool, check_int, check_real
-from ..paths import OTPath
+from ..paths import as_path
 from ._base import (
     SyntheticTasks,
     categorical,
@@ -160,13 +160,14 @@ class GaussianMixtureTasks(SyntheticTasks):
         return X, params
 
     @staticmethod
-    def posterior_mean(x, t, params, *, sigma_min=0.01):
-        """Exact ``E[x_1 | x_t = x]`` under the OT path, for the mixtures ``params``.
+    def posterior_mean(x, t, params, *, sigma_min=0.01, path=None):
+        """Exact ``E[x_1 | x_t = x]`` under the path (OT by default), for the mixtures ``params``.
 
-        With ``x_1`` from the mixture and ``x_t = t x_1 + sigma_t x_0``, ``x_t`` is a Gaussian
-        mixture with components ``N(t mu_k, t^2 Sigma_k + sigma_t^2 I)``; the posterior mean is
-        the responsibility-weighted ``mu_k + t Sigma_k (t^2 Sigma_k + sigma_t^2 I)^{-1}
-        (x - t mu_k)``, computed in each component's eigenbasis (no matrix inverse).
+        With ``x_1`` from the mixture and ``x_t = alpha_t x_1 + sigma_t x_0`` (``alpha_t = t``
+        on the OT path), ``x_t`` is a Gaussian mixture with components
+        ``N(alpha_t mu_k, alpha_t^2 Sigma_k + sigma_t^2 I)``; the posterior mean is the
+        responsibility-weighted ``mu_k + alpha_t Sigma_k (alpha_t^2 Sigma_k + sigma_t^2 I)^{-1}
+        (x - alpha_t mu_k)``, computed in each component's eigenbasis (no matrix inverse).
 
         Parameters
         ----------
@@ -177,16 +178,19 @@ class GaussianMixtureTasks(SyntheticTasks):
         params : GaussianMixtureParams
             From ``sample_tasks(..., return_params=True)``.
         sigma_min : float, default=0.01
-            Path noise at ``t = 1``.
+            Path noise at ``t = 1`` (of the default OT path; ignored when ``path`` is given).
+        path : GaussianPath, optional
+            The probability path; default ``OTPath(sigma_min)``.
 
         Returns
         -------
         mean : ndarray of shape (B, n, n_features), float64
         """
-        path = OTPath(sigma_min)
+        path = as_path(path, sigma_min)
         x = np.asarray(x, dtype=np.float64)
         t = np.broadcast_to(np.asarray(t, dtype=np.float64), x.shape[:2])[..., None]
         var_noise = path.sigma(t) ** 2  # (B, n, 1)
+        t = path.alpha(t)  # the signal coefficient (the time itself on the OT path)
         K = params.means.shape[1]
         log_resp = np.empty(x.shape[:2] + (K,))
         cond = np.empty(x.shape[:2] + (K, x.shape[2]))
@@ -204,10 +208,11 @@ class GaussianMixtureTasks(SyntheticTasks):
         resp /= resp.sum(axis=-1, keepdims=True)
         return np.einsum("bnk,bnkd->bnd", resp, cond)
 
-    def velocity(self, x, t, params, *, sigma_min=0.01):
-        """Exact population velocity of the OT path for the mixtures ``params``.
+    def velocity(self, x, t, params, *, sigma_min=0.01, path=None):
+        """Exact population velocity of the path (OT by default) for the mixtures ``params``.
 
-        ``u_t(x) = (E[x_1 | x_t = x] - (1 - sigma_min) x) / sigma_t``: the marginal field that
+        ``u_t(x) = (E[x_1 | x_t = x] - (1 - sigma_min) x) / sigma_t`` on the OT path (``path``'s
+        :meth:`~skflow.paths.GaussianPath.velocity_from_mean` otherwise): the marginal field that
         conditional flow matching regresses on in expectation, here without sampling noise
         (a low-variance regression target, ``LearnedFlowSampler(target="exact")``).
 
@@ -219,6 +224,9 @@ class GaussianMixtureTasks(SyntheticTasks):
         params : GaussianMixtureParams
             From ``sample_tasks(..., return_params=True)``.
         sigma_min : float, default=0.01
+            Path noise at ``t = 1`` (of the default OT path; ignored when ``path`` is given).
+        path : GaussianPath, optional
+            The probability path; default ``OTPath(sigma_min)``.
 
         Returns
         -------
@@ -234,8 +242,8 @@ class GaussianMixtureTasks(SyntheticTasks):
         >>> u.shape
         (3, 7, 2)
         """
-        path = OTPath(sigma_min)
+        path = as_path(path, sigma_min)
         x = np.asarray(x, dtype=np.float64)
         tt = np.broadcast_to(np.asarray(t, dtype=np.float64), x.shape[:2])[..., None]
-        mean = self.posterior_mean(x, tt[..., 0], params, sigma_min=sigma_min)
+        mean = self.posterior_mean(x, tt[..., 0], params, path=path)
         return path.velocity_from_mean(mean, x, tt)

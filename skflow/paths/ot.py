@@ -1,19 +1,10 @@
-"""Probability paths and their schedules.
+"""The Gaussian optimal-transport (OT) path of Lipman et al.
 
-A path fixes how noise ``X_0 ~ N(0, I)`` and data ``X_1`` are interpolated,
-``X_t = alpha_t X_1 + sigma_t X_0``, and therefore the conditional velocity a flow-matching
-model regresses on. skflow implements the Gaussian optimal-transport (OT) path of Lipman et al.,
-``alpha_t = t`` and ``sigma_t = 1 - (1 - sigma_min) t``; other paths can be added beside it with
-the same methods.
-
-All methods work on NumPy arrays and Torch tensors alike (plain operator arithmetic only) and
-accept ``t`` as a Python scalar or an array: a 1-D ``t`` of shape (n,) against a 2-D ``x`` of
-shape (n, d) is one time per row; any other ``t`` broadcasts against ``x`` as it is (batched
-times of shape (B, n) against ``x`` of shape (B, n, d) are passed as ``t[..., None]``).
-
-This is the only place ``sigma_t`` is written: the training loss, the networks, the task
-sources and the estimators take ``sigma_t``, conditional samples, regression targets and the
-velocity of a local mean from :class:`OTPath`.
+``alpha_t = t`` and ``sigma_t = 1 - (1 - sigma_min) t``: straight conditional paths, a target
+``x_1 - (1 - sigma_min) x_0`` independent of ``t``, and the closed forms of the bandwidth's
+inverse and of the field's affine map (``gain_t = 1``, ``decay_t = 1 - sigma_min``), which
+this class writes directly rather than through the generic formulae of
+:class:`~skflow.paths.GaussianPath` (they would round differently).
 """
 
 from __future__ import annotations
@@ -21,20 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ._validation import check_sigma_min
+from .._validation import check_sigma_min
+from .base import GaussianPath, column
 
 __all__ = ["OTPath"]
 
 
-def _column(t: Any, x: Any) -> Any:
-    """Reshape per-row times ``t`` of shape (n,) to (n, 1) so they broadcast against ``x``."""
-    if hasattr(t, "ndim") and t.ndim == 1 and hasattr(x, "ndim") and x.ndim == 2:
-        return t[:, None]
-    return t
-
-
 @dataclass(frozen=True)
-class OTPath:
+class OTPath(GaussianPath):
     """Gaussian optimal-transport path ``X_t = t X_1 + sigma_t X_0``.
 
     Parameters
@@ -70,6 +55,18 @@ class OTPath:
     def sigma(self, t: Any) -> Any:
         """Noise coefficient ``sigma_t = 1 - (1 - sigma_min) t``."""
         return 1.0 - self.decay * t
+
+    def d_alpha(self, t: Any) -> Any:
+        """``d alpha_t / dt = 1``."""
+        return 1.0
+
+    def d_sigma(self, t: Any) -> Any:
+        """``d sigma_t / dt = -(1 - sigma_min)``."""
+        return -self.decay
+
+    def velocity_coefficients(self, t: Any) -> tuple[float, float]:
+        """``(gain_t, decay_t) = (1, 1 - sigma_min)``: constant (exactly 1, not rounded)."""
+        return 1.0, self.decay
 
     def bandwidth(self, t: Any) -> Any:
         """OT bandwidth ``h(t) = sigma_t / t`` of the rescaled KDE (infinite at ``t = 0``)."""
@@ -109,7 +106,7 @@ class OTPath:
         ...                         np.array([0.0, 1.0])).ravel().tolist()
         [1.0, 4.5]
         """
-        tc = _column(t, x0)
+        tc = column(t, x0)
         return tc * x1 + self.sigma(tc) * x0
 
     def target_velocity(self, xt: Any, x1: Any, t: Any) -> Any:
@@ -121,7 +118,7 @@ class OTPath:
         """
         return self.velocity_from_mean(x1, xt, t)
 
-    def conditional_velocity(self, x0: Any, x1: Any) -> Any:
+    def conditional_velocity(self, x0: Any, x1: Any, t: Any = None) -> Any:
         """Regression target of flow matching ``x_1 - (1 - sigma_min) x_0``.
 
         It equals :meth:`target_velocity` at ``x_t = sample_conditional(x0, x1, t)`` for
@@ -132,6 +129,8 @@ class OTPath:
         ----------
         x0, x1 : array or tensor of shape (..., d)
             Noise and data end points.
+        t : ignored
+            The OT target is the same at every time.
 
         Returns
         -------
@@ -171,7 +170,7 @@ class OTPath:
         >>> path.velocity_from_mean(np.array([[3.0]]), np.array([[2.0]]), 0.0).tolist()
         [[2.0]]
         """
-        tc = _column(t, x)
+        tc = column(t, x)
         return (mean - self.decay * x) / self.sigma(tc)
 
     def mean_from_velocity(self, velocity: Any, x: Any, t: Any) -> Any:
@@ -195,9 +194,5 @@ class OTPath:
         >>> path.mean_from_velocity(np.array([[2.0]]), np.array([[2.0]]), 0.0).tolist()
         [[3.0]]
         """
-        tc = _column(t, x)
+        tc = column(t, x)
         return self.sigma(tc) * velocity + self.decay * x
-
-    #: Former names, kept so code written against them keeps working.
-    sample_xt = sample_conditional
-    conditional_target = conditional_velocity

@@ -1,0 +1,60 @@
+"""The path as a parameter: NWFlowSampler(path=...) is stored as given and used everywhere."""
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+
+from skflow import NWFlowSampler
+from skflow._validation import InvalidParameterError
+from skflow.field import NWField
+from skflow.paths import OTPath
+
+
+def _support(seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((12, 2)), rng.standard_normal((7, 2))
+
+
+def test_a_given_path_wins_over_sigma_min():
+    S, X = _support()
+    given = NWFlowSampler(sigma_min=0.3, path=OTPath(0.05), random_state=0).fit(S)
+    plain = NWFlowSampler(sigma_min=0.05, random_state=0).fit(S)
+    assert given.path_ == OTPath(0.05) and given.kde_bandwidth_ == 0.05
+    np.testing.assert_array_equal(given.velocity(X, 0.7), plain.velocity(X, 0.7))
+    np.testing.assert_array_equal(given.sample(9), plain.sample(9))
+    np.testing.assert_array_equal(given.score_samples(X), plain.score_samples(X))
+    # the change of variables (a float bandwidth) receives the path too
+    a = NWFlowSampler(1.3, 0.3, path=OTPath(0.2)).fit(S[:5]).score_samples(X[:3])
+    b = NWFlowSampler(1.3, 0.2).fit(S[:5]).score_samples(X[:3])
+    np.testing.assert_array_equal(a, b)
+
+
+def test_the_path_parameter_is_stored_as_given_and_clones():
+    path = OTPath(0.05)
+    sampler = NWFlowSampler(path=path)
+    assert sampler.get_params()["path"] is path
+    assert clone(sampler).get_params()["path"] == path
+    assert NWFlowSampler().get_params()["path"] is None
+
+
+def test_bad_paths_are_refused():
+    S, _ = _support()
+    with pytest.raises(InvalidParameterError, match="GaussianPath"):
+        NWFlowSampler(path=0.05).fit(S)
+    with pytest.raises(ValueError, match="path's own sigma_min"):
+        NWFlowSampler(sigma_min="auto", path=OTPath(0.05)).fit(S)
+
+
+def test_with_a_path_fit_with_labels_selects_nothing():
+    S, _ = _support()
+    y = np.repeat([0, 1, 2], 4)
+    sampler = NWFlowSampler(path=OTPath(0.05), cv=3).fit(S, y)
+    assert not hasattr(sampler, "sigma_min_") and sampler.path_ == OTPath(0.05)
+
+
+def test_the_field_takes_a_path_object():
+    S, X = _support()
+    np.testing.assert_array_equal(
+        NWField(S, sigma_min=0.5, path=OTPath(0.05)).velocity(X, 0.4),
+        NWField(S, sigma_min=0.05).velocity(X, 0.4),
+    )
