@@ -1,8 +1,9 @@
 #!/usr/bin/env python
-"""Counts of the fuzz suite's cases and outcomes, from one run of ``tests/test_fuzz.py``.
+"""Counts of the fuzz suite's cases and outcomes, from one run of ``tests/project/test_fuzz.py``.
 
-Runs ``python -m pytest tests/test_fuzz.py`` in a subprocess with ``SKFLOW_FUZZ_COUNTS`` set,
-so the suite itself records, per test, how many cases Hypothesis ran through the test body
+Runs ``python -m pytest tests/project/test_fuzz.py`` in a subprocess with
+``SKFLOW_FUZZ_COUNTS`` set, so the suite itself records, per test, how many cases Hypothesis
+ran through the test body
 and how every checked call ended (a valid result, a ``ValueError``, a ``TypeError``); then
 prints them as a Markdown table with the command, the wall time and the machine (cores, load
 average). The suite is derandomized, so the counts are a function of the code and of the
@@ -55,7 +56,7 @@ def run_suite() -> tuple[dict, float]:
         for name in ("SKFLOW_FUZZ_SCALE", "SKFLOW_FUZZ_RANDOM", "SKFLOW_FUZZ_NO_SHRINK"):
             env.pop(name, None)
         # the slow tests too: the deep NWFlowSampler run is part of the documented counts
-        command = [sys.executable, "-m", "pytest", "tests/test_fuzz.py", "-q", "-m", ""]
+        command = [sys.executable, "-m", "pytest", "tests/project/test_fuzz.py", "-q", "-m", ""]
         t0 = time.perf_counter()
         done = subprocess.run(command + ["-p", "no:cacheprovider"], cwd=ROOT, env=env)
         wall = time.perf_counter() - t0

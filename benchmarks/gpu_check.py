@@ -41,8 +41,9 @@ makes a crashing child print its Python traceback; at the time cap a child first
 process group is killed.
 
 Without CUDA it exits at once with status 2, unless ``--self-test``: every step then runs on
-the CPU on tiny shapes and one thread (``tests_cuda`` only on ``tests/test_cuda_loud.py``, one
-training variant; ``SELF_TEST_SKIPS`` lists the steps it leaves out), so that the script's
+the CPU on tiny shapes and one thread (``tests_cuda`` only on
+``tests/project/test_cuda_loud.py``, one training variant; ``SELF_TEST_SKIPS`` lists the steps
+it leaves out), so that the script's
 own code paths (subprocesses, JSON, the docs fragment, ``--apply``) are tested in CI.
 A self-test fragment is refused by ``--apply`` unless ``--allow-self-test`` is given.
 """
@@ -197,8 +198,8 @@ def _stop(proc: subprocess.Popen) -> None:
 def pytest_argv(name: str, out: Path, self_test: bool, maxfail: int) -> list[str]:
     marker = "cuda" if name == "tests_cuda" else "not slow and not cuda"
     # the script's own CPU self-test is not what a GPU run is for
-    paths = ["tests/test_cuda_loud.py"] if self_test else ["tests"]
-    paths += [] if self_test else ["--ignore=tests/test_gpu_check.py"]
+    paths = ["tests/project/test_cuda_loud.py"] if self_test else ["tests"]
+    paths += [] if self_test else ["--ignore=tests/project/test_gpu_check.py"]
     return [
         sys.executable,
         "-m",

@@ -4,7 +4,7 @@
 A new user pastes one snippet into a new ``python``: this runs each ```` ```python ```` block of
 the README the same way (``python -c``, from an empty temporary folder, the machine's default
 threads), prints its output and its wall time, with the machine's cores and load average
-before and after. The README quotes these times; ``tests/test_readme.py`` checks that the
+before and after. The README quotes these times; ``tests/project/test_readme.py`` checks that the
 snippets run and print what their comments say (with a shrunk ``max_iter``).
 
 Usage::

@@ -2,7 +2,7 @@
 
 ``python -m skflow.priors --write-docs`` rewrites the page from the ``.json`` cards in
 ``skflow/priors/data/``: every number on it is a field of a card that the training command
-wrote, so the page cannot drift from the weights (``tests/test_pretrained.py`` checks it).
+wrote, so the page cannot drift from the weights (``tests/priors/test_pretrained.py`` checks it).
 """
 
 from __future__ import annotations

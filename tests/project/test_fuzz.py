@@ -18,7 +18,8 @@ The suite is derandomized (``derandomize=True``, no example database; ``tests/co
 imports every ``skflow`` module first, so the examples do not depend on which tests ran
 before), so every run tries the same examples; ``max_examples`` keeps the default run of the
 file short (the deep ``NWFlowSampler`` run, ``test_nw_flow_sampler_deep``, is marked ``slow``:
-``python -m pytest -m slow tests/test_fuzz.py``). ``python -m pytest tests/test_fuzz.py -s`` prints
+``python -m pytest -m slow tests/project/test_fuzz.py``).
+``python -m pytest tests/project/test_fuzz.py -s`` prints
 the number of cases tried per test and how they ended; with ``SKFLOW_FUZZ_COUNTS=PATH`` in
 the environment the counts are also written to ``PATH`` as JSON, which
 ``python benchmarks/fuzz_counts.py --write-docs`` turns into the table of

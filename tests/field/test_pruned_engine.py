@@ -2,7 +2,7 @@
 ``NWFlowSampler(engine=...)`` against the dense field, with their recorded error bounds.
 
 The engine's own bound honesty over >= 10^4 (query, time) pairs is tested in
-``tests/test_pruned.py``; here: the integration (per-row and scalar times, NumPy and Torch,
+``tests/field/test_pruned.py``; here: the integration (per-row and scalar times, NumPy and Torch,
 projections, the sampler's terminal law and its recorded bound, the ``auto`` rule).
 """
 

@@ -208,7 +208,7 @@ def test_model_card_page_is_written_from_the_card(name):
 
     from skflow.priors.model_card import card_markdown
 
-    page = Path(__file__).resolve().parents[1] / "docs" / "pretrained.md"
+    page = Path(__file__).resolve().parents[2] / "docs" / "pretrained.md"
     assert card_markdown(name, CARDS[name]) in page.read_text()
 
 
@@ -351,7 +351,7 @@ def test_shipped_files_are_package_data():
     import tomllib
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     config = tomllib.loads((root / "pyproject.toml").read_text())
     patterns = config["tool"]["setuptools"]["package-data"]["skflow.priors"]
     package = root / "skflow" / "priors"

@@ -22,7 +22,7 @@ import pytest
 
 import skflow
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 #: Public modules (as in the API reference); those that do not exist yet are skipped.
 PUBLIC_MODULES = [

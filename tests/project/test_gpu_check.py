@@ -6,7 +6,7 @@ to work before a GPU run. The GPU numbers themselves only come from a GPU.
 
 The three tests of the ``--self-test`` run are marked ``slow`` (the run starts a Python per
 step: about 45 s on a loaded 2-core machine); run them with ``python -m pytest -m slow
-tests/test_gpu_check.py`` before a GPU check. The rest (exit without CUDA, time cap, crash
+tests/project/test_gpu_check.py`` before a GPU check. The rest (exit without CUDA, time cap, crash
 isolation, ``--apply`` markers, the reported rates and targets) run by default.
 """
 
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "gpu_check.py"
 
 

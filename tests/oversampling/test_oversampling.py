@@ -22,7 +22,7 @@ from skflow import LearnedFlowSampler, NWFlowSampler, make_sampling_pipeline  # 
 from skflow.metrics import distance_to_closest_record, memorization_ratio  # noqa: E402
 from skflow.oversampling import FlowOverSampler, oversampling_memorization  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def imbalanced(n_major=120, n_minor=12, d=5, seed=0, low_rank=False):

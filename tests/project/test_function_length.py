@@ -11,7 +11,7 @@ import io
 import tokenize
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1] / "skflow"
+ROOT = Path(__file__).resolve().parents[2] / "skflow"
 MAX_LINES = 80
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1] / "skflow"
+ROOT = Path(__file__).resolve().parents[2] / "skflow"
 
 #: Layer of a module, from its dotted path below ``skflow`` (first match of the prefixes).
 LAYERS = (

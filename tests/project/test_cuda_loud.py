@@ -33,7 +33,7 @@ from skflow.field import (
 )
 from skflow.tasks import GaussianMixtureTasks
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA is not available")
 SIGMA_MIN = 0.01
 TOL = {torch.float64: 1e-10, torch.float32: 1e-4}

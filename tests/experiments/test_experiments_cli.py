@@ -18,7 +18,7 @@ import pytest
 from skflow.experiments import EXPERIMENTS, _report, attention, collapse
 from skflow.experiments import __main__ as cli
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _module(name):
