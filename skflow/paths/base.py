@@ -155,6 +155,15 @@ class GaussianPath:
         Returns
         -------
         xt : array or tensor of the shape of ``x0``
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from skflow.paths import OTPath
+        >>> path = OTPath(sigma_min=0.5)
+        >>> path.sample_conditional(np.ones((2, 1)), np.full((2, 1), 4.0),
+        ...                         np.array([0.0, 1.0])).ravel().tolist()
+        [1.0, 4.5]
         """
         tc = column(t, x0)
         return self.alpha(tc) * x1 + self.sigma(tc) * x0

@@ -68,10 +68,6 @@ class OTPath(GaussianPath):
         """``(gain_t, decay_t) = (1, 1 - sigma_min)``: constant (exactly 1, not rounded)."""
         return 1.0, self.decay
 
-    def bandwidth(self, t: Any) -> Any:
-        """OT bandwidth ``h(t) = sigma_t / t`` of the rescaled KDE (infinite at ``t = 0``)."""
-        return self.sigma(t) / t
-
     def time_of_bandwidth(self, h: Any) -> Any:
         """Inverse of :meth:`bandwidth`: the time ``t = 1 / (h + 1 - sigma_min)`` of ``h(t) = h``.
 
@@ -82,41 +78,6 @@ class OTPath(GaussianPath):
         0.25
         """
         return 1.0 / (h + self.decay)
-
-    def sample_conditional(self, x0: Any, x1: Any, t: Any) -> Any:
-        """Conditional path sample ``x_t = t x_1 + sigma_t x_0``.
-
-        Parameters
-        ----------
-        x0, x1 : array or tensor of shape (n, d) or (..., d)
-            Noise and data end points.
-        t : float or array of shape (n,) or broadcastable to ``x0``
-            Times in [0, 1]. A 1-D ``t`` against 2-D ``x0`` is one time per row; otherwise
-            ``t`` broadcasts as is (give batched times as ``t[..., None]``).
-
-        Returns
-        -------
-        xt : array or tensor of the shape of ``x0``
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> path = OTPath(sigma_min=0.5)
-        >>> path.sample_conditional(np.ones((2, 1)), np.full((2, 1), 4.0),
-        ...                         np.array([0.0, 1.0])).ravel().tolist()
-        [1.0, 4.5]
-        """
-        tc = column(t, x0)
-        return tc * x1 + self.sigma(tc) * x0
-
-    def target_velocity(self, xt: Any, x1: Any, t: Any) -> Any:
-        """Conditional velocity ``u_t(x | x_1) = (x_1 - (1 - sigma_min) x) / sigma_t``.
-
-        Along the conditional path this equals ``x_1 - (1 - sigma_min) x_0``, the regression
-        target of flow matching (:meth:`conditional_velocity`). ``t`` broadcasts as in
-        :meth:`sample_conditional`.
-        """
-        return self.velocity_from_mean(x1, xt, t)
 
     def conditional_velocity(self, x0: Any, x1: Any, t: Any = None) -> Any:
         """Regression target of flow matching ``x_1 - (1 - sigma_min) x_0``.
