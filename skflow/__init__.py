@@ -10,11 +10,14 @@ from .projection import FlowProjection
 from .samplers import (
     BestClassicalSampler,
     BICGaussianMixtureSampler,
+    DensityOptions,
     EmpiricalBayesGaussianSampler,
+    EngineOptions,
     LearnedFlowSampler,
     LedoitWolfSampler,
     NWFlowSampler,
     PooledGaussianSampler,
+    SolverOptions,
 )
 
 __version__ = "0.1.0.dev0"
@@ -22,13 +25,16 @@ __version__ = "0.1.0.dev0"
 __all__ = [
     "BICGaussianMixtureSampler",
     "BestClassicalSampler",
+    "DensityOptions",
     "EmpiricalBayesGaussianSampler",
+    "EngineOptions",
     "FlowProjection",
     "LearnedFlowSampler",
     "LedoitWolfSampler",
     "NWFlowSampler",
     "PooledGaussianSampler",
     "SamplingPipeline",
+    "SolverOptions",
     "__version__",
     "make_sampling_pipeline",
 ]

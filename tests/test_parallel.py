@@ -5,14 +5,14 @@ import numpy as np
 import pytest
 from joblib import parallel_config
 
-from skflow import NWFlowSampler
+from skflow import NWFlowSampler, SolverOptions
 from skflow.samplers._base import SAMPLING_BATCH_SIZE
 
 
 @pytest.fixture(scope="module")
 def fitted():
     support = np.random.default_rng(0).normal(size=(40, 3))
-    return NWFlowSampler(n_steps=4, random_state=0).fit(support)
+    return NWFlowSampler(random_state=0, solver=SolverOptions(n_steps=4)).fit(support)
 
 
 def _with_jobs(sampler, n_jobs):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from skflow import FlowProjection, LearnedFlowSampler, NWFlowSampler
+from skflow import FlowProjection, LearnedFlowSampler, NWFlowSampler, SolverOptions
 from skflow.diagnostics import diagnose, neff_along_path
 from skflow.exceptions import InvalidParameterError
 from skflow.field import NWField, nw_velocity
@@ -52,7 +52,7 @@ ENTRY_POINTS = {
         ("GaussianMixtureTasks.velocity", _gmm_velocity),
     ],
     "n_steps": [
-        ("NWFlowSampler", lambda v: NWFlowSampler(n_steps=v).fit(S)),
+        ("NWFlowSampler", lambda v: NWFlowSampler(solver=SolverOptions(n_steps=v)).fit(S)),
         ("LearnedFlowSampler", lambda v: LearnedFlowSampler(n_steps=v, max_iter=0).fit(S)),
         ("diagnose", lambda v: diagnose(S, n_steps=v)),
         ("neff_along_path", lambda v: neff_along_path(S, n_steps=v)),
@@ -122,8 +122,8 @@ def test_same_mistake_same_error(param, func, bad):
 def test_invalid_parameter_error_is_both_value_and_type_error():
     # code written against either exception keeps catching every parameter mistake
     for caught in (ValueError, TypeError):
-        with pytest.raises(caught, match="n_steps must be"):
-            NWFlowSampler(n_steps=1.5).fit(S)
+        with pytest.raises(caught, match="n_steps of SolverOptions must be"):
+            NWFlowSampler(solver=SolverOptions(n_steps=1.5)).fit(S)
 
 
 def test_invalid_parameter_error_is_public():
@@ -139,15 +139,15 @@ def _learned():
 #: (estimator factory, bad parameter values, public calls that run after set_params)
 AFTER_SET_PARAMS = [
     (
-        lambda: NWFlowSampler(n_steps=2, random_state=0).fit(S),
+        lambda: NWFlowSampler(random_state=0, solver=SolverOptions(n_steps=2)).fit(S),
         [
             {"engine": "bogus"},
             {"kernel_reg": -1},
-            {"pruned_rtol": 5},
+            {"solver": "bogus"},
             {"kernel": "foo"},
             {"backend": "foo"},
             {"device": "tpu"},
-            {"density_rtol": 0.0},
+            {"density": "tight"},
         ],
         [
             lambda s: s.sample(2),

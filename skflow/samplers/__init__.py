@@ -9,13 +9,17 @@ from .classical import (
 )
 from .learned import LearnedFlowSampler
 from .nw import NWFlowSampler
+from .options import DensityOptions, EngineOptions, SolverOptions
 
 __all__ = [
     "BICGaussianMixtureSampler",
     "BestClassicalSampler",
+    "DensityOptions",
+    "EngineOptions",
     "EmpiricalBayesGaussianSampler",
     "LearnedFlowSampler",
     "LedoitWolfSampler",
     "NWFlowSampler",
     "PooledGaussianSampler",
+    "SolverOptions",
 ]

@@ -68,10 +68,11 @@ def select_sigma_min(sampler: Any, X: np.ndarray, y: Any, grid: Any, cv: int) ->
     Examples
     --------
     >>> import numpy as np
-    >>> from skflow import NWFlowSampler
+    >>> from skflow import NWFlowSampler, SolverOptions
     >>> rng = np.random.default_rng(0)
     >>> X, y = rng.normal(size=(40, 2)), np.repeat(np.arange(4), 10)
-    >>> best, scores = select_sigma_min(NWFlowSampler(n_steps=5), X, y, (0.1, 0.5), 2)
+    >>> sampler = NWFlowSampler(solver=SolverOptions(n_steps=5))
+    >>> best, scores = select_sigma_min(sampler, X, y, (0.1, 0.5), 2)
     >>> scores.shape
     (2, 2)
     """

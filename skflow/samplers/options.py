@@ -1,0 +1,290 @@
+"""Option groups of :class:`~skflow.NWFlowSampler`: the sampling solver, the density solve and
+the velocity engine, each one validated frozen dataclass passed as one parameter.
+
+Each group gathers settings that act in one place only (the solve of :meth:`sample`, the
+change of variables of :meth:`score_samples`, the field's engine and block sizes), so the
+estimator keeps the parameters that say *what* is computed. The parameter also accepts the
+group's usual name alone (``solver="rk4"``, ``engine="pruned"``), which means the group with
+that name and default settings. Values compare by value, so ``clone``, ``get_params`` and
+``GridSearchCV`` handle them like any other parameter.
+
+The former separate keywords (``n_steps``, ``density_rtol``, ``chunk_size``, ...) are
+folded into their group for one release, with a :class:`FutureWarning`
+(:func:`fold_deprecated`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import math
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .._validation import (
+    InvalidParameterError,
+    check_choice,
+    check_int,
+    check_real,
+    check_time_tolerance,
+)
+from ..solvers import METHODS
+
+__all__ = [
+    "DEPRECATED_KEYWORDS",
+    "DensityOptions",
+    "EngineOptions",
+    "SAMPLER_ENGINES",
+    "SolverOptions",
+    "density_options",
+    "engine_options",
+    "fold_deprecated",
+    "hide_deprecated_keywords",
+    "solver_options",
+]
+
+#: Velocity engines of :class:`~skflow.NWFlowSampler` (its ``engine`` parameter).
+SAMPLER_ENGINES = ("auto", "dense", "pruned")
+
+
+@dataclass(frozen=True)
+class SolverOptions:
+    """The ODE solve of ``sample`` and ``sample_trajectories`` (the ``solver`` parameter).
+
+    Parameters
+    ----------
+    method : {"euler", "midpoint", "heun", "rk4", "dopri5"}, default="heun"
+        ODE solver (see :mod:`skflow.solvers`).
+    n_steps : int, default=100
+        Steps of the fixed-step methods.
+    rtol, atol : float, default=1e-5
+        Tolerances of ``"dopri5"``.
+    time_tolerance : float, default=inf
+        How :meth:`~skflow.NWFlowSampler.velocity` (and the other field methods) treat times
+        outside [0, 1]: within this distance they are evaluated at the nearest end, the field
+        frozen (continuous, so the flow on [0, 1] is unchanged). The default accepts every
+        finite time, so third-party adaptive solvers that probe stages past ``t = 1``
+        (torchdiffeq's ``dopri5``, ``flow_matching``'s ``ODESolver``) need no wrapper; a
+        finite value (e.g. ``1e-6``) refuses farther times with a ``ValueError``. Sampling
+        itself only uses [0, 1].
+
+    Examples
+    --------
+    >>> from skflow import NWFlowSampler, SolverOptions
+    >>> NWFlowSampler(solver=SolverOptions("rk4", n_steps=20)).solver.n_steps
+    20
+    """
+
+    method: str = "heun"
+    n_steps: int = 100
+    rtol: float = 1e-5
+    atol: float = 1e-5
+    time_tolerance: float = math.inf
+
+    def __post_init__(self) -> None:
+        check_choice(self.method, "method of SolverOptions", METHODS)
+        check_int(self.n_steps, "n_steps of SolverOptions")
+        check_real(self.rtol, "rtol of SolverOptions", low=0.0, low_open=True)
+        check_real(self.atol, "atol of SolverOptions", low=0.0, low_open=True)
+        check_time_tolerance(self.time_tolerance, "time_tolerance of SolverOptions")
+
+
+@dataclass(frozen=True)
+class DensityOptions:
+    """The adaptive change-of-variables solve of ``score_samples`` where there is no closed
+    form (the ``density`` parameter); independent of the sampling solver.
+
+    Parameters
+    ----------
+    rtol, atol : float, default=1e-8
+        Relative and absolute tolerances of the solve (on the state ``x e^(-s)`` and the
+        log-determinant, see :meth:`~skflow.NWFlowSampler.log_density_with_error`). The
+        defaults keep the log-density within about ``1e-3`` nats of the exact value at
+        ``sigma_min = 0.01`` (measured in ``docs/user_guide.rst``); the error scales about
+        linearly with them.
+    max_error : float, default=0.1
+        ``score_samples`` issues an :class:`~skflow.exceptions.AccuracyWarning` when the
+        error estimate of a row exceeds this many nats.
+
+    Examples
+    --------
+    >>> from skflow import DensityOptions
+    >>> DensityOptions(rtol=1e-6).atol
+    1e-08
+    """
+
+    rtol: float = 1e-8
+    atol: float = 1e-8
+    max_error: float = 0.1
+
+    def __post_init__(self) -> None:
+        for name in ("rtol", "atol", "max_error"):
+            check_real(getattr(self, name), f"{name} of DensityOptions", low=0.0, low_open=True)
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """How the velocity is computed (the ``engine`` parameter); none of these change the
+    result beyond rounding, and the certified tolerance of the pruned engine.
+
+    Parameters
+    ----------
+    engine : {"auto", "dense", "pruned"}, default="auto"
+        ``"dense"``: every support point at every evaluation (:class:`skflow.field.NWField`'s
+        dense and attention engines). ``"pruned"``: the certified pruned engine
+        (:mod:`skflow.field.pruned`): the support is clustered once and, per block of
+        queries, clusters whose total weight is provably below ``pruned_rtol`` are skipped;
+        the proven bound on the velocity error is kept (``sampling_error_bound_``).
+        ``"auto"``: dense, for now: over a whole sampling run the pruned engine has not
+        measured faster than dense on any support tried (``benchmarks/bench_large_support.py``,
+        docs/large_support.md). Weights, ``n_eff``, divergences and densities are always dense.
+    pruned_rtol : float, default=1e-10
+        Target of the neglected weight per query for ``engine="pruned"``.
+    chunk_size : int, optional
+        Queries per block of the ``(chunk, m)`` kernel matrix; by default the field plans it
+        (near 64 MiB).
+    support_chunk_size : int, optional
+        Support rows per chunk when the support is streamed (online log-sum-exp over
+        support chunks, memory independent of ``m``). By default the field streams supports
+        too large for a dense block (``m * max(d, 64) > 2**23``) by itself; see
+        :func:`skflow.field.nw_logits`.
+
+    Examples
+    --------
+    >>> from skflow import EngineOptions
+    >>> EngineOptions("pruned", pruned_rtol=1e-8).chunk_size is None
+    True
+    """
+
+    engine: str = "auto"
+    pruned_rtol: float = 1e-10
+    chunk_size: int | None = None
+    support_chunk_size: int | None = None
+
+    def __post_init__(self) -> None:
+        check_choice(self.engine, "engine of EngineOptions", SAMPLER_ENGINES)
+        check_real(
+            self.pruned_rtol, "pruned_rtol of EngineOptions", low=0.0, high=1.0, low_open=True
+        )
+        check_int(self.chunk_size, "chunk_size of EngineOptions", allow_none=True)
+        check_int(self.support_chunk_size, "support_chunk_size of EngineOptions", allow_none=True)
+
+
+def _group(value: Any, name: str, cls: type, by_name: str | None) -> Any:
+    """``value`` as an instance of ``cls``: itself, ``cls()`` for None (when there is no
+    name), or ``cls(**{by_name: value})`` for a name."""
+    if isinstance(value, cls):
+        return value
+    if by_name is None and value is None:
+        return cls()
+    if by_name is not None and isinstance(value, str):
+        return cls(**{by_name: value})
+    accepted = "a name or " if by_name else "None or "
+    raise InvalidParameterError(f"{name} must be {accepted}{cls.__name__}, got {value!r}.")
+
+
+def solver_options(value: Any, name: str = "solver") -> SolverOptions:
+    """The :class:`SolverOptions` of a ``solver`` parameter (a method name or the object).
+
+    Examples
+    --------
+    >>> solver_options("rk4").n_steps
+    100
+    """
+    if isinstance(value, str):
+        check_choice(value, name, METHODS)
+    return _group(value, name, SolverOptions, "method")
+
+
+def density_options(value: Any, name: str = "density") -> DensityOptions:
+    """The :class:`DensityOptions` of a ``density`` parameter (None: the defaults).
+
+    Examples
+    --------
+    >>> density_options(None).max_error
+    0.1
+    """
+    return _group(value, name, DensityOptions, None)
+
+
+def engine_options(value: Any, name: str = "engine") -> EngineOptions:
+    """The :class:`EngineOptions` of an ``engine`` parameter (an engine name or the object).
+
+    Examples
+    --------
+    >>> engine_options("pruned").pruned_rtol
+    1e-10
+    """
+    if isinstance(value, str):
+        check_choice(value, name, SAMPLER_ENGINES)
+    return _group(value, name, EngineOptions, "engine")
+
+
+#: Former keywords of :class:`~skflow.NWFlowSampler`: ``old: (parameter, field)``.
+DEPRECATED_KEYWORDS = {
+    "n_steps": ("solver", "n_steps"),
+    "rtol": ("solver", "rtol"),
+    "atol": ("solver", "atol"),
+    "time_tolerance": ("solver", "time_tolerance"),
+    "density_rtol": ("density", "rtol"),
+    "density_atol": ("density", "atol"),
+    "density_max_error": ("density", "max_error"),
+    "chunk_size": ("engine", "chunk_size"),
+    "support_chunk_size": ("engine", "support_chunk_size"),
+    "pruned_rtol": ("engine", "pruned_rtol"),
+}
+_AS_OPTIONS = {"solver": solver_options, "density": density_options, "engine": engine_options}
+
+
+def fold_deprecated(
+    current: dict[str, Any], old: dict[str, Any], owner: str, *, warn: bool = True
+) -> dict[str, Any]:
+    """The new parameters with the former keywords ``old`` folded in.
+
+    ``current`` holds the groups' parameters as set (``solver``, ``density``, ``engine``);
+    each former keyword replaces its field in its group, with a :class:`FutureWarning`
+    naming the new spelling (unless ``warn`` is False, for pickles of former versions).
+    Unknown keywords raise ``TypeError``, as Python does. Only the groups that change are
+    returned.
+
+    Examples
+    --------
+    >>> fold_deprecated({"solver": "rk4"}, {"n_steps": 5}, "NWFlowSampler", warn=False)
+    {'solver': SolverOptions(method='rk4', n_steps=5, rtol=1e-05, atol=1e-05, time_tolerance=inf)}
+    """
+    updates: dict[str, Any] = {}
+    for key, value in old.items():
+        if key not in DEPRECATED_KEYWORDS:
+            raise TypeError(f"{owner}.__init__() got an unexpected keyword argument {key!r}")
+        param, field = DEPRECATED_KEYWORDS[key]
+        group = _AS_OPTIONS[param](updates.get(param, current.get(param)), param)
+        updates[param] = dataclasses.replace(group, **{field: value})
+        if warn:
+            cls = type(group).__name__
+            warnings.warn(
+                f"{owner}({key}=...) is deprecated and will be removed in the next release; "
+                f"use {owner}({param}={cls}(..., {field}={value!r})).",
+                FutureWarning,
+                stacklevel=3,
+            )
+    return updates
+
+
+def hide_deprecated_keywords(init: Callable) -> Callable:
+    """Decorate an ``__init__`` that takes the former keywords as ``**deprecated``: its
+    signature, as :func:`inspect.signature` (hence scikit-learn's ``get_params`` and its
+    estimator checks, and ``help``) reports it, lists the parameters only.
+
+    Examples
+    --------
+    >>> import inspect
+    >>> def f(self, a=1, **deprecated): ...
+    >>> list(inspect.signature(hide_deprecated_keywords(f)).parameters)
+    ['self', 'a']
+    """
+    signature = inspect.signature(init)
+    kept = [p for p in signature.parameters.values() if p.kind is not p.VAR_KEYWORD]
+    init.__signature__ = signature.replace(parameters=kept)
+    return init
