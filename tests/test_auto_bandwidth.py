@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from sklearn.neighbors import KernelDensity
 
-from skflow import NWFlowSampler, SolverOptions
+from skflow import NWFlowSampler, SigmaMinSearch, SolverOptions
 from skflow.exceptions import MemorizationWarning
 from skflow.metrics import memorization_ratio
 from skflow.samplers._bandwidth import (
@@ -134,9 +134,10 @@ def test_fit_with_labels_equals_grid_search_over_class_groups():
     X, y = load_iris(return_X_y=True)
     X = StandardScaler().fit_transform(X)
     grid = ["auto", 0.05, 0.3]
-    s = NWFlowSampler(sigma_min_grid=grid, cv=3, solver=SolverOptions(n_steps=10)).fit(X, y)
+    search = SigmaMinSearch(grid=grid, cv=3)
+    s = NWFlowSampler(sigma_min_search=search, solver=SolverOptions(n_steps=10)).fit(X, y)
     gs = GridSearchCV(
-        NWFlowSampler(sigma_min_grid=None, solver=SolverOptions(n_steps=10)),
+        NWFlowSampler(sigma_min_search=None, solver=SolverOptions(n_steps=10)),
         {"sigma_min": grid},
         cv=GroupKFold(3),
     ).fit(X, y, groups=y)
@@ -155,10 +156,11 @@ def test_fit_without_labels_or_grid_is_unchanged():
     plain = NWFlowSampler(random_state=0, solver=SolverOptions(n_steps=5)).fit(X)
     assert not hasattr(plain, "sigma_min_")
     ignored = NWFlowSampler(
-        random_state=0, sigma_min_grid=None, solver=SolverOptions(n_steps=5)
+        random_state=0, sigma_min_search=None, solver=SolverOptions(n_steps=5)
     ).fit(X, y)
     np.testing.assert_array_equal(plain.sample(4), ignored.sample(4))
-    tuned = NWFlowSampler(sigma_min_grid=[0.5], cv=2, solver=SolverOptions(n_steps=5)).fit(X, y)
+    search = SigmaMinSearch(grid=[0.5], cv=2)
+    tuned = NWFlowSampler(sigma_min_search=search, solver=SolverOptions(n_steps=5)).fit(X, y)
     assert tuned.sigma_min_ == 0.5
     assert not hasattr(tuned.fit(X), "sigma_min_")  # a refit without labels forgets it
     with pytest.raises(ValueError, match="2 classes"):

@@ -407,7 +407,7 @@ BAD_PARAMS = st.one_of(
             {"bandwidth": np.nan},
             {"bandwidth": "scott"},
             {"kernel": "rbf"},
-            {"kernel_reg": -1.0},
+            {"kernel": -1.0},
             {"engine": 0},
             {"engine": "sparse"},
             {"density": 1.5},

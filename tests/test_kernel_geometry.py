@@ -12,7 +12,7 @@ from sklearn.preprocessing import FunctionTransformer, StandardScaler
 from sklearn.random_projection import GaussianRandomProjection
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from skflow import NWFlowSampler, SolverOptions
+from skflow import KernelOptions, NWFlowSampler, SolverOptions
 from skflow import field as F
 
 TIMES = [0.0, 0.1, 0.5, 0.9, 0.99, 1.0]
@@ -46,7 +46,7 @@ def _maha_oracle(S, reg):
 )
 def test_anisotropic_fields_match_brute_force(data, kernel, oracle):
     support, x = data
-    s = NWFlowSampler(kernel=kernel, kernel_reg=1e-3, sigma_min=0.05).fit(support)
+    s = NWFlowSampler(kernel=KernelOptions(kernel, reg=1e-3), sigma_min=0.05).fit(support)
     P = oracle(support, 1e-3)
     np.testing.assert_allclose(s.projection_, P, rtol=1e-10, atol=1e-12)
     for t in TIMES:
@@ -157,7 +157,7 @@ def test_nonaffine_transformer_is_refused(data):
     "params, err, match",
     [
         ({"kernel": "cosine"}, ValueError, "kernel must be one of"),
-        ({"kernel_reg": 0.0}, ValueError, "kernel_reg"),
+        ({"kernel": 0.1}, ValueError, "kernel must be a name or KernelOptions"),
         ({"projection": np.ones((2, 3))}, ValueError, r"shape \(k, 4\)"),
         ({"projection": np.full((2, 4), np.nan)}, ValueError, "NaN"),
         ({"projection": "pca"}, TypeError, "projection must be"),

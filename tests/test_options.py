@@ -10,11 +10,19 @@ import pytest
 from sklearn.base import clone
 from sklearn.model_selection import GridSearchCV
 
-from skflow import DensityOptions, EngineOptions, NWFlowSampler, SolverOptions
+from skflow import (
+    DensityOptions,
+    EngineOptions,
+    KernelOptions,
+    NWFlowSampler,
+    SigmaMinSearch,
+    SolverOptions,
+)
 from skflow.samplers.options import DEPRECATED_KEYWORDS
 
 S = np.random.default_rng(0).normal(size=(30, 2))
 X = np.random.default_rng(1).normal(size=(6, 2))
+Y = np.repeat(np.arange(3), 10)  # task labels of S, for the search of sigma_min
 
 #: former keyword -> (a value other than the default, the other parameters of the case)
 FORMER = {
@@ -28,24 +36,34 @@ FORMER = {
     "chunk_size": (3, {}),
     "support_chunk_size": (4, {}),
     "pruned_rtol": (1e-2, {"engine": "pruned"}),
+    "kernel_reg": (1e-3, {"kernel": "mahalanobis"}),
+    "sigma_min_grid": ((0.05, 0.5), {}),
+    "cv": (2, {}),
 }
 #: former keywords whose value changes the numbers (time_tolerance: a refusal past t = 1;
 #: the others say where and how they are computed)
 CHANGES_NUMBERS = {"n_steps", "rtol", "atol", "time_tolerance", "density_rtol", "density_atol"}
-CHANGES_NUMBERS |= {"pruned_rtol"}
+CHANGES_NUMBERS |= {"pruned_rtol", "kernel_reg", "sigma_min_grid", "cv"}
 
 
 def _new_spelling(key, value, params):
     group, field = DEPRECATED_KEYWORDS[key]
-    cls = {"solver": SolverOptions, "density": DensityOptions, "engine": EngineOptions}[group]
+    cls = {
+        "solver": SolverOptions,
+        "density": DensityOptions,
+        "engine": EngineOptions,
+        "kernel": KernelOptions,
+        "sigma_min_search": SigmaMinSearch,
+    }[group]
     base = params.get(group)
     grouped = cls(base, **{field: value}) if base is not None else cls(**{field: value})
     return {**params, group: grouped}
 
 
-def _numbers(est):
-    """What the groups act on: samples, a field call past t = 1 and the log-density."""
-    est.fit(S)
+def _numbers(est, labels=False):
+    """What the groups act on: samples, a field call past t = 1, the log-density and, with
+    task labels, the search of ``sigma_min`` (its choice and scores)."""
+    est.fit(S, Y if labels else None)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the AccuracyWarning of density_max_error
         log_p = est.score_samples(X) if est.bandwidth != "ot" else None
@@ -53,12 +71,13 @@ def _numbers(est):
         late = est.velocity(X, 1.2)
     except ValueError as exc:  # a finite time_tolerance refuses it
         late = str(exc)
-    return est.sample(5, random_state=0), late, log_p
+    search = (getattr(est, "sigma_min_", None), getattr(est, "cv_scores_", None))
+    return est.sample(5, random_state=0), late, log_p, *search
 
 
 def _same(a, b):
     for x, y in zip(a, b, strict=True):
-        if isinstance(x, np.ndarray):
+        if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
             np.testing.assert_array_equal(x, y)
         else:
             assert x == y
@@ -66,7 +85,7 @@ def _same(a, b):
 
 def test_signature_lists_the_parameters_only():
     params = list(inspect.signature(NWFlowSampler).parameters)
-    assert len(params) == 16 and not set(params) & set(DEPRECATED_KEYWORDS)
+    assert len(params) == 14 and not set(params) & set(DEPRECATED_KEYWORDS)
     assert list(NWFlowSampler().get_params()) == sorted(params)
 
 
@@ -74,18 +93,19 @@ def test_signature_lists_the_parameters_only():
 def test_former_keyword_warns_and_equals_the_new_spelling(key):
     value, params = FORMER[key]
     group, field = DEPRECATED_KEYWORDS[key]
-    with pytest.warns(FutureWarning, match=rf"{key}=.*deprecated.*{group}=\w+Options\("):
+    with pytest.warns(FutureWarning, match=rf"{key}=.*deprecated.*{group}=\w+\("):
         old = NWFlowSampler(**params, **{key: value})
     new = NWFlowSampler(**_new_spelling(key, value, params))
     assert old.get_params() == new.get_params() == clone(old).get_params()
     assert getattr(old.get_params()[group], field) == value
     with warnings.catch_warnings():
         warnings.simplefilter("error", FutureWarning)  # the new spelling does not warn
-        numbers = _numbers(new)
-        _same(_numbers(old), numbers)
+        labels = group == "sigma_min_search"
+        numbers = _numbers(new, labels)
+        _same(_numbers(old, labels), numbers)
         if key in CHANGES_NUMBERS:  # the value is used, not only stored
-            with pytest.raises(AssertionError):
-                _same(_numbers(NWFlowSampler(**params)), numbers)
+            with pytest.raises((AssertionError, ValueError)):
+                _same(_numbers(NWFlowSampler(**params), labels), numbers)
 
 
 @pytest.mark.parametrize("key", sorted(FORMER))
@@ -152,6 +172,12 @@ def test_options_clone_pickle_and_search():
         (lambda: EngineOptions(pruned_rtol=1.5), r"^pruned_rtol of EngineOptions must be"),
         (lambda: EngineOptions(chunk_size=0), r"^chunk_size of EngineOptions must be"),
         (lambda: EngineOptions(support_chunk_size=1.5), r"^support_chunk_size of EngineOp"),
+        (lambda: KernelOptions("rbf"), r"^kernel of KernelOptions must be one of"),
+        (lambda: KernelOptions(reg=0.0), r"^reg of KernelOptions must be"),
+        (lambda: SigmaMinSearch(grid=None), r"^grid of SigmaMinSearch must be"),
+        (lambda: SigmaMinSearch(grid=()), r"^grid of SigmaMinSearch must be"),
+        (lambda: SigmaMinSearch(grid=(1.5,)), r"sigma_min"),
+        (lambda: SigmaMinSearch(cv=1), r"^cv of SigmaMinSearch must be an integer >= 2"),
     ],
 )
 def test_options_validate_their_fields(make, match):
@@ -166,9 +192,22 @@ def test_options_validate_their_fields(make, match):
         ({"solver": DensityOptions()}, r"^solver must be a name or SolverOptions"),
         ({"engine": "sparse"}, r"^engine must be one of"),
         ({"density": "tight"}, r"^density must be None or DensityOptions"),
+        ({"kernel": "rbf"}, r"^kernel must be one of"),
+        ({"kernel": 0.1}, r"^kernel must be a name or KernelOptions"),
+        ({"sigma_min_search": "grid"}, r"^sigma_min_search must be 'default', None or"),
     ],
 )
 def test_group_parameters_are_checked_at_fit(params, match):
     est = NWFlowSampler(**params)  # nothing is checked in __init__ (scikit-learn's rule)
     with pytest.raises(ValueError, match=match):
         est.fit(S)
+
+
+def test_sigma_min_grid_none_is_sigma_min_search_none():
+    with pytest.warns(FutureWarning) as record:
+        est = NWFlowSampler(sigma_min_grid=None, cv=3)
+    assert "use NWFlowSampler(sigma_min_search=None)" in str(record[0].message)
+    assert est.sigma_min_search is None
+    with pytest.warns(FutureWarning):
+        est.set_params(sigma_min_grid=(0.1,))
+    assert est.sigma_min_search == SigmaMinSearch(grid=(0.1,))

@@ -10,7 +10,13 @@ import numpy as np
 import pytest
 import torch
 
-from skflow import FlowProjection, LearnedFlowSampler, NWFlowSampler, SolverOptions
+from skflow import (
+    FlowProjection,
+    KernelOptions,
+    LearnedFlowSampler,
+    NWFlowSampler,
+    SolverOptions,
+)
 from skflow.diagnostics import diagnose, neff_along_path
 from skflow.exceptions import InvalidParameterError
 from skflow.field import NWField, nw_velocity
@@ -142,7 +148,7 @@ AFTER_SET_PARAMS = [
         lambda: NWFlowSampler(random_state=0, solver=SolverOptions(n_steps=2)).fit(S),
         [
             {"engine": "bogus"},
-            {"kernel_reg": -1},
+            {"kernel": KernelOptions},
             {"solver": "bogus"},
             {"kernel": "foo"},
             {"backend": "foo"},
@@ -189,7 +195,7 @@ def test_every_public_call_validates_after_set_params(make, params, call):
         call(sampler)
 
 
-@pytest.mark.parametrize("params", [{"kernel": "foo"}, {"backend": "foo"}, {"kernel_reg": -1}])
+@pytest.mark.parametrize("params", [{"kernel": "foo"}, {"backend": "foo"}, {"kernel": -1}])
 def test_choice_parameters_raise_invalid_parameter_error_at_fit(params):
     name = list(params)[0]
     with pytest.raises(InvalidParameterError, match=rf"^{name} must be"):

@@ -26,7 +26,6 @@ from .._validation import (
     choice,
     integer,
     optional,
-    real,
     satisfies,
 )
 from ..exceptions import AccuracyWarning, MemorizationWarning
@@ -35,17 +34,21 @@ from ._bandwidth import BANDWIDTH_RULES, support_frames
 from ._base import SAMPLER_CONSTRAINTS, Backend, BaseFlowSampler, PreparedFlow
 from ._batch import DENSE_SUPPORT_ELEMENTS
 from ._density import closed_form_log_density, density_t_floor, log_density_and_error
-from ._kernel_geometry import KERNELS, check_projection, fit_projection, median_nn_distance
-from ._selection import DEFAULT_SIGMA_MIN_GRID, check_sigma_min_grid, select_sigma_min
+from ._kernel_geometry import check_projection, fit_projection, median_nn_distance
+from ._selection import DEFAULT_SIGMA_MIN_GRID, select_sigma_min
 from .options import (
     DEPRECATED_KEYWORDS,
+    GROUPS,
     DensityOptions,
     EngineOptions,
+    KernelOptions,
     SolverOptions,
     density_options,
     engine_options,
     fold_deprecated,
     hide_deprecated_keywords,
+    kernel_options,
+    sigma_min_search_options,
     solver_options,
 )
 
@@ -60,7 +63,6 @@ __all__ = ["NWFlowSampler"]
 #: benchmarks/bench_auto_bandwidth.py --calibrate-warning``), so the warning fires when
 #: samples lie about 5 times closer to the support than fresh points of the same law do.
 COPY_FRACTION = 0.2
-_POSITIVE = real(low=0.0, low_open=True)
 
 
 def _check_sigma_min(value: Any, name: str) -> None:
@@ -97,7 +99,8 @@ class NWFlowSampler(BaseFlowSampler):
     - ``kernel="diagonal"``: ``G = diag(1 / sqrt(C_jj + r))`` (per-feature scale).
     - ``kernel="mahalanobis"``: ``G = (C + r I)^(-1/2)``, the symmetric inverse square root.
 
-    The ridge is relative, ``r = kernel_reg * tr(C) / k``. ``G`` is normalized so that
+    The ridge is relative, ``r = reg * tr(C) / k`` (``reg`` of a
+    :class:`~skflow.KernelOptions` ``kernel``, 0.1 for a kernel name). ``G`` is normalized so that
     ``tr(G^T G C) = tr(C)``: the mean squared distance between support points, hence the
     overall kernel width relative to the data, equals that of the isotropic kernel, and only
     the *shape* changes. (Normalizing the singular values of ``G`` instead would let directions
@@ -109,11 +112,12 @@ class NWFlowSampler(BaseFlowSampler):
     ``x - t s_i``. An in-context ``support=`` reuses the fitted ``projection_``.
 
     **Parameter groups.** What is computed: the flow (``bandwidth``, ``sigma_min``,
-    ``normalize``), its kernel geometry (``kernel``, ``projection``, ``kernel_reg``), the
+    ``normalize``), its kernel geometry (``kernel``, a name or a :class:`~skflow.KernelOptions`
+    with its ridge, and ``projection``), the
     sampling solver and the field's times outside [0, 1] (``solver``, a method name or a
     :class:`~skflow.SolverOptions`), the density solve of :meth:`score_samples`
     (``density``, a :class:`~skflow.DensityOptions`), the few-shot score (``support_size``)
-    and the choice of the terminal bandwidth by ``fit(X, y)`` (``sigma_min_grid``, ``cv``).
+    and the choice of the terminal bandwidth by ``fit(X, y)`` (``sigma_min_search``).
     *Execution* settings, which change where and how it is computed but not the result
     (beyond rounding, and the certified tolerance of the pruned engine), come last:
     ``backend``, ``device``, ``engine`` (an engine name or a :class:`~skflow.EngineOptions`
@@ -121,9 +125,9 @@ class NWFlowSampler(BaseFlowSampler):
     first two are keyword-only.
 
     *Deprecated keywords.* The former keywords n_steps, rtol, atol, time_tolerance,
-    density_rtol, density_atol, density_max_error, chunk_size, support_chunk_size and
-    pruned_rtol are accepted, with a ``FutureWarning``, until the next release: each is
-    folded into its group (``NWFlowSampler(n_steps=50)`` is
+    density_rtol, density_atol, density_max_error, chunk_size, support_chunk_size,
+    pruned_rtol, kernel_reg, sigma_min_grid and cv are accepted, with a ``FutureWarning``,
+    until the next release: each is folded into its group (``NWFlowSampler(n_steps=50)`` is
     ``NWFlowSampler(solver=SolverOptions(n_steps=50))``).
 
     Parameters
@@ -160,17 +164,19 @@ class NWFlowSampler(BaseFlowSampler):
         ``noise=`` the standard noise of the frame (starting at ``c + s * noise``), and
         ``weights``/``effective_sample_size``/``divergence`` are unchanged by the map.
         ``"auto"``: True for ``sigma_min="auto"``, False for a float (the paper's plug-in).
-    sigma_min_grid : "default", sequence of (float or "auto") or None, default="default"
-        Candidates of ``fit(X, y)`` (task labels ``y``): ``sigma_min`` is chosen by the
-        few-shot :meth:`score` on ``GroupKFold(cv)`` splits of the classes, exactly as
-        ``GridSearchCV(NWFlowSampler(sigma_min_grid=None), {"sigma_min": grid},
-        cv=GroupKFold(cv)).fit(X, y, groups=y)``. ``"default"``: ``("auto", 0.01, 0.05, 0.1,
-        0.2, 0.3, 0.5, 0.7, 0.9)``. None: ``fit`` ignores ``y``.
-    cv : int, default=5
-        Folds of that class-grouped split (at most the number of classes).
-    kernel : {"isotropic", "diagonal", "mahalanobis"}, default="isotropic"
+    sigma_min_search : "default", SigmaMinSearch or None, default="default"
+        How ``fit(X, y)`` (task labels ``y``) chooses ``sigma_min``: by the few-shot
+        :meth:`score` on ``GroupKFold(cv)`` splits of the classes among the candidates
+        ``grid`` of a :class:`~skflow.SigmaMinSearch`, exactly as
+        ``GridSearchCV(NWFlowSampler(sigma_min_search=None), {"sigma_min": grid},
+        cv=GroupKFold(cv)).fit(X, y, groups=y)``. ``"default"``: ``SigmaMinSearch()``, the
+        grid ``("auto", 0.01, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9)`` and 5 folds. None:
+        ``fit`` ignores ``y``.
+    kernel : {"isotropic", "diagonal", "mahalanobis"} or KernelOptions, default="isotropic"
         Shape of the kernel of the weights, estimated from the (projected) support at ``fit``
-        and normalized as described above.
+        and normalized as described above; a name means ``KernelOptions(name)``, whose
+        relative ridge ``reg`` (default 0.1) keeps few-shot supports (``m`` close to or below
+        ``d``) from amplifying directions they barely sample.
     projection : None, array-like of shape (k, n_features) or transformer, default=None
         Linear map applied before the kernel. An array is used as is. A scikit-learn
         transformer (PCA, TruncatedSVD, GaussianRandomProjection,
@@ -178,11 +184,6 @@ class NWFlowSampler(BaseFlowSampler):
         ``fit``; it must be affine: its linear part is read off by transforming the identity
         matrix and the zero vector, and checked on the support rows (``ValueError``
         otherwise). Its parameters are searchable (``projection__n_components``).
-    kernel_reg : float, default=0.1
-        Relative ridge of the ``"diagonal"`` and ``"mahalanobis"`` kernels:
-        ``kernel_reg * mean variance`` is added to the diagonal of the (projected) support
-        covariance, which keeps few-shot supports (``m`` close to or below ``d``) from
-        amplifying directions they barely sample.
     solver : {"euler", "midpoint", "heun", "rk4", "dopri5"} or SolverOptions, default="heun"
         ODE solver of the sampling (see :mod:`skflow.solvers`); a name means
         ``SolverOptions(name)``: 100 steps of the fixed-step methods, tolerances ``1e-5`` of
@@ -294,11 +295,9 @@ class NWFlowSampler(BaseFlowSampler):
         sigma_min: float | str = 0.01,
         *,
         normalize: Any = "auto",
-        sigma_min_grid: Any = "default",
-        cv: int = 5,
-        kernel: str = "isotropic",
+        sigma_min_search: Any = "default",
+        kernel: str | KernelOptions = "isotropic",
         projection: Any = None,
-        kernel_reg: float = 0.1,
         solver: str | SolverOptions = "heun",
         density: DensityOptions | None = None,
         support_size: int | None = None,
@@ -312,11 +311,9 @@ class NWFlowSampler(BaseFlowSampler):
         self.bandwidth = bandwidth
         self.sigma_min = sigma_min
         self.normalize = normalize
-        self.sigma_min_grid = sigma_min_grid
-        self.cv = cv
+        self.sigma_min_search = sigma_min_search
         self.kernel = kernel
         self.projection = projection
-        self.kernel_reg = kernel_reg
         self.solver = solver
         self.density = density
         self.support_size = support_size
@@ -327,7 +324,7 @@ class NWFlowSampler(BaseFlowSampler):
         self.random_state = random_state
         # the former keywords, for one release: folded into their group, so that
         # get_params and clone keep the user's values under the new spelling
-        groups = {"solver": solver, "density": density, "engine": engine}
+        groups = {name: getattr(self, name) for name in GROUPS}
         for name, value in fold_deprecated(groups, deprecated, type(self).__name__).items():
             setattr(self, name, value)
 
@@ -335,12 +332,10 @@ class NWFlowSampler(BaseFlowSampler):
         **{k: v for k, v in SAMPLER_CONSTRAINTS.items() if k not in DEPRECATED_KEYWORDS},
         "sigma_min": _check_sigma_min,
         "normalize": _check_normalize,
-        "sigma_min_grid": check_sigma_min_grid,
-        "cv": integer(minimum=2),
+        "sigma_min_search": sigma_min_search_options,
         "bandwidth": satisfies(check_bandwidth),
-        "kernel": choice(KERNELS),
+        "kernel": kernel_options,
         "projection": check_projection,
-        "kernel_reg": _POSITIVE,
         "solver": solver_options,
         "density": density_options,
         "support_size": optional(integer()),
@@ -361,7 +356,7 @@ class NWFlowSampler(BaseFlowSampler):
         """
         old = {k: params.pop(k) for k in list(params) if k in DEPRECATED_KEYWORDS}
         super().set_params(**params)
-        groups = {name: getattr(self, name) for name in ("solver", "density", "engine")}
+        groups = {name: getattr(self, name) for name in GROUPS}
         for name, value in fold_deprecated(groups, old, type(self).__name__).items():
             setattr(self, name, value)
         return self
@@ -369,7 +364,7 @@ class NWFlowSampler(BaseFlowSampler):
     def __setstate__(self, state: dict) -> None:
         # a pickle of a former version holds the former keywords as attributes
         old = {k: state.pop(k) for k in list(state) if k in DEPRECATED_KEYWORDS}
-        groups = {name: state.get(name) for name in ("solver", "density", "engine")}
+        groups = {name: state.get(name) for name in GROUPS}
         state.update(fold_deprecated(groups, old, type(self).__name__, warn=False))
         super().__setstate__(state)
 
@@ -388,11 +383,11 @@ class NWFlowSampler(BaseFlowSampler):
         X : array-like of shape (m, n_features)
             Support set (at least one row).
         y : array-like of shape (m,), optional
-            Task (class) labels. With ``sigma_min_grid`` not None, ``sigma_min`` is chosen
-            among ``sigma_min_grid`` by the few-shot :meth:`score` on ``GroupKFold(cv)``
+            Task (class) labels. With ``sigma_min_search`` not None, ``sigma_min`` is chosen
+            among its ``grid`` by the few-shot :meth:`score` on ``GroupKFold(cv)``
             splits of the classes (:func:`._selection.select_sigma_min`, the same as
             ``GridSearchCV`` with ``groups=y``); the choice is ``sigma_min_``. Ignored when
-            ``sigma_min_grid`` is None.
+            ``sigma_min_search`` is None.
 
         Returns
         -------
@@ -402,12 +397,13 @@ class NWFlowSampler(BaseFlowSampler):
         X = check_data(validate_data, self, X, dtype=[np.float64, np.float32], ensure_min_samples=1)
         for name in ("sigma_min_", "cv_scores_"):  # a refit forgets an earlier choice
             self.__dict__.pop(name, None)
-        if y is not None and self.sigma_min_grid is not None:
-            grid = self.sigma_min_grid
+        search = sigma_min_search_options(self.sigma_min_search)
+        if y is not None and search is not None:
+            grid = search.grid
             grid = DEFAULT_SIGMA_MIN_GRID if isinstance(grid, str) else tuple(grid)
-            self.sigma_min_, self.cv_scores_ = select_sigma_min(self, X, y, grid, self.cv)
+            self.sigma_min_, self.cv_scores_ = select_sigma_min(self, X, y, grid, search.cv)
         self.projection_, self.projection_transformer_ = fit_projection(
-            X, self.projection, self.kernel, self.kernel_reg
+            X, self.projection, kernel_options(self.kernel).kernel, kernel_options(self.kernel).reg
         )
         self.support_ = X.copy()
         self._warn_if_copier(X)

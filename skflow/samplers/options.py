@@ -1,9 +1,11 @@
-"""Option groups of :class:`~skflow.NWFlowSampler`: the sampling solver, the density solve and
-the velocity engine, each one validated frozen dataclass passed as one parameter.
+"""Option groups of :class:`~skflow.NWFlowSampler`: the sampling solver, the density solve,
+the velocity engine, the kernel shape and the search of ``sigma_min`` by ``fit(X, y)``, each
+one validated frozen dataclass passed as one parameter.
 
 Each group gathers settings that act in one place only (the solve of :meth:`sample`, the
-change of variables of :meth:`score_samples`, the field's engine and block sizes), so the
-estimator keeps the parameters that say *what* is computed. The parameter also accepts the
+change of variables of :meth:`score_samples`, the field's engine and block sizes, the
+kernel estimated at ``fit``, the class-grouped search of ``fit(X, y)``), so the estimator
+keeps the parameters that say *what* is computed. The parameter also accepts the
 group's usual name alone (``solver="rk4"``, ``engine="pruned"``), which means the group with
 that name and default settings. Values compare by value, so ``clone``, ``get_params`` and
 ``GridSearchCV`` handle them like any other parameter.
@@ -31,17 +33,24 @@ from .._validation import (
     check_time_tolerance,
 )
 from ..solvers import METHODS
+from ._kernel_geometry import KERNELS
+from ._selection import check_sigma_min_grid
 
 __all__ = [
     "DEPRECATED_KEYWORDS",
+    "GROUPS",
     "DensityOptions",
     "EngineOptions",
+    "KernelOptions",
     "SAMPLER_ENGINES",
+    "SigmaMinSearch",
     "SolverOptions",
     "density_options",
     "engine_options",
     "fold_deprecated",
     "hide_deprecated_keywords",
+    "kernel_options",
+    "sigma_min_search_options",
     "solver_options",
 ]
 
@@ -172,6 +181,70 @@ class EngineOptions:
         check_int(self.support_chunk_size, "support_chunk_size of EngineOptions", allow_none=True)
 
 
+@dataclass(frozen=True)
+class KernelOptions:
+    """The shape of the kernel of the weights, estimated from the (projected) support at
+    ``fit`` (the ``kernel`` parameter).
+
+    Parameters
+    ----------
+    kernel : {"isotropic", "diagonal", "mahalanobis"}, default="isotropic"
+        Shape of the kernel (see :class:`~skflow.NWFlowSampler`, "Kernel geometry").
+    reg : float, default=0.1
+        Relative ridge of the ``"diagonal"`` and ``"mahalanobis"`` kernels:
+        ``reg * mean variance`` is added to the diagonal of the (projected) support
+        covariance, which keeps few-shot supports (``m`` close to or below ``d``) from
+        amplifying directions they barely sample. Unused by the isotropic kernel.
+
+    Examples
+    --------
+    >>> from skflow import KernelOptions
+    >>> KernelOptions("mahalanobis", reg=1e-3).reg
+    0.001
+    """
+
+    kernel: str = "isotropic"
+    reg: float = 0.1
+
+    def __post_init__(self) -> None:
+        check_choice(self.kernel, "kernel of KernelOptions", KERNELS)
+        check_real(self.reg, "reg of KernelOptions", low=0.0, low_open=True)
+
+
+@dataclass(frozen=True)
+class SigmaMinSearch:
+    """How ``fit(X, y)`` chooses ``sigma_min`` from task labels (the ``sigma_min_search``
+    parameter): by the few-shot :meth:`~skflow.NWFlowSampler.score` on ``GroupKFold(cv)``
+    splits of the classes, exactly as ``GridSearchCV(NWFlowSampler(sigma_min_search=None),
+    {"sigma_min": grid}, cv=GroupKFold(cv)).fit(X, y, groups=y)``.
+
+    Parameters
+    ----------
+    grid : "default" or sequence of (float or "auto"), default="default"
+        The candidates. ``"default"``: ``("auto", 0.01, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9)``.
+    cv : int, default=5
+        Folds of the class-grouped split (at most the number of classes).
+
+    Examples
+    --------
+    >>> from skflow import SigmaMinSearch
+    >>> SigmaMinSearch(grid=(0.05, "auto"), cv=3).cv
+    3
+    """
+
+    grid: Any = "default"
+    cv: int = 5
+
+    def __post_init__(self) -> None:
+        if self.grid is None:
+            raise InvalidParameterError(
+                "grid of SigmaMinSearch must be 'default' or a non-empty sequence, got None; "
+                "sigma_min_search=None makes fit ignore y."
+            )
+        check_sigma_min_grid(self.grid, "grid of SigmaMinSearch")
+        check_int(self.cv, "cv of SigmaMinSearch", minimum=2)
+
+
 def _group(value: Any, name: str, cls: type, by_name: str | None) -> Any:
     """``value`` as an instance of ``cls``: itself, ``cls()`` for None (when there is no
     name), or ``cls(**{by_name: value})`` for a name."""
@@ -222,6 +295,37 @@ def engine_options(value: Any, name: str = "engine") -> EngineOptions:
     return _group(value, name, EngineOptions, "engine")
 
 
+def kernel_options(value: Any, name: str = "kernel") -> KernelOptions:
+    """The :class:`KernelOptions` of a ``kernel`` parameter (a kernel name or the object).
+
+    Examples
+    --------
+    >>> kernel_options("diagonal").reg
+    0.1
+    """
+    if isinstance(value, str):
+        check_choice(value, name, KERNELS)
+    return _group(value, name, KernelOptions, "kernel")
+
+
+def sigma_min_search_options(value: Any, name: str = "sigma_min_search") -> SigmaMinSearch | None:
+    """The :class:`SigmaMinSearch` of a ``sigma_min_search`` parameter (``"default"``: the
+    default search), or None (``fit`` ignores ``y``).
+
+    Examples
+    --------
+    >>> sigma_min_search_options("default").cv
+    5
+    """
+    if value is None or isinstance(value, SigmaMinSearch):
+        return value
+    if isinstance(value, str) and value == "default":
+        return SigmaMinSearch()
+    raise InvalidParameterError(
+        f"{name} must be 'default', None or a SigmaMinSearch, got {value!r}."
+    )
+
+
 #: Former keywords of :class:`~skflow.NWFlowSampler`: ``old: (parameter, field)``.
 DEPRECATED_KEYWORDS = {
     "n_steps": ("solver", "n_steps"),
@@ -234,8 +338,19 @@ DEPRECATED_KEYWORDS = {
     "chunk_size": ("engine", "chunk_size"),
     "support_chunk_size": ("engine", "support_chunk_size"),
     "pruned_rtol": ("engine", "pruned_rtol"),
+    "kernel_reg": ("kernel", "reg"),
+    "sigma_min_grid": ("sigma_min_search", "grid"),
+    "cv": ("sigma_min_search", "cv"),
 }
-_AS_OPTIONS = {"solver": solver_options, "density": density_options, "engine": engine_options}
+_AS_OPTIONS = {
+    "solver": solver_options,
+    "density": density_options,
+    "engine": engine_options,
+    "kernel": kernel_options,
+    "sigma_min_search": sigma_min_search_options,
+}
+#: The parameters that hold option groups.
+GROUPS = tuple(_AS_OPTIONS)
 
 
 def fold_deprecated(
@@ -260,12 +375,19 @@ def fold_deprecated(
             raise TypeError(f"{owner}.__init__() got an unexpected keyword argument {key!r}")
         param, field = DEPRECATED_KEYWORDS[key]
         group = _AS_OPTIONS[param](updates.get(param, current.get(param)), param)
-        updates[param] = dataclasses.replace(group, **{field: value})
+        if key == "sigma_min_grid" and group is None:  # a grid turns the search on
+            group = SigmaMinSearch()
+        if key == "sigma_min_grid" and value is None:  # "fit ignores y" has its own spelling
+            updates[param], new = None, f"{param}=None"
+        elif group is None:  # cv of a disabled search: nothing to fold into
+            updates[param], new = None, f"{param}=SigmaMinSearch(..., {field}={value!r})"
+        else:
+            updates[param] = dataclasses.replace(group, **{field: value})
+            new = f"{param}={type(group).__name__}(..., {field}={value!r})"
         if warn:
-            cls = type(group).__name__
             warnings.warn(
                 f"{owner}({key}=...) is deprecated and will be removed in the next release; "
-                f"use {owner}({param}={cls}(..., {field}={value!r})).",
+                f"use {owner}({new}).",
                 FutureWarning,
                 stacklevel=3,
             )
