@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from skflow import LearnedFlowSampler, NWFlowSampler, SolverOptions
+from skflow import EngineOptions, LearnedFlowSampler, NWFlowSampler, SolverOptions
 from skflow.tasks import GaussianMixtureTasks
 
 B, M, N, D = 4, 9, 6, 3
@@ -96,7 +96,7 @@ def test_nw_batched_parallel_equals_serial():
     S = np.random.default_rng(1).normal(size=(3, 5, 2))
     s = NWFlowSampler(solver=SolverOptions(n_steps=5)).fit(S[0])
     serial = s.sample(4100, support=S, random_state=0)  # two row batches per task
-    parallel = s.set_params(n_jobs=2).sample(4100, support=S, random_state=0)
+    parallel = s.set_params(engine=EngineOptions(n_jobs=2)).sample(4100, support=S, random_state=0)
     np.testing.assert_array_equal(parallel, serial)
 
 

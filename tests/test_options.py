@@ -36,6 +36,7 @@ FORMER = {
     "chunk_size": (3, {}),
     "support_chunk_size": (4, {}),
     "pruned_rtol": (1e-2, {"engine": "pruned"}),
+    "n_jobs": (2, {}),
     "kernel_reg": (1e-3, {"kernel": "mahalanobis"}),
     "sigma_min_grid": ((0.05, 0.5), {}),
     "cv": (2, {}),
@@ -85,7 +86,7 @@ def _same(a, b):
 
 def test_signature_lists_the_parameters_only():
     params = list(inspect.signature(NWFlowSampler).parameters)
-    assert len(params) == 14 and not set(params) & set(DEPRECATED_KEYWORDS)
+    assert len(params) == 13 and not set(params) & set(DEPRECATED_KEYWORDS)
     assert list(NWFlowSampler().get_params()) == sorted(params)
 
 

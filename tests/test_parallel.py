@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from joblib import parallel_config
 
-from skflow import NWFlowSampler, SolverOptions
+from skflow import EngineOptions, NWFlowSampler, SolverOptions
 from skflow.samplers._base import SAMPLING_BATCH_SIZE
 
 
@@ -16,7 +16,7 @@ def fitted():
 
 
 def _with_jobs(sampler, n_jobs):
-    return sampler.set_params(n_jobs=n_jobs)
+    return sampler.set_params(engine=EngineOptions(n_jobs=n_jobs))
 
 
 def test_n_jobs_two_equals_serial(fitted):

@@ -13,7 +13,7 @@ import pytest
 import torch
 from sklearn.neighbors import KernelDensity
 
-from skflow import NWFlowSampler, SolverOptions
+from skflow import EngineOptions, NWFlowSampler, SolverOptions
 from skflow.field import NWField
 from skflow.metrics import mmd2_test
 
@@ -145,7 +145,7 @@ def test_sampling_error_bound_covers_every_batch_serial_and_parallel():
     both = NWFlowSampler(**kw).fit(S)
     both.sample(4096 + 3)
     assert both.sampling_error_bound_ >= first.sampling_error_bound_ > 0.0
-    parallel = NWFlowSampler(**kw, n_jobs=2).fit(S)
+    parallel = NWFlowSampler(**{**kw, "engine": EngineOptions("pruned", n_jobs=2)}).fit(S)
     parallel.sample(4096 + 3)
     assert parallel.sampling_error_bound_ == both.sampling_error_bound_
     dense = NWFlowSampler(**{**kw, "engine": "dense"}).fit(S)

@@ -367,16 +367,20 @@ def test_n_jobs_trajectories_and_pipeline_equal_serial():
     X = rng.normal(size=(40, 3))
     n = SAMPLING_BATCH_SIZE + 7  # two batches
     est = NWFlowSampler(random_state=0, solver=SolverOptions(n_steps=3)).fit(X)
-    t1, serial = est.set_params(n_jobs=1).sample_trajectories(n, random_state=2)
-    t2, parallel = est.set_params(n_jobs=2).sample_trajectories(n, random_state=2)
+    t1, serial = est.set_params(engine=EngineOptions(n_jobs=1)).sample_trajectories(
+        n, random_state=2
+    )
+    t2, parallel = est.set_params(engine=EngineOptions(n_jobs=2)).sample_trajectories(
+        n, random_state=2
+    )
     np.testing.assert_array_equal(t1, t2)
     np.testing.assert_array_equal(serial, parallel)
     pipe = make_sampling_pipeline(
         PCA(n_components=2), NWFlowSampler(random_state=0, solver=SolverOptions(n_steps=3))
     )
     pipe.fit(X)
-    one = pipe.set_params(nwflowsampler__n_jobs=1).sample(n, random_state=4)
-    two = pipe.set_params(nwflowsampler__n_jobs=2).sample(n, random_state=4)
+    one = pipe.set_params(nwflowsampler__engine=EngineOptions(n_jobs=1)).sample(n, random_state=4)
+    two = pipe.set_params(nwflowsampler__engine=EngineOptions(n_jobs=2)).sample(n, random_state=4)
     np.testing.assert_array_equal(one, two)
     _, traj = pipe.sample_trajectories(n, random_state=4)
     np.testing.assert_array_equal(traj[-1], two)

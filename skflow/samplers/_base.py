@@ -142,7 +142,8 @@ class BaseFlowSampler(BaseEstimator):
     implements :meth:`_prepare_flow`; it may override :meth:`_backend`,
     :meth:`_check_params` (checks that involve several parameters), :meth:`_start_points`
     and :meth:`_batchable`. Parameters used here: the solve's (through
-    :meth:`_solver_options`), ``support_size``, ``n_jobs``, ``random_state``.
+    :meth:`_solver_options`), ``support_size``, the workers (:meth:`_n_jobs`),
+    ``random_state``.
     """
 
     #: One check per constructor parameter, ``check(value, name)`` (skflow's
@@ -204,6 +205,10 @@ class BaseFlowSampler(BaseEstimator):
         """Starting points of the flow from the noise ``x0`` (the noise itself by default)."""
         return x0
 
+    def _n_jobs(self) -> int | None:
+        """Workers of the sampling (the ``n_jobs`` parameter, where there is one)."""
+        return getattr(self, "n_jobs", None)
+
     def _solver_options(self) -> SolverOptions:
         """The sampling solve's settings; by default from the separate parameters ``solver``,
         ``n_steps``, ``rtol``, ``atol`` and ``time_tolerance`` (those of
@@ -253,7 +258,7 @@ class BaseFlowSampler(BaseEstimator):
         result of shape (n, d) / (G, n, d), or (T, ...) for a trajectory."""
         x0 = self._start_points(x0, support)
         items = work_items(x0, support.shape[-2], SAMPLING_BATCH_SIZE)
-        n_jobs = getattr(self, "n_jobs", None)
+        n_jobs = self._n_jobs()
         if len(items) == 1 or n_jobs in (None, 1):
             results, key, flow = [], None, None
             for task, rows in items:

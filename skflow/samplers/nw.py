@@ -121,12 +121,12 @@ class NWFlowSampler(BaseFlowSampler):
     *Execution* settings, which change where and how it is computed but not the result
     (beyond rounding, and the certified tolerance of the pruned engine), come last:
     ``backend``, ``device``, ``engine`` (an engine name or a :class:`~skflow.EngineOptions`
-    with its tolerance and block sizes), ``n_jobs``; then ``random_state``. All but the
-    first two are keyword-only.
+    with its tolerance, block sizes and sampling workers); then ``random_state``. All but
+    the first two are keyword-only.
 
     *Deprecated keywords.* The former keywords n_steps, rtol, atol, time_tolerance,
     density_rtol, density_atol, density_max_error, chunk_size, support_chunk_size,
-    pruned_rtol, kernel_reg, sigma_min_grid and cv are accepted, with a ``FutureWarning``,
+    pruned_rtol, n_jobs, kernel_reg, sigma_min_grid and cv are accepted, with a ``FutureWarning``,
     until the next release: each is folded into its group (``NWFlowSampler(n_steps=50)`` is
     ``NWFlowSampler(solver=SolverOptions(n_steps=50))``).
 
@@ -212,7 +212,9 @@ class NWFlowSampler(BaseFlowSampler):
         of the pruned engine and whose ``chunk_size``/``support_chunk_size`` override the
         field's own planning of its query blocks and support streaming (supports with
         ``m * max(d, 64) > 2**23`` are streamed by default; results do not depend on them
-        beyond rounding). ``"dense"``: every support point at every evaluation
+        beyond rounding), and whose ``n_jobs`` is the number of workers of the sampling
+        (rows in batches of 4096 integrated independently with joblib; results do not depend
+        on it). ``"dense"``: every support point at every evaluation
         (:class:`skflow.field.NWField`'s dense and attention engines). ``"pruned"``: the
         certified pruned engine (:mod:`skflow.field.pruned`): the support is clustered once
         and, per block of queries, clusters whose total weight is provably below
@@ -222,11 +224,6 @@ class NWFlowSampler(BaseFlowSampler):
         support tried (m = 1e5, d = 16 and 64; ``benchmarks/bench_large_support.py``,
         docs/large_support.md), because early in the flow nothing is prunable. Weights, ``n_eff``,
         divergences and densities are always dense.
-    n_jobs : int, optional
-        Workers for sampling: rows are split into batches of 4096 that are integrated
-        independently with joblib (``None`` or 1: serially). Results do not depend on
-        ``n_jobs``; under ``joblib.parallel_config(backend="dask")`` the batches run on a Dask
-        cluster.
     random_state : int, RandomState instance or None, default=None
         Seed of the starting noise when a method is not given one.
 
@@ -304,7 +301,6 @@ class NWFlowSampler(BaseFlowSampler):
         backend: str = "auto",
         device: str = "cpu",
         engine: str | EngineOptions = "auto",
-        n_jobs: int | None = None,
         random_state: Any = None,
         **deprecated: Any,
     ):
@@ -320,7 +316,6 @@ class NWFlowSampler(BaseFlowSampler):
         self.backend = backend
         self.device = device
         self.engine = engine
-        self.n_jobs = n_jobs
         self.random_state = random_state
         # the former keywords, for one release: folded into their group, so that
         # get_params and clone keep the user's values under the new spelling
@@ -342,7 +337,6 @@ class NWFlowSampler(BaseFlowSampler):
         # execution settings
         "backend": choice(BACKENDS),
         "engine": engine_options,
-        "n_jobs": optional(integer(minimum=None)),
     }
     _time_tolerance_spelling = "solver=SolverOptions(time_tolerance=inf) (the default)"
 
@@ -373,6 +367,9 @@ class NWFlowSampler(BaseFlowSampler):
 
     def _engine_options(self) -> EngineOptions:
         return engine_options(self.engine)
+
+    def _n_jobs(self) -> int | None:
+        return self._engine_options().n_jobs
 
     # -- fitting ---------------------------------------------------------------------------
     def fit(self, X: Any, y: Any = None) -> NWFlowSampler:

@@ -135,8 +135,9 @@ class DensityOptions:
 
 @dataclass(frozen=True)
 class EngineOptions:
-    """How the velocity is computed (the ``engine`` parameter); none of these change the
-    result beyond rounding, and the certified tolerance of the pruned engine.
+    """How the velocity is computed and the samples are integrated (the ``engine``
+    parameter); none of these change the result beyond rounding, and the certified tolerance
+    of the pruned engine.
 
     Parameters
     ----------
@@ -159,6 +160,11 @@ class EngineOptions:
         support chunks, memory independent of ``m``). By default the field streams supports
         too large for a dense block (``m * max(d, 64) > 2**23``) by itself; see
         :func:`skflow.field.nw_logits`.
+    n_jobs : int, optional
+        Workers for sampling: rows are split into batches of 4096 that are integrated
+        independently with joblib (``None`` or 1: serially; -1: every core). Results do not
+        depend on it; under ``joblib.parallel_config(backend="dask")`` the batches run on a
+        Dask cluster.
 
     Examples
     --------
@@ -171,6 +177,7 @@ class EngineOptions:
     pruned_rtol: float = 1e-10
     chunk_size: int | None = None
     support_chunk_size: int | None = None
+    n_jobs: int | None = None
 
     def __post_init__(self) -> None:
         check_choice(self.engine, "engine of EngineOptions", SAMPLER_ENGINES)
@@ -179,6 +186,7 @@ class EngineOptions:
         )
         check_int(self.chunk_size, "chunk_size of EngineOptions", allow_none=True)
         check_int(self.support_chunk_size, "support_chunk_size of EngineOptions", allow_none=True)
+        check_int(self.n_jobs, "n_jobs of EngineOptions", minimum=None, allow_none=True)
 
 
 @dataclass(frozen=True)
@@ -338,6 +346,7 @@ DEPRECATED_KEYWORDS = {
     "chunk_size": ("engine", "chunk_size"),
     "support_chunk_size": ("engine", "support_chunk_size"),
     "pruned_rtol": ("engine", "pruned_rtol"),
+    "n_jobs": ("engine", "n_jobs"),
     "kernel_reg": ("kernel", "reg"),
     "sigma_min_grid": ("sigma_min_search", "grid"),
     "cv": ("sigma_min_search", "cv"),
