@@ -212,3 +212,29 @@ def test_sigma_min_grid_none_is_sigma_min_search_none():
     with pytest.warns(FutureWarning):
         est.set_params(sigma_min_grid=(0.1,))
     assert est.sigma_min_search == SigmaMinSearch(grid=(0.1,))
+
+
+def test_execution_settings_reach_the_field_and_the_workers(monkeypatch):
+    """The settings that never change the numbers (so the tests above cannot see them) are
+    passed on: block sizes to the field, workers to joblib."""
+    from skflow.samplers import _base, nw
+
+    fields, pools = [], []
+    field_class = nw.F.NWField
+
+    def record_field(*args, **kwargs):
+        fields.append(kwargs)
+        return field_class(*args, **kwargs)
+
+    def record_pool(func, jobs, n_jobs):
+        pools.append(n_jobs)
+        return [func(*job) for job in jobs]
+
+    monkeypatch.setattr(nw.F, "NWField", record_field)
+    monkeypatch.setattr(_base, "parallel_map", record_pool)
+    engine = EngineOptions(chunk_size=3, support_chunk_size=4, n_jobs=2)
+    est = NWFlowSampler(solver=SolverOptions(n_steps=2), engine=engine).fit(S)
+    est.sample(_base.SAMPLING_BATCH_SIZE + 1)  # two row batches: the workers are used
+    assert fields and all(f["chunk_size"] == 3 for f in fields)
+    assert all(f["support_chunk_size"] == 4 for f in fields)
+    assert pools == [2]
