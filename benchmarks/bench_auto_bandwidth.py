@@ -48,7 +48,7 @@ from sklearn.datasets import load_breast_cancer, load_digits, load_iris, load_wi
 from sklearn.decomposition import PCA  # noqa: E402
 from sklearn.preprocessing import StandardScaler  # noqa: E402
 
-from skflow import NWFlowSampler  # noqa: E402
+from skflow import NWFlowSampler, SolverOptions  # noqa: E402
 from skflow.metrics import memorization_ratio, mmd2  # noqa: E402
 
 SIZES = (5, 10, 20, 50)
@@ -118,7 +118,7 @@ def scores(gen, S, R) -> np.ndarray:
 def sample(sampler, S, c: float, n_steps: int, seed: int) -> np.ndarray:
     """``N_REF`` draws per support, all tasks in one batched call, in units of ``c``."""
     return (
-        sampler.set_params(n_steps=n_steps)
+        sampler.set_params(solver=SolverOptions(n_steps=n_steps))
         .fit(S[0] / c)
         .sample(N_REF, support=S / c, random_state=seed)
         * c

@@ -61,6 +61,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from skflow import SolverOptions  # noqa: E402
 from skflow.field import NWField, nw_velocity  # noqa: E402
 
 SHAPES = [(8192, 8192, 64), (8192, 8192, 2), (2048, 50, 16), (2048, 2048, 64)]
@@ -278,8 +279,7 @@ def bench_sampling(device, with_numpy, n=4096):
     backends = ["torch"] + (["numpy"] if with_numpy else [])
     for backend in backends:
         sampler = NWFlowSampler(
-            solver="heun",
-            n_steps=100,
+            solver=SolverOptions("heun", n_steps=100),
             backend=backend,
             device=device if backend == "torch" else "cpu",
             random_state=0,
@@ -343,7 +343,7 @@ def bench_sampling_overhead(device, n, d=64, rounds=3):
     rng = np.random.default_rng(0)
     support = rng.standard_normal((n, d)).astype(np.float32)
     sampler = NWFlowSampler(
-        solver="heun", n_steps=100, backend="torch", device=device, random_state=0
+        solver=SolverOptions("heun", n_steps=100), backend="torch", device=device, random_state=0
     ).fit(support)
     s = torch.from_numpy(support).to(device)
     x = torch.randn(n, d, generator=torch.Generator().manual_seed(1)).to(device)

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 from scipy import stats
 
+from skflow import SolverOptions
 from skflow.metrics import mmd2
 from skflow.samplers.learned import LearnedFlowSampler
 from skflow.samplers.nw import NWFlowSampler
@@ -62,7 +63,7 @@ def run(args) -> dict:
     true, floor_ref = Q[:, : args.n_points], Q[:, args.n_points :]
     out = {"settings": vars(args), "mmd2": {}, "train_seconds": {}}
     out["noise_floor"] = float(_mmd_per_task(floor_ref, true).mean())
-    plugin = NWFlowSampler(sigma_min=0.01, solver="heun", n_steps=args.n_steps)
+    plugin = NWFlowSampler(sigma_min=0.01, solver=SolverOptions("heun", n_steps=args.n_steps))
     plugin_gen = np.stack([plugin.fit(s).sample(args.n_points, random_state=0) for s in S])
     out["mmd2"]["plug-in"] = float(_mmd_per_task(plugin_gen, true).mean())
     out["mmd2_per_seed"] = {}

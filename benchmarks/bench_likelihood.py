@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from skflow import NWFlowSampler
+from skflow import DensityOptions, NWFlowSampler
 
 
 def _row(name, tol, sampler, X, ref):
@@ -60,7 +60,10 @@ def main(argv=None):
     print("|---|---|---|---|---|---|---|")
     for tol in args.tols:
         sampler = NWFlowSampler(
-            bandwidth=1.0, sigma_min=0.01, backend="numpy", density_rtol=tol, density_atol=tol
+            bandwidth=1.0,
+            sigma_min=0.01,
+            backend="numpy",
+            density=DensityOptions(rtol=tol, atol=tol),
         ).fit(support)
         for name, X in (("held-out", held_out), ("own samples", own)):
             print(_row(name, tol, sampler, X, refs[name]))

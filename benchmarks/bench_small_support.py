@@ -55,7 +55,11 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import bench_field  # noqa: E402
 
-from skflow import LearnedFlowSampler, NWFlowSampler  # noqa: E402
+from skflow import (  # noqa: E402
+    LearnedFlowSampler,
+    NWFlowSampler,
+    SolverOptions,  # noqa: E402
+)
 from skflow._array import (  # noqa: E402
     AUTO_NUMPY_MARGIN,
     AUTO_NUMPY_SUPPORT_CPU,
@@ -140,7 +144,9 @@ def _ratio(fns, device, rounds):
 
 def bench_one_support(cfg, device):
     S = _data((M, D), 0)
-    sampler = NWFlowSampler(n_steps=cfg["steps"], device=device, random_state=0).fit(S)
+    sampler = NWFlowSampler(
+        device=device, random_state=0, solver=SolverOptions(n_steps=cfg["steps"])
+    ).fit(S)
     x0 = torch.from_numpy(_data((cfg["n"], D), 1)).to(device)
     s = torch.from_numpy(S).to(device)
     fns = {
@@ -155,7 +161,9 @@ def bench_one_support(cfg, device):
 def bench_many_supports(cfg, device):
     B, n = cfg["tasks"], cfg["per_task"]
     S = _data((B, M, D), 2)
-    sampler = NWFlowSampler(n_steps=cfg["steps"], device=device, random_state=0).fit(S[0])
+    sampler = NWFlowSampler(
+        device=device, random_state=0, solver=SolverOptions(n_steps=cfg["steps"])
+    ).fit(S[0])
     x0 = torch.from_numpy(_data((B, n, D), 3)).to(device)
     s = torch.from_numpy(S).to(device)
     fns = {
@@ -196,7 +204,7 @@ def calibrate(cfg):
         pair = {}
         for backend in ("numpy", "torch"):
             pair[backend] = NWFlowSampler(
-                n_steps=cfg["grid_steps"], backend=backend, random_state=0
+                backend=backend, random_state=0, solver=SolverOptions(n_steps=cfg["grid_steps"])
             ).fit(S)
         for n in cfg["grid_n"]:
             fns = {b: (lambda s=s, n=n: s.sample(n)) for b, s in pair.items()}
@@ -238,7 +246,8 @@ def render_ratios(results, cfg):
 
 def render_calibration(rows, ranges, cfg):
     lines = [
-        f"Backend calibration (`NWFlowSampler(backend=..., n_steps={cfg['grid_steps']})"
+        "Backend calibration (`NWFlowSampler(backend=..., "
+        f"solver=SolverOptions(n_steps={cfg['grid_steps']}))"
         ".sample(n)`, d = 16, float32; "
         f"NumPy is kept for a support size only if it is {AUTO_NUMPY_MARGIN}x faster than "
         "Torch at every n):",

@@ -65,6 +65,8 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from skflow import SolverOptions
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs" / "performance.md"
 START, END = "<!-- bench:cuda:start -->", "<!-- bench:cuda:end -->"
@@ -296,7 +298,9 @@ def step_sampling(self_test: bool, save=lambda res: None) -> dict:
 
     def sampler(m, steps):
         support = rng.standard_normal((m, cfg["d"])).astype(np.float32)
-        est = NWFlowSampler(solver="heun", n_steps=steps, backend="torch", device=device)
+        est = NWFlowSampler(
+            solver=SolverOptions("heun", n_steps=steps), backend="torch", device=device
+        )
         est.set_params(random_state=0).fit(support)
         est.sample(8)  # warm-up: kernels, support geometry
         return est

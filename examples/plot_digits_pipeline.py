@@ -31,7 +31,7 @@ from sklearn.datasets import load_digits
 from sklearn.decomposition import PCA
 from sklearn.model_selection import GridSearchCV
 
-from skflow import NWFlowSampler
+from skflow import NWFlowSampler, SolverOptions
 from skflow.metrics import mmd2
 from skflow.pipeline import make_sampling_pipeline
 
@@ -61,7 +61,9 @@ def main(argv: list[str] | None = None) -> dict:
         }
         n_steps, cv = 50, 3
 
-    pipe = make_sampling_pipeline(PCA(whiten=False), NWFlowSampler(n_steps=n_steps, random_state=0))
+    pipe = make_sampling_pipeline(
+        PCA(whiten=False), NWFlowSampler(random_state=0, solver=SolverOptions(n_steps=n_steps))
+    )
     start = time.perf_counter()
     search = GridSearchCV(pipe, grid, cv=cv).fit(X_train)
     elapsed = time.perf_counter() - start

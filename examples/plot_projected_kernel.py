@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 from sklearn.decomposition import PCA
 
-from skflow import NWFlowSampler
+from skflow import NWFlowSampler, SolverOptions
 from skflow.metrics import mmd2
 from skflow.projection import FlowProjection
 from skflow.tasks import GaussianMixtureTasks
@@ -46,7 +46,7 @@ TIMES = (0.25, 0.5, 0.75, 0.9)
 
 
 def _samplers(k: int, n_steps: int, flow_iter: int, seed: int) -> dict:
-    common = {"sigma_min": 0.01, "n_steps": n_steps, "random_state": seed}
+    common = {"sigma_min": 0.01, "solver": SolverOptions(n_steps=n_steps), "random_state": seed}
 
     def flow(s):
         return FlowProjection(n_components=k, sigma_min=s, n_iter=flow_iter, random_state=seed)

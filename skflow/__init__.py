@@ -10,11 +10,16 @@ from .projection import FlowProjection
 from .samplers import (
     BestClassicalSampler,
     BICGaussianMixtureSampler,
+    DensityOptions,
     EmpiricalBayesGaussianSampler,
+    EngineOptions,
+    KernelOptions,
     LearnedFlowSampler,
     LedoitWolfSampler,
     NWFlowSampler,
     PooledGaussianSampler,
+    SigmaMinSearch,
+    SolverOptions,
 )
 
 __version__ = "0.1.0.dev0"
@@ -22,13 +27,18 @@ __version__ = "0.1.0.dev0"
 __all__ = [
     "BICGaussianMixtureSampler",
     "BestClassicalSampler",
+    "DensityOptions",
     "EmpiricalBayesGaussianSampler",
+    "EngineOptions",
+    "KernelOptions",
     "FlowProjection",
     "LearnedFlowSampler",
     "LedoitWolfSampler",
     "NWFlowSampler",
     "PooledGaussianSampler",
     "SamplingPipeline",
+    "SigmaMinSearch",
+    "SolverOptions",
     "__version__",
     "make_sampling_pipeline",
 ]

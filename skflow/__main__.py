@@ -30,6 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .samplers import SolverOptions
+
 __all__ = ["main", "run_demo", "run_few_shot"]
 
 #: Fine-tuning iterations of the demo's learned sampler (0: the shipped prior, zero-shot; a
@@ -136,7 +138,9 @@ def _exact_flow(digit, n_support, n_samples, sigma_min, n_steps, random_state) -
     support, held_out = X[rows[:n_support]], X[rows[n_support:]]
     other = X[y == (digit + 1) % 10][: len(held_out)]
 
-    sampler = NWFlowSampler(sigma_min=sigma_min, n_steps=n_steps, random_state=random_state)
+    sampler = NWFlowSampler(
+        sigma_min=sigma_min, random_state=random_state, solver=SolverOptions(n_steps=n_steps)
+    )
     sampler.fit(support)
     times, paths = sampler.sample_trajectories(n_samples)
     generated = paths[-1]
@@ -262,7 +266,7 @@ def run_few_shot(
             Z, y, digit, n_support, n_steps, train_iter, random_state, verbose
         )
         # the automatic bandwidth: the plug-in a user would fit (sigma_min=0.01 copies)
-        plugin = NWFlowSampler(sigma_min="auto", n_steps=n_steps).fit(support)
+        plugin = NWFlowSampler(sigma_min="auto", solver=SolverOptions(n_steps=n_steps)).fit(support)
         generated = {
             "plug-in": plugin.sample(n_gen, random_state=random_state),
             "learned": learned.sample(n_gen, support=support, random_state=random_state),

@@ -808,8 +808,8 @@ def diagnose(
 
     A fitted sampler is diagnosed with its own support, ``sigma_min`` and samples:
 
-    >>> from skflow import NWFlowSampler
-    >>> sampler = NWFlowSampler(sigma_min=0.1, n_steps=10).fit(S)
+    >>> from skflow import NWFlowSampler, SolverOptions
+    >>> sampler = NWFlowSampler(sigma_min=0.1, solver=SolverOptions(n_steps=10)).fit(S)
     >>> diagnose(sampler, n_trajectories=32, n_steps=10, random_state=0).sigma_min
     0.1
     """

@@ -46,7 +46,7 @@ except ImportError as exc:  # the optional extra: say how to get it, not just th
     ) from exc
 
 from .metrics import memorization_ratio
-from .samplers import LearnedFlowSampler, NWFlowSampler
+from .samplers import LearnedFlowSampler, NWFlowSampler, SolverOptions
 from .samplers._kernel_geometry import median_nn_distance
 
 __all__ = ["FlowOverSampler", "oversampling_memorization"]
@@ -262,7 +262,9 @@ class FlowOverSampler(BaseOverSampler):
     def _sample_nw(self, klass, Z, n_new, seed) -> np.ndarray:
         # float32: skflow's fast path (fused attention); new rows need no float64 accuracy
         if self.spread == "auto":  # the flow's own per-support bandwidth and frame (issue 33)
-            sampler = NWFlowSampler(sigma_min="auto", n_steps=self.n_steps, random_state=seed)
+            sampler = NWFlowSampler(
+                sigma_min="auto", solver=SolverOptions(n_steps=self.n_steps), random_state=seed
+            )
             sampler.fit(Z.astype(np.float32))
             self.sigma_min_[klass] = float(sampler.kde_bandwidth_)
             return sampler.sample(n_new).astype(np.float64)
@@ -274,7 +276,9 @@ class FlowOverSampler(BaseOverSampler):
             scale = float(np.sqrt(np.mean(np.var(Z, axis=0)))) or 1.0
         sigma = min(self.spread / math.sqrt(Z.shape[1]), 0.99)
         self.sigma_min_[klass] = sigma * scale
-        sampler = NWFlowSampler(sigma_min=sigma, n_steps=self.n_steps, random_state=seed)
+        sampler = NWFlowSampler(
+            sigma_min=sigma, solver=SolverOptions(n_steps=self.n_steps), random_state=seed
+        )
         Z32 = (Z / scale).astype(np.float32)
         return sampler.fit(Z32).sample(n_new).astype(np.float64) * scale
 

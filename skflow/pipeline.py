@@ -53,11 +53,12 @@ class SamplingPipeline(Pipeline):
     --------
     >>> import numpy as np
     >>> from sklearn.decomposition import PCA
-    >>> from skflow import NWFlowSampler
+    >>> from skflow import NWFlowSampler, SolverOptions
     >>> from skflow.pipeline import SamplingPipeline
     >>> X = np.random.RandomState(0).normal(size=(40, 5))
+    >>> fast = SolverOptions(n_steps=10)
     >>> pipe = SamplingPipeline(
-    ...     [("pca", PCA(n_components=2)), ("nw", NWFlowSampler(n_steps=10, random_state=0))]
+    ...     [("pca", PCA(n_components=2)), ("nw", NWFlowSampler(solver=fast, random_state=0))]
     ... ).fit(X)
     >>> pipe.sample(3).shape
     (3, 5)
@@ -135,9 +136,10 @@ class SamplingPipeline(Pipeline):
         --------
         >>> import numpy as np
         >>> from sklearn.decomposition import PCA
-        >>> from skflow import NWFlowSampler, make_sampling_pipeline
+        >>> from skflow import NWFlowSampler, SolverOptions, make_sampling_pipeline
         >>> X = np.random.RandomState(0).normal(size=(40, 5))
-        >>> pipe = make_sampling_pipeline(PCA(2), NWFlowSampler(n_steps=10)).fit(X)
+        >>> sampler = NWFlowSampler(solver=SolverOptions(n_steps=10))
+        >>> pipe = make_sampling_pipeline(PCA(2), sampler).fit(X)
         >>> pipe.sample(4, support=X[:10], random_state=0).shape
         (4, 5)
         """
@@ -175,8 +177,9 @@ class SamplingPipeline(Pipeline):
         --------
         >>> import numpy as np
         >>> from sklearn.decomposition import PCA
-        >>> from skflow import NWFlowSampler, make_sampling_pipeline
-        >>> pipe = make_sampling_pipeline(PCA(2), NWFlowSampler(n_steps=10))
+        >>> from skflow import NWFlowSampler, SolverOptions, make_sampling_pipeline
+        >>> sampler = NWFlowSampler(solver=SolverOptions(n_steps=10))
+        >>> pipe = make_sampling_pipeline(PCA(2), sampler)
         >>> X = np.random.RandomState(0).normal(size=(40, 5))
         >>> t, paths = pipe.fit(X).sample_trajectories(2, random_state=0)
         >>> t.shape, paths.shape
@@ -248,9 +251,10 @@ class SamplingPipeline(Pipeline):
         --------
         >>> import numpy as np
         >>> from sklearn.decomposition import PCA
-        >>> from skflow import NWFlowSampler, make_sampling_pipeline
+        >>> from skflow import NWFlowSampler, SolverOptions, make_sampling_pipeline
         >>> X_train, X_test = np.random.RandomState(0).normal(size=(2, 30, 5))
-        >>> pipe = make_sampling_pipeline(PCA(3), NWFlowSampler(n_steps=10, random_state=0))
+        >>> fast = SolverOptions(n_steps=10)
+        >>> pipe = make_sampling_pipeline(PCA(3), NWFlowSampler(solver=fast, random_state=0))
         >>> s = pipe.fit(X_train).score(X_test)
         >>> s <= 0.05 and s == pipe.score(X_test)
         True
@@ -279,7 +283,7 @@ def make_sampling_pipeline(
     Examples
     --------
     >>> from sklearn.decomposition import PCA
-    >>> from skflow import NWFlowSampler
+    >>> from skflow import NWFlowSampler, SolverOptions
     >>> from skflow.pipeline import make_sampling_pipeline
     >>> pipe = make_sampling_pipeline(PCA(), NWFlowSampler())
     >>> [name for name, _ in pipe.steps]

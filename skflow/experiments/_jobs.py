@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from skflow import LearnedFlowSampler, NWFlowSampler
+from skflow import LearnedFlowSampler, NWFlowSampler, SolverOptions
 
 from ._io import TorchThreads, derive_seed
 from ._report import ci_pct, lower_pct
@@ -50,7 +50,7 @@ def plugin_samples(
     """
     model = cfg["learned"]
     sampler = NWFlowSampler(
-        sigma_min=cfg["sigma_min"], solver=model["solver"], n_steps=model["n_steps"]
+        sigma_min=cfg["sigma_min"], solver=SolverOptions(model["solver"], n_steps=model["n_steps"])
     )
     width = supports.shape[2]
     noise = np.stack(

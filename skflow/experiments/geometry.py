@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 from sklearn.decomposition import PCA
 
-from skflow import LearnedFlowSampler, NWFlowSampler
+from skflow import LearnedFlowSampler, NWFlowSampler, SolverOptions
 from skflow._threads import parallel_map
 from skflow.tasks import SphericalShellTasks
 
@@ -143,7 +143,7 @@ _SIGMA_MIN = 0.01
 
 def _plugin(method: str, d: int, sigma_min: float, n_steps: int, solver: str) -> NWFlowSampler:
     """The NWFlowSampler of a plug-in method."""
-    kw: dict[str, Any] = {"sigma_min": sigma_min, "solver": solver, "n_steps": n_steps}
+    kw: dict[str, Any] = {"sigma_min": sigma_min, "solver": SolverOptions(solver, n_steps=n_steps)}
     if method == "plugin_diagonal":
         kw["kernel"] = "diagonal"
     elif method == "plugin_mahalanobis":

@@ -65,7 +65,7 @@ from sklearn.datasets import load_digits
 from sklearn.decomposition import PCA
 from sklearn.preprocessing import StandardScaler
 
-from skflow import LearnedFlowSampler, NWFlowSampler
+from skflow import LearnedFlowSampler, NWFlowSampler, SolverOptions
 from skflow._threads import parallel_map
 from skflow.tasks import ClassTasks, RotatedTasks
 
@@ -218,7 +218,9 @@ def _plugin_scores(pool, reference, support_sizes, sigmas, n_generated, n_steps,
     out = {}
     for m in support_sizes:
         for s in sigmas:
-            sampler = NWFlowSampler(sigma_min=s, n_steps=n_steps).fit(pool[:m])
+            sampler = NWFlowSampler(sigma_min=s, solver=SolverOptions(n_steps=n_steps)).fit(
+                pool[:m]
+            )
             gen = sampler.sample(n_generated, random_state=seed)
             out[(m, s)] = scores_both_conventions(gen, reference)
     return out

@@ -58,6 +58,7 @@ from ._batch import (
     work_items,
 )
 from ._solve import solve_flow
+from .options import SolverOptions
 
 __all__ = [
     "SAMPLER_CONSTRAINTS",
@@ -160,14 +161,17 @@ class BaseFlowSampler(BaseEstimator):
     A subclass declares ``_parameter_constraints`` (one check per constructor parameter) and
     implements :meth:`_prepare_flow`; it may override :meth:`_backend`,
     :meth:`_check_params` (checks that involve several parameters), :meth:`_start_points`
-    and :meth:`_batchable`. Parameters used here: ``solver``, ``n_steps``, ``rtol``,
-    ``atol``, ``support_size``, ``n_jobs``, ``random_state``.
+    and :meth:`_batchable`. Parameters used here: the solve's (through
+    :meth:`_solver_options`), ``support_size``, the workers (:meth:`_n_jobs`),
+    ``random_state``.
     """
 
     #: One check per constructor parameter, ``check(value, name)`` (skflow's
     #: :data:`~skflow._validation.ParameterCheck`, not scikit-learn's constraint lists),
     #: run by :meth:`_validate_params`.
     _parameter_constraints: ClassVar[dict[str, ParameterCheck]] = {}
+    #: How the error of a time past [0, 1] spells the setting that accepts it.
+    _time_tolerance_spelling: ClassVar[str] = "time_tolerance=inf (the default)"
 
     # -- validation (once per public call) ---------------------------------------------------
     def _validate_params(self) -> None:
@@ -221,10 +225,27 @@ class BaseFlowSampler(BaseEstimator):
         """Starting points of the flow from the noise ``x0`` (the noise itself by default)."""
         return x0
 
+    def _n_jobs(self) -> int | None:
+        """Workers of the sampling (the ``n_jobs`` parameter, where there is one)."""
+        return getattr(self, "n_jobs", None)
+
+    def _solver_options(self) -> SolverOptions:
+        """The sampling solve's settings; by default from the separate parameters ``solver``,
+        ``n_steps``, ``rtol``, ``atol`` and ``time_tolerance`` (those of
+        :class:`~skflow.LearnedFlowSampler`; ``inf`` for pickles from before it existed)."""
+        return SolverOptions(
+            self.solver,
+            self.n_steps,
+            self.rtol,
+            self.atol,
+            getattr(self, "time_tolerance", math.inf),
+        )
+
     # -- sampling --------------------------------------------------------------------------
     def _time_grid(self, n_points: int | None = None) -> np.ndarray:
-        if self.solver in FIXED_STEP_METHODS:
-            return np.linspace(0.0, 1.0, self.n_steps + 1)
+        options = self._solver_options()
+        if options.method in FIXED_STEP_METHODS:
+            return np.linspace(0.0, 1.0, options.n_steps + 1)
         return np.linspace(0.0, 1.0, n_points or 2)
 
     def _noise(self, n_samples: Any, n_features: int, dtype: Any, random_state: Any) -> np.ndarray:
@@ -238,13 +259,14 @@ class BaseFlowSampler(BaseEstimator):
     def _solve_rows(self, backend: Backend, flow: PreparedFlow, x0, grid, trajectory):
         """Integrate one batch of rows ``x0`` with ``flow``; ``(NumPy result, error bound or
         None)``."""
+        options = self._solver_options()
         sol = solve_flow(
             flow.velocity,
             backend.asarray(x0),
             grid,
-            method=self.solver,
-            rtol=self.rtol,
-            atol=self.atol,
+            method=options.method,
+            rtol=options.rtol,
+            atol=options.atol,
             return_trajectory=trajectory,
         )
         bound = None if flow.error_bound is None else flow.error_bound()
@@ -256,7 +278,7 @@ class BaseFlowSampler(BaseEstimator):
         result of shape (n, d) / (G, n, d), or (T, ...) for a trajectory."""
         x0 = self._start_points(x0, support)
         items = work_items(x0, support.shape[-2], SAMPLING_BATCH_SIZE)
-        n_jobs = getattr(self, "n_jobs", None)
+        n_jobs = self._n_jobs()
         if len(items) == 1 or n_jobs in (None, 1):
             results, key, flow = [], None, None
             for task, rows in items:
@@ -284,7 +306,7 @@ class BaseFlowSampler(BaseEstimator):
         """Whether a batch ``(G, m, d)`` of supports can share one solver run (else the
         tasks are integrated one by one). The adaptive solver keeps one clock per row of an
         ``(n, d)`` state, so it runs task by task."""
-        return self.solver in FIXED_STEP_METHODS
+        return self._solver_options().method in FIXED_STEP_METHODS
 
     def _supports(self, support: Any) -> tuple[Any, Any, int | None]:
         """``(support (m, d), dtype, None)``, or for a batch ``(groups, dtype, B)`` with
@@ -323,12 +345,11 @@ class BaseFlowSampler(BaseEstimator):
         return self._check_queries(X), support, check_times(t, **self._time_clamp())
 
     def _time_clamp(self) -> dict[str, Any]:
-        """How a field call treats times outside [0, 1]: ``time_tolerance`` (``inf``, the
-        field frozen at the nearest end, for estimators pickled before it existed)."""
-        tolerance = getattr(self, "time_tolerance", math.inf)
+        """How a field call treats times outside [0, 1]: the solver's ``time_tolerance``."""
+        tolerance = self._solver_options().time_tolerance
         hint = (
             f"a solver steps past t = 1, construct {type(self).__name__} with "
-            "time_tolerance=inf (the default), which holds the field at the nearest end"
+            f"{self._time_tolerance_spelling}, which holds the field at the nearest end"
         )
         return {"tolerance": tolerance, "hint": hint}
 
@@ -420,9 +441,9 @@ class BaseFlowSampler(BaseEstimator):
         Examples
         --------
         >>> import numpy as np
-        >>> from skflow import NWFlowSampler
+        >>> from skflow import NWFlowSampler, SolverOptions
         >>> S = np.random.RandomState(0).normal(size=(3, 10, 2))
-        >>> s = NWFlowSampler(n_steps=10).fit(S[0])
+        >>> s = NWFlowSampler(solver=SolverOptions(n_steps=10)).fit(S[0])
         >>> X = s.sample(4, support=S, random_state=0)
         >>> X.shape
         (3, 4, 2)

@@ -2,7 +2,7 @@
 
 The selection is exactly what :class:`sklearn.model_selection.GridSearchCV` does with
 ``param_grid={"sigma_min": grid}``, ``cv=GroupKFold(n_splits)`` and ``groups=y`` on a sampler
-whose ``sigma_min_grid`` is None (its ``fit(X, y)`` then ignores ``y``): for every candidate and
+whose ``sigma_min_search`` is None (its ``fit(X, y)`` then ignores ``y``): for every candidate and
 every split of the classes, fit on the training classes' rows and score with the few-shot
 ``score(X_test, y_test)``; the candidate with the best mean score wins, the first one on ties.
 """
@@ -50,7 +50,7 @@ def select_sigma_min(sampler: Any, X: np.ndarray, y: Any, grid: Any, cv: int) ->
     Parameters
     ----------
     sampler : NWFlowSampler
-        Cloned for every candidate (with ``sigma_min_grid=None``).
+        Cloned for every candidate (with ``sigma_min_search=None``).
     X : ndarray of shape (n_samples, n_features)
     y : array-like of shape (n_samples,)
         Task (class) labels; the groups of the splits.
@@ -68,10 +68,11 @@ def select_sigma_min(sampler: Any, X: np.ndarray, y: Any, grid: Any, cv: int) ->
     Examples
     --------
     >>> import numpy as np
-    >>> from skflow import NWFlowSampler
+    >>> from skflow import NWFlowSampler, SolverOptions
     >>> rng = np.random.default_rng(0)
     >>> X, y = rng.normal(size=(40, 2)), np.repeat(np.arange(4), 10)
-    >>> best, scores = select_sigma_min(NWFlowSampler(n_steps=5), X, y, (0.1, 0.5), 2)
+    >>> sampler = NWFlowSampler(solver=SolverOptions(n_steps=5))
+    >>> best, scores = select_sigma_min(sampler, X, y, (0.1, 0.5), 2)
     >>> scores.shape
     (2, 2)
     """
@@ -84,7 +85,7 @@ def select_sigma_min(sampler: Any, X: np.ndarray, y: Any, grid: Any, cv: int) ->
     if n_classes < 2:
         raise ValueError(
             "fit(X, y) chooses sigma_min on held-out classes and needs at least 2 classes "
-            f"in y, got {n_classes} class; use fit(X) or set sigma_min_grid=None."
+            f"in y, got {n_classes} class; use fit(X) or set sigma_min_search=None."
         )
     splits = list(GroupKFold(n_splits=min(cv, n_classes)).split(X, y, groups=y))
     scores = np.empty((len(grid), len(splits)))
@@ -92,7 +93,7 @@ def select_sigma_min(sampler: Any, X: np.ndarray, y: Any, grid: Any, cv: int) ->
         # a candidate that copies is a legitimate (losing or winning) point of the grid
         warnings.simplefilter("ignore", MemorizationWarning)
         for i, value in enumerate(grid):
-            candidate = clone(sampler).set_params(sigma_min=value, sigma_min_grid=None)
+            candidate = clone(sampler).set_params(sigma_min=value, sigma_min_search=None)
             for k, (train, test) in enumerate(splits):
                 candidate.fit(X[train])
                 scores[i, k] = candidate.score(X[test], y[test])

@@ -26,7 +26,6 @@ from .._validation import (
     choice,
     integer,
     optional,
-    real,
     satisfies,
 )
 from ..exceptions import AccuracyWarning, MemorizationWarning
@@ -35,8 +34,23 @@ from ._bandwidth import BANDWIDTH_RULES, support_frames
 from ._base import SAMPLER_CONSTRAINTS, Backend, BaseFlowSampler, PreparedFlow, check_path
 from ._batch import DENSE_SUPPORT_ELEMENTS
 from ._density import closed_form_log_density, density_t_floor, log_density_and_error
-from ._kernel_geometry import KERNELS, check_projection, fit_projection, median_nn_distance
-from ._selection import DEFAULT_SIGMA_MIN_GRID, check_sigma_min_grid, select_sigma_min
+from ._kernel_geometry import check_projection, fit_projection, median_nn_distance
+from ._selection import DEFAULT_SIGMA_MIN_GRID, select_sigma_min
+from .options import (
+    DEPRECATED_KEYWORDS,
+    GROUPS,
+    DensityOptions,
+    EngineOptions,
+    KernelOptions,
+    SolverOptions,
+    density_options,
+    engine_options,
+    fold_deprecated,
+    hide_deprecated_keywords,
+    kernel_options,
+    sigma_min_search_options,
+    solver_options,
+)
 
 __all__ = ["NWFlowSampler"]
 
@@ -49,9 +63,6 @@ __all__ = ["NWFlowSampler"]
 #: benchmarks/bench_auto_bandwidth.py --calibrate-warning``), so the warning fires when
 #: samples lie about 5 times closer to the support than fresh points of the same law do.
 COPY_FRACTION = 0.2
-#: Velocity engines of :class:`NWFlowSampler` (its ``engine`` parameter).
-SAMPLER_ENGINES = ("auto", "dense", "pruned")
-_POSITIVE = real(low=0.0, low_open=True)
 
 
 def _check_sigma_min(value: Any, name: str) -> None:
@@ -88,7 +99,8 @@ class NWFlowSampler(BaseFlowSampler):
     - ``kernel="diagonal"``: ``G = diag(1 / sqrt(C_jj + r))`` (per-feature scale).
     - ``kernel="mahalanobis"``: ``G = (C + r I)^(-1/2)``, the symmetric inverse square root.
 
-    The ridge is relative, ``r = kernel_reg * tr(C) / k``. ``G`` is normalized so that
+    The ridge is relative, ``r = reg * tr(C) / k`` (``reg`` of a
+    :class:`~skflow.KernelOptions` ``kernel``, 0.1 for a kernel name). ``G`` is normalized so that
     ``tr(G^T G C) = tr(C)``: the mean squared distance between support points, hence the
     overall kernel width relative to the data, equals that of the isotropic kernel, and only
     the *shape* changes. (Normalizing the singular values of ``G`` instead would let directions
@@ -100,16 +112,23 @@ class NWFlowSampler(BaseFlowSampler):
     ``x - t s_i``. An in-context ``support=`` reuses the fitted ``projection_``.
 
     **Parameter groups.** What is computed: the flow (``bandwidth``, ``sigma_min``, ``path``,
-    ``normalize``), its kernel geometry (``kernel``, ``projection``, ``kernel_reg``), the
-    sampling solver (``solver``, ``n_steps``, ``rtol``, ``atol``), the field's times outside
-    [0, 1] (``time_tolerance``), the density solve (``density_rtol``, ``density_atol``,
-    ``density_max_error``), the few-shot score (``support_size``) and the choice of
-    the terminal bandwidth by ``fit(X, y)`` (``sigma_min_grid``, ``cv``).
+    ``normalize``), its kernel geometry (``kernel``, a name or a :class:`~skflow.KernelOptions`
+    with its ridge, and ``projection``), the
+    sampling solver and the field's times outside [0, 1] (``solver``, a method name or a
+    :class:`~skflow.SolverOptions`), the density solve of :meth:`score_samples`
+    (``density``, a :class:`~skflow.DensityOptions`), the few-shot score (``support_size``)
+    and the choice of the terminal bandwidth by ``fit(X, y)`` (``sigma_min_search``).
     *Execution* settings, which change where and how it is computed but not the result
     (beyond rounding, and the certified tolerance of the pruned engine), come last:
-    ``backend``, ``device``, ``chunk_size``, ``support_chunk_size``, ``engine``,
-    ``pruned_rtol``, ``n_jobs``; then ``random_state``. All but the first two are
-    keyword-only.
+    ``backend``, ``device``, ``engine`` (an engine name or a :class:`~skflow.EngineOptions`
+    with its tolerance, block sizes and sampling workers); then ``random_state``. All but
+    the first two are keyword-only.
+
+    *Deprecated keywords.* The former keywords n_steps, rtol, atol, time_tolerance,
+    density_rtol, density_atol, density_max_error, chunk_size, support_chunk_size,
+    pruned_rtol, n_jobs, kernel_reg, sigma_min_grid and cv are accepted, with a ``FutureWarning``,
+    until the next release: each is folded into its group (``NWFlowSampler(n_steps=50)`` is
+    ``NWFlowSampler(solver=SolverOptions(n_steps=50))``).
 
     Parameters
     ----------
@@ -156,17 +175,19 @@ class NWFlowSampler(BaseFlowSampler):
         ``noise=`` the standard noise of the frame (starting at ``c + s * noise``), and
         ``weights``/``effective_sample_size``/``divergence`` are unchanged by the map.
         ``"auto"``: True for ``sigma_min="auto"``, False for a float (the paper's plug-in).
-    sigma_min_grid : "default", sequence of (float or "auto") or None, default="default"
-        Candidates of ``fit(X, y)`` (task labels ``y``): ``sigma_min`` is chosen by the
-        few-shot :meth:`score` on ``GroupKFold(cv)`` splits of the classes, exactly as
-        ``GridSearchCV(NWFlowSampler(sigma_min_grid=None), {"sigma_min": grid},
-        cv=GroupKFold(cv)).fit(X, y, groups=y)``. ``"default"``: ``("auto", 0.01, 0.05, 0.1,
-        0.2, 0.3, 0.5, 0.7, 0.9)``. None: ``fit`` ignores ``y``.
-    cv : int, default=5
-        Folds of that class-grouped split (at most the number of classes).
-    kernel : {"isotropic", "diagonal", "mahalanobis"}, default="isotropic"
+    sigma_min_search : "default", SigmaMinSearch or None, default="default"
+        How ``fit(X, y)`` (task labels ``y``) chooses ``sigma_min``: by the few-shot
+        :meth:`score` on ``GroupKFold(cv)`` splits of the classes among the candidates
+        ``grid`` of a :class:`~skflow.SigmaMinSearch`, exactly as
+        ``GridSearchCV(NWFlowSampler(sigma_min_search=None), {"sigma_min": grid},
+        cv=GroupKFold(cv)).fit(X, y, groups=y)``. ``"default"``: ``SigmaMinSearch()``, the
+        grid ``("auto", 0.01, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9)`` and 5 folds. None:
+        ``fit`` ignores ``y``.
+    kernel : {"isotropic", "diagonal", "mahalanobis"} or KernelOptions, default="isotropic"
         Shape of the kernel of the weights, estimated from the (projected) support at ``fit``
-        and normalized as described above.
+        and normalized as described above; a name means ``KernelOptions(name)``, whose
+        relative ridge ``reg`` (default 0.1) keeps few-shot supports (``m`` close to or below
+        ``d``) from amplifying directions they barely sample.
     projection : None, array-like of shape (k, n_features) or transformer, default=None
         Linear map applied before the kernel. An array is used as is. A scikit-learn
         transformer (PCA, TruncatedSVD, GaussianRandomProjection,
@@ -174,37 +195,17 @@ class NWFlowSampler(BaseFlowSampler):
         ``fit``; it must be affine: its linear part is read off by transforming the identity
         matrix and the zero vector, and checked on the support rows (``ValueError``
         otherwise). Its parameters are searchable (``projection__n_components``).
-    kernel_reg : float, default=0.1
-        Relative ridge of the ``"diagonal"`` and ``"mahalanobis"`` kernels:
-        ``kernel_reg * mean variance`` is added to the diagonal of the (projected) support
-        covariance, which keeps few-shot supports (``m`` close to or below ``d``) from
-        amplifying directions they barely sample.
-    solver : {"euler", "midpoint", "heun", "rk4", "dopri5"}, default="heun"
-        ODE solver (see :mod:`skflow.solvers`).
-    n_steps : int, default=100
-        Steps of the fixed-step solvers.
-    rtol, atol : float, default=1e-5
-        Tolerances of ``"dopri5"`` when it is the sampling ``solver``.
-    time_tolerance : float, default=inf
-        How :meth:`velocity` (and the other field methods) treat times outside [0, 1]:
-        within this distance they are evaluated at the nearest end, the field frozen
-        (``u_t = u_1`` for ``t > 1``, ``u_0`` for ``t < 0``; continuous, so the flow on [0, 1]
-        is unchanged). The default accepts every finite time, so third-party adaptive solvers
-        that probe stages a whole step past ``t = 1`` (torchdiffeq's ``dopri5``,
-        ``flow_matching``'s ``ODESolver``) land where :meth:`sample` lands with no wrapper.
-        A finite value (e.g. ``1e-6``) refuses farther times with a ``ValueError`` naming the
-        value. Sampling itself only uses [0, 1].
-    density_rtol, density_atol : float, default=1e-8
-        Relative and absolute tolerances of the adaptive change-of-variables solve of
-        :meth:`score_samples` where there is no closed form (on the state ``x e^(-s)`` and
-        the log-determinant, see :meth:`log_density_with_error`); independent of ``solver``.
-        The defaults keep the log-density within about ``1e-3`` nats of the exact value at
-        ``sigma_min = 0.01`` (measured in ``docs/user_guide.rst``); the error scales about
-        linearly with them.
-    density_max_error : float, default=0.1
-        :meth:`score_samples` issues an :class:`~skflow.exceptions.AccuracyWarning` when
-        the error estimate of a row (see :meth:`log_density_with_error`) exceeds this many
-        nats.
+    solver : {"euler", "midpoint", "heun", "rk4", "dopri5"} or SolverOptions, default="heun"
+        ODE solver of the sampling (see :mod:`skflow.solvers`); a name means
+        ``SolverOptions(name)``: 100 steps of the fixed-step methods, tolerances ``1e-5`` of
+        ``"dopri5"`` and any finite time accepted by :meth:`velocity` (the field frozen
+        outside [0, 1], for third-party adaptive solvers that probe stages past ``t = 1``).
+        See :class:`~skflow.SolverOptions`.
+    density : DensityOptions, optional
+        Tolerances of the adaptive change-of-variables solve of :meth:`score_samples` where
+        there is no closed form, and the error (nats) above which it warns; None:
+        ``DensityOptions()`` (tolerances ``1e-8``, about ``1e-3`` nats at
+        ``sigma_min = 0.01``). Independent of ``solver``. See :class:`~skflow.DensityOptions`.
     support_size : int, optional
         Support rows per task in the few-shot :meth:`score` (half of each task when None).
     backend : {"auto", "numpy", "torch"}, default="auto"
@@ -216,16 +217,15 @@ class NWFlowSampler(BaseFlowSampler):
         whatever the backend.
     device : {"cpu", "cuda", "auto"} or "cuda:N", default="cpu"
         Torch device (Torch backend only).
-    chunk_size : int, optional
-        Queries per block of the ``(chunk, m)`` kernel matrix; default keeps it near 64 MiB.
-    support_chunk_size : int, optional
-        Support rows per chunk when the support is streamed (online log-sum-exp over support
-        chunks, memory independent of ``m``). By default supports too large for a dense
-        block (``m * max(d, 64) > 2**23``, e.g. ``m > 131072`` in ``d = 64``) are streamed
-        automatically; see :func:`skflow.field.nw_logits`. Results do not depend on it
-        beyond rounding.
-    engine : {"auto", "dense", "pruned"}, default="auto"
-        How the velocity is computed. ``"dense"``: every support point at every evaluation
+    engine : {"auto", "dense", "pruned"} or EngineOptions, default="auto"
+        How the velocity is computed; a name means ``EngineOptions(name)``, whose
+        ``pruned_rtol`` (default ``1e-10``) is the target of the neglected weight per query
+        of the pruned engine and whose ``chunk_size``/``support_chunk_size`` override the
+        field's own planning of its query blocks and support streaming (supports with
+        ``m * max(d, 64) > 2**23`` are streamed by default; results do not depend on them
+        beyond rounding), and whose ``n_jobs`` is the number of workers of the sampling
+        (rows in batches of 4096 integrated independently with joblib; results do not depend
+        on it). ``"dense"``: every support point at every evaluation
         (:class:`skflow.field.NWField`'s dense and attention engines). ``"pruned"``: the
         certified pruned engine (:mod:`skflow.field.pruned`): the support is clustered once
         and, per block of queries, clusters whose total weight is provably below
@@ -235,13 +235,6 @@ class NWFlowSampler(BaseFlowSampler):
         support tried (m = 1e5, d = 16 and 64; ``benchmarks/bench_large_support.py``,
         docs/large_support.md), because early in the flow nothing is prunable. Weights, ``n_eff``,
         divergences and densities are always dense.
-    pruned_rtol : float, default=1e-10
-        Target of the neglected weight per query for ``engine="pruned"``.
-    n_jobs : int, optional
-        Workers for sampling: rows are split into batches of 4096 that are integrated
-        independently with joblib (``None`` or 1: serially). Results do not depend on
-        ``n_jobs``; under ``joblib.parallel_config(backend="dask")`` the batches run on a Dask
-        cluster.
     random_state : int, RandomState instance or None, default=None
         Seed of the starting noise when a method is not given one.
 
@@ -303,6 +296,7 @@ class NWFlowSampler(BaseFlowSampler):
     ((1, 2), (3, 2))
     """
 
+    @hide_deprecated_keywords
     def __init__(
         self,
         bandwidth: Any = "ot",
@@ -310,79 +304,86 @@ class NWFlowSampler(BaseFlowSampler):
         *,
         path: Any = None,
         normalize: Any = "auto",
-        sigma_min_grid: Any = "default",
-        cv: int = 5,
-        kernel: str = "isotropic",
+        sigma_min_search: Any = "default",
+        kernel: str | KernelOptions = "isotropic",
         projection: Any = None,
-        kernel_reg: float = 0.1,
-        solver: str = "heun",
-        n_steps: int = 100,
-        rtol: float = 1e-5,
-        atol: float = 1e-5,
-        time_tolerance: float = math.inf,
-        density_rtol: float = 1e-8,
-        density_atol: float = 1e-8,
-        density_max_error: float = 0.1,
+        solver: str | SolverOptions = "heun",
+        density: DensityOptions | None = None,
         support_size: int | None = None,
         backend: str = "auto",
         device: str = "cpu",
-        chunk_size: int | None = None,
-        support_chunk_size: int | None = None,
-        engine: str = "auto",
-        pruned_rtol: float = 1e-10,
-        n_jobs: int | None = None,
+        engine: str | EngineOptions = "auto",
         random_state: Any = None,
+        **deprecated: Any,
     ):
         self.bandwidth = bandwidth
         self.sigma_min = sigma_min
         self.path = path
         self.normalize = normalize
-        self.sigma_min_grid = sigma_min_grid
-        self.cv = cv
+        self.sigma_min_search = sigma_min_search
         self.kernel = kernel
         self.projection = projection
-        self.kernel_reg = kernel_reg
         self.solver = solver
-        self.n_steps = n_steps
-        self.rtol = rtol
-        self.atol = atol
-        self.time_tolerance = time_tolerance
-        self.density_rtol = density_rtol
-        self.density_atol = density_atol
-        self.density_max_error = density_max_error
+        self.density = density
         self.support_size = support_size
         self.backend = backend
         self.device = device
-        self.chunk_size = chunk_size
-        self.support_chunk_size = support_chunk_size
         self.engine = engine
-        self.pruned_rtol = pruned_rtol
-        self.n_jobs = n_jobs
         self.random_state = random_state
+        # the former keywords, for one release: folded into their group, so that
+        # get_params and clone keep the user's values under the new spelling
+        groups = {name: getattr(self, name) for name in GROUPS}
+        for name, value in fold_deprecated(groups, deprecated, type(self).__name__).items():
+            setattr(self, name, value)
 
     _parameter_constraints = {
-        **SAMPLER_CONSTRAINTS,
+        **{k: v for k, v in SAMPLER_CONSTRAINTS.items() if k not in DEPRECATED_KEYWORDS},
         "sigma_min": _check_sigma_min,
         "path": check_path,
         "normalize": _check_normalize,
-        "sigma_min_grid": check_sigma_min_grid,
-        "cv": integer(minimum=2),
+        "sigma_min_search": sigma_min_search_options,
         "bandwidth": satisfies(check_bandwidth),
-        "kernel": choice(KERNELS),
+        "kernel": kernel_options,
         "projection": check_projection,
-        "kernel_reg": _POSITIVE,
-        "density_rtol": _POSITIVE,
-        "density_atol": _POSITIVE,
-        "density_max_error": _POSITIVE,
+        "solver": solver_options,
+        "density": density_options,
         "support_size": optional(integer()),
         # execution settings
         "backend": choice(BACKENDS),
-        "chunk_size": optional(integer()),
-        "support_chunk_size": optional(integer()),
-        "engine": choice(SAMPLER_ENGINES),
-        "pruned_rtol": real(low=0.0, high=1.0, low_open=True),
-        "n_jobs": optional(integer(minimum=None)),
+        "engine": engine_options,
     }
+    _time_tolerance_spelling = "solver=SolverOptions(time_tolerance=inf) (the default)"
+
+    def set_params(self, **params: Any) -> NWFlowSampler:
+        """Set parameters (scikit-learn's ``set_params``); the former keywords (``n_steps``,
+        ``chunk_size``, ...) are folded into their group with a ``FutureWarning``.
+
+        Returns
+        -------
+        self : NWFlowSampler
+        """
+        old = {k: params.pop(k) for k in list(params) if k in DEPRECATED_KEYWORDS}
+        super().set_params(**params)
+        groups = {name: getattr(self, name) for name in GROUPS}
+        for name, value in fold_deprecated(groups, old, type(self).__name__).items():
+            setattr(self, name, value)
+        return self
+
+    def __setstate__(self, state: dict) -> None:
+        # a pickle of a former version holds the former keywords as attributes
+        old = {k: state.pop(k) for k in list(state) if k in DEPRECATED_KEYWORDS}
+        groups = {name: state.get(name) for name in GROUPS}
+        state.update(fold_deprecated(groups, old, type(self).__name__, warn=False))
+        super().__setstate__(state)
+
+    def _solver_options(self) -> SolverOptions:
+        return solver_options(self.solver)
+
+    def _engine_options(self) -> EngineOptions:
+        return engine_options(self.engine)
+
+    def _n_jobs(self) -> int | None:
+        return self._engine_options().n_jobs
 
     # -- fitting ---------------------------------------------------------------------------
     def fit(self, X: Any, y: Any = None) -> NWFlowSampler:
@@ -393,20 +394,18 @@ class NWFlowSampler(BaseFlowSampler):
         X : array-like of shape (m, n_features)
             Support set (at least one row).
         y : array-like of shape (m,), optional
-            Task (class) labels. With ``sigma_min_grid`` not None, ``sigma_min`` is chosen
-            among ``sigma_min_grid`` by the few-shot :meth:`score` on ``GroupKFold(cv)``
+            Task (class) labels. With ``sigma_min_search`` not None, ``sigma_min`` is chosen
+            among its ``grid`` by the few-shot :meth:`score` on ``GroupKFold(cv)``
             splits of the classes (:func:`._selection.select_sigma_min`, the same as
             ``GridSearchCV`` with ``groups=y``); the choice is ``sigma_min_``. Ignored when
-            ``sigma_min_grid`` or ``path`` is not None.
+            ``sigma_min_search`` is None or ``path`` is not None.
 
         Returns
         -------
         self : NWFlowSampler
         """
         self._validate_params()
-        X = check_data(
-            validate_data, self, X, dtype=[np.float64, np.float32], ensure_min_samples=1
-        )
+        X = check_data(validate_data, self, X, dtype=[np.float64, np.float32], ensure_min_samples=1)
         for name in ("sigma_min_", "cv_scores_"):  # a refit forgets an earlier choice
             self.__dict__.pop(name, None)
         if self.path is not None and isinstance(self.sigma_min, str):
@@ -414,12 +413,13 @@ class NWFlowSampler(BaseFlowSampler):
                 f"sigma_min={self.sigma_min!r} chooses the terminal noise of an OT path; with "
                 "path given the path's own sigma_min is used: leave sigma_min at a float."
             )
-        if y is not None and self.sigma_min_grid is not None and self.path is None:
-            grid = self.sigma_min_grid
+        search = sigma_min_search_options(self.sigma_min_search)
+        if y is not None and search is not None and self.path is None:
+            grid = search.grid
             grid = DEFAULT_SIGMA_MIN_GRID if isinstance(grid, str) else tuple(grid)
-            self.sigma_min_, self.cv_scores_ = select_sigma_min(self, X, y, grid, self.cv)
+            self.sigma_min_, self.cv_scores_ = select_sigma_min(self, X, y, grid, search.cv)
         self.projection_, self.projection_transformer_ = fit_projection(
-            X, self.projection, self.kernel, self.kernel_reg
+            X, self.projection, kernel_options(self.kernel).kernel, kernel_options(self.kernel).reg
         )
         self.support_ = X.copy()
         self._warn_if_copier(X)
@@ -510,7 +510,7 @@ class NWFlowSampler(BaseFlowSampler):
         (the dopri5 solver, the density's change of variables) have their own rule.
         """
         if adaptive is None:
-            adaptive = self.solver == "dopri5"
+            adaptive = self._solver_options().method == "dopri5"
         m = self.support_.shape[0]
         if not use_torch_backend(self.backend, self.device, n_support=m, adaptive=adaptive):
             return Backend()
@@ -531,10 +531,11 @@ class NWFlowSampler(BaseFlowSampler):
         # support too large for a dense block) reads one support in chunks: those batches
         # run task by task
         m, d = support.shape[-2:]
+        engine = self._engine_options()
         return (
             super()._batchable(support)
-            and self.engine != "pruned"
-            and self.support_chunk_size is None
+            and engine.engine != "pruned"
+            and engine.support_chunk_size is None
             and m * max(d, 64) <= DENSE_SUPPORT_ELEMENTS
         )
 
@@ -545,16 +546,17 @@ class NWFlowSampler(BaseFlowSampler):
         frame's terminal noise ``sigma``), prepared once for all its evaluations (the pruned
         engine for one support when ``engine="pruned"``, unless ``dense``)."""
         P = None if self.projection_ is None else backend.asarray(self.projection_)
+        engine = self._engine_options()
         kwargs = {
             "path": self._flow_path(sigma),
             "bandwidth": self.bandwidth,
             "projection": P,
-            "chunk_size": self.chunk_size,
-            "support_chunk_size": self.support_chunk_size,
+            "chunk_size": engine.chunk_size,
+            "support_chunk_size": engine.support_chunk_size,
             "backend": backend.xp,
         }
-        if not dense and self.engine == "pruned" and support.ndim == 2:  # batches run dense
-            return F.NWField(support, **kwargs, engine="pruned", pruned_rtol=self.pruned_rtol)
+        if not dense and engine.engine == "pruned" and support.ndim == 2:  # batches run dense
+            return F.NWField(support, **kwargs, engine="pruned", pruned_rtol=engine.pruned_rtol)
         return F.NWField(support, **kwargs)
 
     def _framed(self, support: Any, backend: Backend) -> tuple:
@@ -670,10 +672,10 @@ class NWFlowSampler(BaseFlowSampler):
         ``projection``) there is no closed form: the log-density is obtained by the
         instantaneous change of variables along the exact flow, integrated backwards from
         ``t = 1`` to ``t = 0`` with an adaptive Dormand-Prince solver of its own (tolerances
-        ``density_rtol``, ``density_atol``; independent of ``solver`` and ``n_steps``) in the
+        ``density.rtol``, ``density.atol``; independent of ``solver``) in the
         variable ``tau = -log(sigma_t)``, where the field is smooth, see
         :meth:`log_density_with_error`. An :class:`~skflow.exceptions.AccuracyWarning` is
-        issued when the error estimate of a row exceeds ``density_max_error`` nats.
+        issued when the error estimate of a row exceeds ``density.max_error`` nats.
 
         Parameters
         ----------
@@ -687,12 +689,14 @@ class NWFlowSampler(BaseFlowSampler):
         """
         log_p, err = self.log_density_with_error(X, support=support)
         worst = float(np.max(err, initial=0.0))
-        if worst > self.density_max_error:
+        limit = density_options(self.density).max_error
+        if worst > limit:
             warnings.warn(
                 f"score_samples: the estimated error of the log-density reaches {worst:.3g} "
-                f"nats (> density_max_error={self.density_max_error}) for "
-                f"{int(np.sum(err > self.density_max_error))} of {err.size} rows; lower "
-                "density_rtol/density_atol or rescale the data.",
+                f"nats (> density.max_error={limit}) for "
+                f"{int(np.sum(err > limit))} of {err.size} rows; lower "
+                "the tolerances of density=DensityOptions(rtol=..., atol=...) or rescale "
+                "the data.",
                 AccuracyWarning,
                 stacklevel=2,
             )
@@ -716,7 +720,7 @@ class NWFlowSampler(BaseFlowSampler):
         ``P^T P`` of a projection). Both right-hand sides are bounded where ``sigma_t -> 0``
         (``w`` stays within the support's convex hull plus ``sigma_min |x_0|``), whereas in
         ``t`` the velocity grows like ``1 / sigma_t``. The solve is adaptive (``"dopri5"``,
-        per-row steps, tolerances ``density_rtol``/``density_atol``) and runs in float64.
+        per-row steps, tolerances ``density.rtol``/``density.atol``) and runs in float64.
 
         The error estimate is the difference to a second solve with 10x looser tolerances.
         The global error scales about linearly with the tolerance, so this is about the
@@ -778,8 +782,8 @@ class NWFlowSampler(BaseFlowSampler):
                 backend,
                 path=path,
                 t_floor=t_floor,
-                rtol=float(self.density_rtol),
-                atol=float(self.density_atol),
+                rtol=float(density_options(self.density).rtol),
+                atol=float(density_options(self.density).atol),
             )
         log_p = log_p - log_jac
         if out32:  # float64 values beyond float32's range would silently become -inf

@@ -6,6 +6,7 @@ import math
 import numpy as np
 import pytest
 
+from skflow import SolverOptions
 from skflow.diagnostics import diagnose, neff_along_path
 from skflow.field import nw_effective_sample_size, nw_velocity
 from skflow.solvers import integrate
@@ -405,7 +406,7 @@ def test_diagnose_accepts_a_fitted_sampler_and_flags_copies(digits_split):
     from skflow import NWFlowSampler
 
     S, held_out = digits_split
-    raw = NWFlowSampler(n_steps=10).fit(S)
+    raw = NWFlowSampler(solver=SolverOptions(n_steps=10)).fit(S)
     for reference in (held_out, None):
         report = diagnose(raw, reference=reference, random_state=0, **FAST)
         assert report.sigma_min == 0.01 and report.n_support == 400
@@ -419,7 +420,7 @@ def test_diagnose_accepts_a_fitted_sampler_and_flags_copies(digits_split):
     assert "memorization" in held.summary() and "memorization=True" in held.summary()
     # standardised, with a terminal bandwidth of half a unit: new points, nothing copied
     scaler = StandardScaler().fit(S)
-    good = NWFlowSampler(sigma_min=0.5, n_steps=10).fit(scaler.transform(S))
+    good = NWFlowSampler(sigma_min=0.5, solver=SolverOptions(n_steps=10)).fit(scaler.transform(S))
     for reference in (scaler.transform(held_out), None):
         report = diagnose(good, reference=reference, random_state=0, **FAST)
         assert not report.flags["memorization"] and report.memorization_ratio > 0.7
@@ -461,7 +462,7 @@ def test_diagnose_a_framed_sampler_in_its_frame():
     from skflow import NWFlowSampler
 
     S = np.random.default_rng(0).normal(size=(40, 3)) * 7.0 + 50.0
-    sampler = NWFlowSampler(sigma_min="auto", n_steps=10).fit(S)
+    sampler = NWFlowSampler(sigma_min="auto", solver=SolverOptions(n_steps=10)).fit(S)
     report = diagnose(sampler, n_trajectories=32, n_steps=10, random_state=0)
     sigma = sampler.path_.sigma_min
     assert report.sigma_min == sigma

@@ -10,7 +10,7 @@ import pytest
 import torch
 from sklearn.neighbors import KernelDensity
 
-from skflow import NWFlowSampler
+from skflow import DensityOptions, NWFlowSampler
 from skflow import field as F
 
 SIGMA_MIN = 0.01
@@ -171,6 +171,6 @@ def test_sampler_float32_log_density_within_1e4_nats(data, bandwidth):
 def test_float32_log_density_out_of_range_raises(bandwidth):
     """A float64 log-density below float32's range is an error, not a silent -inf."""
     S = np.array([[0.0, 0.0], [1e18, 1.0]], dtype=np.float32)
-    s = NWFlowSampler(bandwidth=bandwidth, density_max_error=1e300).fit(S)
+    s = NWFlowSampler(bandwidth=bandwidth, density=DensityOptions(max_error=1e300)).fit(S)
     with pytest.raises(ValueError, match="not finite"):
         s.score_samples(np.array([[3e18, 0.0]], dtype=np.float32))

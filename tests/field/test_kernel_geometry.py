@@ -12,7 +12,7 @@ from sklearn.preprocessing import FunctionTransformer, StandardScaler
 from sklearn.random_projection import GaussianRandomProjection
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from skflow import NWFlowSampler
+from skflow import KernelOptions, NWFlowSampler, SolverOptions
 from skflow import field as F
 
 TIMES = [0.0, 0.1, 0.5, 0.9, 0.99, 1.0]
@@ -46,7 +46,7 @@ def _maha_oracle(S, reg):
 )
 def test_anisotropic_fields_match_brute_force(data, kernel, oracle):
     support, x = data
-    s = NWFlowSampler(kernel=kernel, kernel_reg=1e-3, sigma_min=0.05).fit(support)
+    s = NWFlowSampler(kernel=KernelOptions(kernel, reg=1e-3), sigma_min=0.05).fit(support)
     P = oracle(support, 1e-3)
     np.testing.assert_allclose(s.projection_, P, rtol=1e-10, atol=1e-12)
     for t in TIMES:
@@ -157,7 +157,7 @@ def test_nonaffine_transformer_is_refused(data):
     "params, err, match",
     [
         ({"kernel": "cosine"}, ValueError, "kernel must be one of"),
-        ({"kernel_reg": 0.0}, ValueError, "kernel_reg"),
+        ({"kernel": 0.1}, ValueError, "kernel must be a name or KernelOptions"),
         ({"projection": np.ones((2, 3))}, ValueError, r"shape \(k, 4\)"),
         ({"projection": np.full((2, 4), np.nan)}, ValueError, "NaN"),
         ({"projection": "pca"}, TypeError, "projection must be"),
@@ -185,13 +185,17 @@ def test_in_context_support_reuses_fitted_projection(data):
 def test_score_samples_uses_the_ode_with_the_projection(data):
     support, _ = data
     X = support[:5] + 0.05
-    iso = NWFlowSampler(sigma_min=0.2, solver="rk4", n_steps=200).fit(support)
+    iso = NWFlowSampler(sigma_min=0.2, solver=SolverOptions("rk4", n_steps=200)).fit(support)
     # P = I through an explicit projection takes the ODE path and matches the closed form.
-    eye = NWFlowSampler(sigma_min=0.2, solver="rk4", n_steps=200, projection=np.eye(4))
+    eye = NWFlowSampler(
+        sigma_min=0.2, solver=SolverOptions("rk4", n_steps=200), projection=np.eye(4)
+    )
     np.testing.assert_allclose(
         eye.fit(support).score_samples(X), iso.score_samples(X), rtol=1e-3, atol=1e-3
     )
-    maha = NWFlowSampler(sigma_min=0.2, kernel="mahalanobis", n_steps=50).fit(support)
+    maha = NWFlowSampler(sigma_min=0.2, kernel="mahalanobis", solver=SolverOptions(n_steps=50)).fit(
+        support
+    )
     lp = maha.score_samples(X)
     assert lp.shape == (5,) and np.all(np.isfinite(lp))
     assert not np.allclose(lp, iso.score_samples(X))
@@ -211,7 +215,7 @@ def test_effective_sample_size_and_divergence_use_the_projection(data):
 def test_gridsearch_over_nested_projection_params():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(60, 5)) * np.array([3.0, 2.0, 1.0, 0.5, 0.2])
-    est = NWFlowSampler(projection=PCA(), n_steps=5, random_state=0)
+    est = NWFlowSampler(projection=PCA(), random_state=0, solver=SolverOptions(n_steps=5))
     assert "projection__n_components" in est.get_params(deep=True)
     gs = GridSearchCV(est, {"projection__n_components": [2, 4]}, cv=2).fit(X)
     # by hand: unshuffled 2-fold split, fit on one half, score (-MMD^2) on the other
@@ -251,9 +255,11 @@ def test_float32_support_with_projection(data):
 
 @parametrize_with_checks(
     [
-        NWFlowSampler(kernel="mahalanobis", n_steps=5, random_state=0),
-        NWFlowSampler(kernel="diagonal", n_steps=5, random_state=0),
-        NWFlowSampler(projection=PCA(n_components=1), n_steps=5, random_state=0),
+        NWFlowSampler(kernel="mahalanobis", random_state=0, solver=SolverOptions(n_steps=5)),
+        NWFlowSampler(kernel="diagonal", random_state=0, solver=SolverOptions(n_steps=5)),
+        NWFlowSampler(
+            projection=PCA(n_components=1), random_state=0, solver=SolverOptions(n_steps=5)
+        ),
     ]
 )
 def test_sklearn_compatible(estimator, check):

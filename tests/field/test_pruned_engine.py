@@ -13,7 +13,7 @@ import pytest
 import torch
 from sklearn.neighbors import KernelDensity
 
-from skflow import NWFlowSampler
+from skflow import EngineOptions, NWFlowSampler, SolverOptions
 from skflow.field import NWField
 from skflow.metrics import mmd2_test
 
@@ -103,7 +103,9 @@ def test_sampler_pruned_terminal_law_is_the_kde():
     rng = np.random.default_rng(0)
     centers = np.array([[-2.0, 0.0], [2.0, 1.0], [0.0, -2.0]])
     support = centers[rng.integers(0, 3, 30)] + 0.5 * rng.normal(size=(30, 2))
-    flow = NWFlowSampler(sigma_min=0.3, solver="rk4", n_steps=200, engine="pruned").fit(support)
+    flow = NWFlowSampler(
+        sigma_min=0.3, solver=SolverOptions("rk4", n_steps=200), engine="pruned"
+    ).fit(support)
     generated = flow.sample(400, random_state=0)
     for bandwidth, expect_same in ((0.3, True), (0.6, False)):
         kde = KernelDensity(bandwidth=bandwidth).fit(support).sample(400, random_state=1)
@@ -115,11 +117,17 @@ def test_auto_engine_is_dense():
     """``engine="auto"`` is dense at every size (the pruned engine has not measured faster
     over a whole run); only ``engine="pruned"`` records a bound."""
     S = _clustered(3000, 2, seed=7)
-    auto = NWFlowSampler(engine="auto", n_steps=4, backend="numpy", random_state=0).fit(S)
-    dense = NWFlowSampler(engine="dense", n_steps=4, backend="numpy", random_state=0).fit(S)
+    auto = NWFlowSampler(
+        engine="auto", backend="numpy", random_state=0, solver=SolverOptions(n_steps=4)
+    ).fit(S)
+    dense = NWFlowSampler(
+        engine="dense", backend="numpy", random_state=0, solver=SolverOptions(n_steps=4)
+    ).fit(S)
     np.testing.assert_array_equal(auto.sample(5), dense.sample(5))
     assert not hasattr(auto, "sampling_error_bound_")
-    pruned = NWFlowSampler(engine="pruned", n_steps=4, backend="numpy", random_state=0).fit(S)
+    pruned = NWFlowSampler(
+        engine="pruned", backend="numpy", random_state=0, solver=SolverOptions(n_steps=4)
+    ).fit(S)
     pruned.sample(5)
     assert pruned.sampling_error_bound_ >= 0.0
     with pytest.raises(ValueError, match="engine must be one of"):
@@ -130,13 +138,14 @@ def test_sampling_error_bound_covers_every_batch_serial_and_parallel():
     """Rows are integrated in batches of 4096: the bound is the largest over all of them,
     with one field for every batch (serial) or one per worker (n_jobs=2)."""
     S = _clustered(600, 2, seed=3)
-    kw = {"engine": "pruned", "n_steps": 4, "backend": "numpy", "random_state": 0}
+    kw = {"engine": "pruned", "solver": SolverOptions(n_steps=4), "backend": "numpy"}
+    kw["random_state"] = 0
     first = NWFlowSampler(**kw).fit(S)
     first.sample(4096)  # the first batch alone (the same starting points)
     both = NWFlowSampler(**kw).fit(S)
     both.sample(4096 + 3)
     assert both.sampling_error_bound_ >= first.sampling_error_bound_ > 0.0
-    parallel = NWFlowSampler(**kw, n_jobs=2).fit(S)
+    parallel = NWFlowSampler(**{**kw, "engine": EngineOptions("pruned", n_jobs=2)}).fit(S)
     parallel.sample(4096 + 3)
     assert parallel.sampling_error_bound_ == both.sampling_error_bound_
     dense = NWFlowSampler(**{**kw, "engine": "dense"}).fit(S)

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from skflow import SolverOptions
 from skflow._validation import (
     InvalidParameterError,
     as_generator,
@@ -167,7 +168,9 @@ def test_check_data_restates_infinity_and_complex_messages():
     # through the estimators (fit, a new support, a call)
     from skflow import LearnedFlowSampler, NWFlowSampler
 
-    fitted = NWFlowSampler(n_steps=2).fit(np.random.default_rng(0).normal(size=(6, 3)))
+    fitted = NWFlowSampler(solver=SolverOptions(n_steps=2)).fit(
+        np.random.default_rng(0).normal(size=(6, 3))
+    )
     for bad, word in ((inf, "contains infinity"), (np.ones((4, 3)) * (1 + 1j), "dtype complex")):
         for call in (
             lambda a: NWFlowSampler().fit(a),

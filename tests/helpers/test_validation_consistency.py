@@ -10,7 +10,13 @@ import numpy as np
 import pytest
 import torch
 
-from skflow import FlowProjection, LearnedFlowSampler, NWFlowSampler
+from skflow import (
+    FlowProjection,
+    KernelOptions,
+    LearnedFlowSampler,
+    NWFlowSampler,
+    SolverOptions,
+)
 from skflow.diagnostics import diagnose, neff_along_path
 from skflow.exceptions import InvalidParameterError
 from skflow.field import NWField, nw_velocity
@@ -52,7 +58,7 @@ ENTRY_POINTS = {
         ("GaussianMixtureTasks.velocity", _gmm_velocity),
     ],
     "n_steps": [
-        ("NWFlowSampler", lambda v: NWFlowSampler(n_steps=v).fit(S)),
+        ("NWFlowSampler", lambda v: NWFlowSampler(solver=SolverOptions(n_steps=v)).fit(S)),
         ("LearnedFlowSampler", lambda v: LearnedFlowSampler(n_steps=v, max_iter=0).fit(S)),
         ("diagnose", lambda v: diagnose(S, n_steps=v)),
         ("neff_along_path", lambda v: neff_along_path(S, n_steps=v)),
@@ -122,8 +128,8 @@ def test_same_mistake_same_error(param, func, bad):
 def test_invalid_parameter_error_is_both_value_and_type_error():
     # code written against either exception keeps catching every parameter mistake
     for caught in (ValueError, TypeError):
-        with pytest.raises(caught, match="n_steps must be"):
-            NWFlowSampler(n_steps=1.5).fit(S)
+        with pytest.raises(caught, match="n_steps of SolverOptions must be"):
+            NWFlowSampler(solver=SolverOptions(n_steps=1.5)).fit(S)
 
 
 def test_invalid_parameter_error_is_public():
@@ -139,15 +145,15 @@ def _learned():
 #: (estimator factory, bad parameter values, public calls that run after set_params)
 AFTER_SET_PARAMS = [
     (
-        lambda: NWFlowSampler(n_steps=2, random_state=0).fit(S),
+        lambda: NWFlowSampler(random_state=0, solver=SolverOptions(n_steps=2)).fit(S),
         [
             {"engine": "bogus"},
-            {"kernel_reg": -1},
-            {"pruned_rtol": 5},
+            {"kernel": KernelOptions},
+            {"solver": "bogus"},
             {"kernel": "foo"},
             {"backend": "foo"},
             {"device": "tpu"},
-            {"density_rtol": 0.0},
+            {"density": "tight"},
         ],
         [
             lambda s: s.sample(2),
@@ -189,7 +195,7 @@ def test_every_public_call_validates_after_set_params(make, params, call):
         call(sampler)
 
 
-@pytest.mark.parametrize("params", [{"kernel": "foo"}, {"backend": "foo"}, {"kernel_reg": -1}])
+@pytest.mark.parametrize("params", [{"kernel": "foo"}, {"backend": "foo"}, {"kernel": -1}])
 def test_choice_parameters_raise_invalid_parameter_error_at_fit(params):
     name = list(params)[0]
     with pytest.raises(InvalidParameterError, match=rf"^{name} must be"):

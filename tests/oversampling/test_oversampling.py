@@ -18,7 +18,7 @@ from sklearn.linear_model import LogisticRegression  # noqa: E402
 from sklearn.model_selection import GridSearchCV, StratifiedKFold  # noqa: E402
 from sklearn.preprocessing import StandardScaler  # noqa: E402
 
-from skflow import LearnedFlowSampler, NWFlowSampler, make_sampling_pipeline  # noqa: E402
+from skflow import LearnedFlowSampler, NWFlowSampler, SolverOptions, make_sampling_pipeline  # noqa: E402
 from skflow.metrics import distance_to_closest_record, memorization_ratio  # noqa: E402
 from skflow.oversampling import FlowOverSampler, oversampling_memorization  # noqa: E402
 
@@ -145,7 +145,10 @@ def _first_seed(random_state):
 
 @pytest.mark.parametrize(
     "generator",
-    [NWFlowSampler(sigma_min=0.2, n_steps=10), make_sampling_pipeline(PCA(2), NWFlowSampler())],
+    [
+        NWFlowSampler(sigma_min=0.2, solver=SolverOptions(n_steps=10)),
+        make_sampling_pipeline(PCA(2), NWFlowSampler()),
+    ],
 )
 def test_unfitted_sampler_is_fitted_per_class(generator):
     X, y = imbalanced()

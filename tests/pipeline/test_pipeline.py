@@ -11,7 +11,7 @@ from sklearn.model_selection import GridSearchCV
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from skflow import NWFlowSampler
+from skflow import NWFlowSampler, SolverOptions
 from skflow.metrics import mmd2
 from skflow.pipeline import SamplingPipeline, make_sampling_pipeline
 
@@ -39,7 +39,8 @@ def blobs():
 
 def _pipe(n_components=2, **kw):
     return make_sampling_pipeline(
-        PCA(n_components=n_components), NWFlowSampler(n_steps=10, random_state=0, **kw)
+        PCA(n_components=n_components),
+        NWFlowSampler(random_state=0, **kw, solver=SolverOptions(n_steps=10)),
     )
 
 
@@ -51,7 +52,9 @@ def test_make_sampling_pipeline_names_and_type():
 
 def test_sample_maps_back_through_inverse_transforms(blobs):
     pipe = make_sampling_pipeline(
-        StandardScaler(), PCA(n_components=3), NWFlowSampler(n_steps=10, random_state=0)
+        StandardScaler(),
+        PCA(n_components=3),
+        NWFlowSampler(random_state=0, solver=SolverOptions(n_steps=10)),
     ).fit(blobs)
     out = pipe.sample(7, random_state=1)
     assert out.shape == (7, 6)
@@ -113,7 +116,9 @@ def test_few_shot_score_with_labels(blobs):
 
 
 def test_missing_inverse_transform_is_a_clear_error(blobs):
-    pipe = make_sampling_pipeline(_NoInverse(), NWFlowSampler(n_steps=5)).fit(blobs)
+    pipe = make_sampling_pipeline(_NoInverse(), NWFlowSampler(solver=SolverOptions(n_steps=5))).fit(
+        blobs
+    )
     with pytest.raises(TypeError, match=r"Step '_noinverse' \(_NoInverse\) has no inverse"):
         pipe.sample(3)
     with pytest.raises(TypeError, match="_noinverse"):
@@ -140,7 +145,9 @@ def test_pickle_and_nested_params(blobs):
 
 
 def test_gridsearch_on_digits_picks_a_dimension_by_input_space_score(digits):
-    pipe = make_sampling_pipeline(PCA(), NWFlowSampler(n_steps=10, random_state=0))
+    pipe = make_sampling_pipeline(
+        PCA(), NWFlowSampler(random_state=0, solver=SolverOptions(n_steps=10))
+    )
     gs = GridSearchCV(pipe, {"pca__n_components": [2, 16]}, cv=2).fit(digits)
     scores = gs.cv_results_["mean_test_score"]
     # Input-space scores: two components lose most of the digit images, sixteen do not.
@@ -168,7 +175,11 @@ _PIPELINE_XFAILS = {
 
 
 @parametrize_with_checks(
-    [make_sampling_pipeline(PCA(n_components=1), NWFlowSampler(n_steps=5, random_state=0))],
+    [
+        make_sampling_pipeline(
+            PCA(n_components=1), NWFlowSampler(random_state=0, solver=SolverOptions(n_steps=5))
+        )
+    ],
     expected_failed_checks=lambda est: _PIPELINE_XFAILS,
 )
 def test_sklearn_compatible(estimator, check):

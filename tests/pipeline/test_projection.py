@@ -6,7 +6,7 @@ import torch
 from sklearn.decomposition import PCA
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from skflow import NWFlowSampler
+from skflow import NWFlowSampler, SolverOptions
 from skflow.field import nw_velocity
 from skflow.paths import OTPath
 from skflow.pipeline import make_sampling_pipeline
@@ -175,14 +175,16 @@ def test_flow_matching_loss_oracle_and_determinism():
 
 def test_usable_as_sampler_geometry_and_in_a_pipeline():
     X, _ = _tasks(1, 60, seed=5)
-    s = NWFlowSampler(projection=FlowProjection(n_iter=3, random_state=0), n_steps=5)
+    s = NWFlowSampler(
+        projection=FlowProjection(n_iter=3, random_state=0), solver=SolverOptions(n_steps=5)
+    )
     s.fit(X)
     np.testing.assert_allclose(s.projection_, s.projection_transformer_.components_, atol=1e-12)
     assert s.sample(4, random_state=0).shape == (4, 7)
     assert "projection__n_components" in s.get_params(deep=True)
     pipe = make_sampling_pipeline(
         FlowProjection(n_components=3, n_iter=3, random_state=0),
-        NWFlowSampler(n_steps=5, random_state=0),
+        NWFlowSampler(random_state=0, solver=SolverOptions(n_steps=5)),
     ).fit(X)
     assert pipe.sample(4).shape == (4, 7)
 

@@ -24,7 +24,7 @@ import pytest
 import torch
 from nw_reference import brute_force_field
 
-from skflow import LearnedFlowSampler, NWFlowSampler
+from skflow import LearnedFlowSampler, NWFlowSampler, SolverOptions
 from skflow.field import (
     nw_effective_sample_size,
     nw_velocity,
@@ -91,7 +91,7 @@ def test_cuda_field_equals_cpu_and_brute_force(dtype):
 def test_cuda_sampler_equals_cpu(dtype, tol):
     _, s, _ = _problem(seed=1)
     s = s.astype(dtype)
-    params = {"backend": "torch", "solver": "heun", "n_steps": 20, "random_state": 0}
+    params = {"backend": "torch", "solver": SolverOptions("heun", n_steps=20), "random_state": 0}
     gpu = NWFlowSampler(device="cuda", **params).fit(s)
     cpu = NWFlowSampler(device="cpu", **params).fit(s)
     a, b = gpu.sample(64), cpu.sample(64)

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from skflow import NWFlowSampler
+from skflow import NWFlowSampler, SolverOptions
 from skflow.__main__ import _digit_features, _panels, main, run_few_shot
 from skflow.metrics import memorization_ratio, mmd2
 
@@ -20,7 +20,11 @@ def _plugin_samples():
     Z = features.transform(X)
     rows = np.random.default_rng(1).permutation(np.flatnonzero(y == 5))
     support, held_out = Z[rows[:8]], Z[rows[8:]]
-    gen = NWFlowSampler(sigma_min="auto", n_steps=10).fit(support).sample(200, random_state=1)
+    gen = (
+        NWFlowSampler(sigma_min="auto", solver=SolverOptions(n_steps=10))
+        .fit(support)
+        .sample(200, random_state=1)
+    )
     return X[rows[:8]], support, held_out, gen
 
 

@@ -42,7 +42,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as npst
 from sklearn.decomposition import PCA
 
-from skflow import NWFlowSampler
+from skflow import EngineOptions, NWFlowSampler, SolverOptions
 from skflow.diagnostics import diagnose
 from skflow.metrics import effective_sample_size, mmd2, mmd2_test, nw_weight_correlation
 from skflow.pipeline import make_sampling_pipeline
@@ -211,7 +211,6 @@ def _batched_call_expect(Q, S2, d):
     if Q.ndim == 3 and S2 is not None and np.ndim(S2) == 3 and Q.shape[0] == np.shape(S2)[0]:
         return array_expect(Q, n_features=d, batch=True)
     return array_expect(Q, n_features=d, batch=True) + Expect(may_fail=[SHAPE])
-
 
 
 #: MMD² with the median heuristic: a sample whose pairwise distances are mostly 0.
@@ -400,8 +399,8 @@ BAD_PARAMS = st.one_of(
     st.just({}),
     st.sampled_from(
         [
-            {"n_steps": 0},
-            {"n_steps": 2.5},
+            {"solver": 0},
+            {"solver": 2.5},
             {"sigma_min": 0.0},
             {"sigma_min": 1.0},
             {"sigma_min": np.nan},
@@ -409,10 +408,10 @@ BAD_PARAMS = st.one_of(
             {"bandwidth": np.nan},
             {"bandwidth": "scott"},
             {"kernel": "rbf"},
-            {"kernel_reg": -1.0},
-            {"chunk_size": 0},
-            {"support_chunk_size": -3},
-            {"support_chunk_size": 1.5},
+            {"kernel": -1.0},
+            {"engine": 0},
+            {"engine": "sparse"},
+            {"density": 1.5},
             {"backend": "jax"},
             {"device": "tpu"},
             {"solver": "rk45"},
@@ -451,6 +450,17 @@ def test_nw_flow_sampler_deep(data, params, bad):
     check_nw_flow_sampler("NWFlowSampler (deep)", data, params, bad)
 
 
+def nw_params(params, bad):
+    """The fuzzed keywords as NWFlowSampler's parameters: the solver and the block sizes in
+    their option groups (whose own checks, at construction, test_options.py covers)."""
+    p = dict(params)
+    engine = EngineOptions(
+        chunk_size=p.pop("chunk_size"), support_chunk_size=p.pop("support_chunk_size")
+    )
+    solver = SolverOptions(p.pop("solver"), n_steps=2)
+    return {"random_state": 0, "solver": solver, "engine": engine, **p, **bad}
+
+
 def check_nw_flow_sampler(name, data, params, bad):
     """One fuzz case of NWFlowSampler: fit, every field method, sample, score (the body of
     the fast and the deep test; ``name`` keys the outcome counts)."""
@@ -458,7 +468,7 @@ def check_nw_flow_sampler(name, data, params, bad):
     X = data.draw(arrays(), label="X")
     if X.dtype.kind == "f" and X.ndim == 2:
         X = with_bad_values(data.draw, X)
-    est = NWFlowSampler(**{"n_steps": 2, "random_state": 0, **params, **bad})
+    est = NWFlowSampler(**nw_params(params, bad))
     fit_expect = array_expect(X) + param_expect(bad)
     if params["sigma_min"] == 1e-6 and params["solver"] == "dopri5":
         fit_expect += Expect(may_fail=[MAGNITUDE])  # a near-singular flow may be too stiff
@@ -552,7 +562,9 @@ def test_sampling_pipeline(data):
     CASES[name] += 1
     X = data.draw(arrays(min_rows=2), label="X")
     k = data.draw(st.sampled_from([1, 2, 5]), label="n_components")
-    pipe = make_sampling_pipeline(PCA(n_components=k), NWFlowSampler(n_steps=2, random_state=0))
+    pipe = make_sampling_pipeline(
+        PCA(n_components=k), NWFlowSampler(random_state=0, solver=SolverOptions(n_steps=2))
+    )
     fit_expect = array_expect(X) + components_expect(X, k)
     if call(name, pipe.fit, X, expect=fit_expect) is None:
         return
@@ -674,8 +686,9 @@ def test_mmd2(data):
     call(name, mmd2, X, Y, bandwidth=bandwidth, unbiased=unbiased, chunk_size=3, expect=expect)
     expect = array_expect(X, min_rows=2) + array_expect(Y, n_features=d, min_rows=2)
     expect += bandwidth_expect(bandwidth) + (DUPLICATES if bandwidth == "median" else VALID)
-    call(name, mmd2_test, X, Y, n_permutations=5, bandwidth=bandwidth, random_state=0,
-         expect=expect)
+    call(
+        name, mmd2_test, X, Y, n_permutations=5, bandwidth=bandwidth, random_state=0, expect=expect
+    )
 
 
 def weights_expect(W):

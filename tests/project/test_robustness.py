@@ -18,7 +18,7 @@ import pytest
 import torch
 from nw_reference import brute_force_field
 
-from skflow import NWFlowSampler
+from skflow import EngineOptions, NWFlowSampler, SolverOptions
 from skflow import field as F
 from skflow.field import (
     nw_divergence,
@@ -237,7 +237,9 @@ def test_sampler_on_robustness_cases_is_finite(case, backend):
     rng = np.random.default_rng(10 + CASES.index(case))
     S, X, sigma_min = _case(case, rng)
     for dtype in (np.float64, np.float32):
-        est = NWFlowSampler(sigma_min=sigma_min, n_steps=8, backend=backend, random_state=0)
+        est = NWFlowSampler(
+            sigma_min=sigma_min, backend=backend, random_state=0, solver=SolverOptions(n_steps=8)
+        )
         est.fit(S.astype(dtype))
         samples = est.sample(16)
         assert samples.dtype == dtype and samples.shape == (16, S.shape[1])
@@ -251,7 +253,7 @@ def test_sampler_on_robustness_cases_is_finite(case, backend):
 
 def test_sampler_raises_a_clear_error_when_magnitudes_overflow():
     S = np.array([[1e200, 0.0], [-1e200, 1.0], [0.0, 1e200]])
-    est = NWFlowSampler(n_steps=4, random_state=0).fit(S)
+    est = NWFlowSampler(random_state=0, solver=SolverOptions(n_steps=4)).fit(S)
     with pytest.raises(ValueError, match="too large"):
         est.sample(3)
     with pytest.raises(ValueError, match="too large"):
@@ -341,15 +343,17 @@ def test_streaming_float32_fallback_and_gradients():
 def test_sampler_support_chunk_size_parameter():
     rng = np.random.default_rng(8)
     S = rng.normal(size=(64, 2))
-    ref = NWFlowSampler(n_steps=10, random_state=0).fit(S)
-    streamed = pickle.loads(pickle.dumps(ref.set_params(support_chunk_size=9)))
-    base = NWFlowSampler(n_steps=10, random_state=0).fit(S)
+    ref = NWFlowSampler(random_state=0, solver=SolverOptions(n_steps=10)).fit(S)
+    streamed = pickle.loads(
+        pickle.dumps(ref.set_params(engine=EngineOptions(support_chunk_size=9)))
+    )
+    base = NWFlowSampler(random_state=0, solver=SolverOptions(n_steps=10)).fit(S)
     np.testing.assert_allclose(streamed.sample(20), base.sample(20), rtol=1e-10, atol=1e-10)
     X = rng.normal(size=(5, 2))
     np.testing.assert_allclose(streamed.score_samples(X), base.score_samples(X), rtol=1e-12)
     np.testing.assert_allclose(streamed.weights(X, 0.5), base.weights(X, 0.5), atol=1e-13)
     with pytest.raises(ValueError, match="support_chunk_size"):
-        NWFlowSampler(support_chunk_size=0).fit(S)
+        NWFlowSampler(engine=EngineOptions(support_chunk_size=0)).fit(S)
 
 
 # -- n_jobs: trajectories and pipelines ---------------------------------------------------------
@@ -362,15 +366,21 @@ def test_n_jobs_trajectories_and_pipeline_equal_serial():
     rng = np.random.default_rng(9)
     X = rng.normal(size=(40, 3))
     n = SAMPLING_BATCH_SIZE + 7  # two batches
-    est = NWFlowSampler(n_steps=3, random_state=0).fit(X)
-    t1, serial = est.set_params(n_jobs=1).sample_trajectories(n, random_state=2)
-    t2, parallel = est.set_params(n_jobs=2).sample_trajectories(n, random_state=2)
+    est = NWFlowSampler(random_state=0, solver=SolverOptions(n_steps=3)).fit(X)
+    t1, serial = est.set_params(engine=EngineOptions(n_jobs=1)).sample_trajectories(
+        n, random_state=2
+    )
+    t2, parallel = est.set_params(engine=EngineOptions(n_jobs=2)).sample_trajectories(
+        n, random_state=2
+    )
     np.testing.assert_array_equal(t1, t2)
     np.testing.assert_array_equal(serial, parallel)
-    pipe = make_sampling_pipeline(PCA(n_components=2), NWFlowSampler(n_steps=3, random_state=0))
+    pipe = make_sampling_pipeline(
+        PCA(n_components=2), NWFlowSampler(random_state=0, solver=SolverOptions(n_steps=3))
+    )
     pipe.fit(X)
-    one = pipe.set_params(nwflowsampler__n_jobs=1).sample(n, random_state=4)
-    two = pipe.set_params(nwflowsampler__n_jobs=2).sample(n, random_state=4)
+    one = pipe.set_params(nwflowsampler__engine=EngineOptions(n_jobs=1)).sample(n, random_state=4)
+    two = pipe.set_params(nwflowsampler__engine=EngineOptions(n_jobs=2)).sample(n, random_state=4)
     np.testing.assert_array_equal(one, two)
     _, traj = pipe.sample_trajectories(n, random_state=4)
     np.testing.assert_array_equal(traj[-1], two)

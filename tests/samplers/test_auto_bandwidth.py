@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from sklearn.neighbors import KernelDensity
 
-from skflow import NWFlowSampler
+from skflow import NWFlowSampler, SigmaMinSearch, SolverOptions
 from skflow.exceptions import MemorizationWarning
 from skflow.metrics import memorization_ratio
 from skflow.samplers._bandwidth import (
@@ -57,7 +57,7 @@ def test_auto_is_equivariant_to_shifts_and_scales():
     """The frame makes the sampler affine-equivariant (isotropic scale): same noise, same
     samples up to the map."""
     S = _support(scale=1.0, shift=0.0)
-    s = NWFlowSampler(sigma_min="auto", n_steps=20)
+    s = NWFlowSampler(sigma_min="auto", solver=SolverOptions(n_steps=20))
     x0 = np.random.default_rng(3).standard_normal((50, 3))
     a = s.fit(S).sample(50, noise=x0)
     b = s.fit(S * 1000.0 + 5.0).sample(50, noise=x0)
@@ -67,7 +67,7 @@ def test_auto_is_equivariant_to_shifts_and_scales():
 def test_batched_supports_get_their_own_bandwidth_and_match_one_by_one():
     rng = np.random.default_rng(0)
     SB = rng.normal(size=(4, 15, 3)) * np.array([0.1, 1.0, 10.0, 100.0])[:, None, None]
-    s = NWFlowSampler(sigma_min="auto", n_steps=20).fit(SB[0])
+    s = NWFlowSampler(sigma_min="auto", solver=SolverOptions(n_steps=20)).fit(SB[0])
     X = s.sample(6, support=SB, random_state=1)
     X0 = np.random.RandomState(1).standard_normal((4, 6, 3))
     for b in range(4):
@@ -81,7 +81,7 @@ def test_batched_supports_get_their_own_bandwidth_and_match_one_by_one():
 
 def test_velocity_and_trajectories_are_in_data_units():
     S = _support()
-    s = NWFlowSampler(sigma_min="auto", n_steps=200, solver="rk4").fit(S)
+    s = NWFlowSampler(sigma_min="auto", solver=SolverOptions("rk4", n_steps=200)).fit(S)
     t, T = s.sample_trajectories(4, random_state=0)
     assert T.shape == (201, 4, 3)
     k = 100
@@ -118,7 +118,9 @@ def test_auto_does_not_copy_raw_digit_pixels():
     S = np.stack([r[:20] for r in rows])
     with warnings.catch_warnings():
         warnings.simplefilter("error", MemorizationWarning)
-        s = NWFlowSampler(sigma_min="auto", n_steps=30, random_state=0).fit(S[0])
+        s = NWFlowSampler(sigma_min="auto", random_state=0, solver=SolverOptions(n_steps=30)).fit(
+            S[0]
+        )
     gen = s.sample(100, support=S)
     ratios = [memorization_ratio(gen[c], S[c], rows[c][20:]) for c in range(10)]
     assert np.median(ratios) >= 0.5
@@ -132,9 +134,12 @@ def test_fit_with_labels_equals_grid_search_over_class_groups():
     X, y = load_iris(return_X_y=True)
     X = StandardScaler().fit_transform(X)
     grid = ["auto", 0.05, 0.3]
-    s = NWFlowSampler(n_steps=10, sigma_min_grid=grid, cv=3).fit(X, y)
+    search = SigmaMinSearch(grid=grid, cv=3)
+    s = NWFlowSampler(sigma_min_search=search, solver=SolverOptions(n_steps=10)).fit(X, y)
     gs = GridSearchCV(
-        NWFlowSampler(n_steps=10, sigma_min_grid=None), {"sigma_min": grid}, cv=GroupKFold(3)
+        NWFlowSampler(sigma_min_search=None, solver=SolverOptions(n_steps=10)),
+        {"sigma_min": grid},
+        cv=GroupKFold(3),
     ).fit(X, y, groups=y)
     assert s.sigma_min_ == gs.best_params_["sigma_min"]
     np.testing.assert_allclose(s.cv_scores_.mean(axis=1), gs.cv_results_["mean_test_score"])
@@ -148,11 +153,14 @@ def test_fit_with_labels_equals_grid_search_over_class_groups():
 def test_fit_without_labels_or_grid_is_unchanged():
     X = _support(m=30)
     y = np.repeat([0, 1, 2], 10)
-    plain = NWFlowSampler(n_steps=5, random_state=0).fit(X)
+    plain = NWFlowSampler(random_state=0, solver=SolverOptions(n_steps=5)).fit(X)
     assert not hasattr(plain, "sigma_min_")
-    ignored = NWFlowSampler(n_steps=5, random_state=0, sigma_min_grid=None).fit(X, y)
+    ignored = NWFlowSampler(
+        random_state=0, sigma_min_search=None, solver=SolverOptions(n_steps=5)
+    ).fit(X, y)
     np.testing.assert_array_equal(plain.sample(4), ignored.sample(4))
-    tuned = NWFlowSampler(n_steps=5, sigma_min_grid=[0.5], cv=2).fit(X, y)
+    search = SigmaMinSearch(grid=[0.5], cv=2)
+    tuned = NWFlowSampler(sigma_min_search=search, solver=SolverOptions(n_steps=5)).fit(X, y)
     assert tuned.sigma_min_ == 0.5
     assert not hasattr(tuned.fit(X), "sigma_min_")  # a refit without labels forgets it
     with pytest.raises(ValueError, match="2 classes"):
@@ -160,7 +168,9 @@ def test_fit_without_labels_or_grid_is_unchanged():
 
 
 def test_one_row_support_and_constant_support_sample():
-    s = NWFlowSampler(sigma_min="auto", n_steps=5, random_state=0).fit(np.ones((1, 2)))
+    s = NWFlowSampler(sigma_min="auto", random_state=0, solver=SolverOptions(n_steps=5)).fit(
+        np.ones((1, 2))
+    )
     assert np.isfinite(s.sample(3)).all()
     assert np.isfinite(s.sample(3, support=np.ones((4, 2)))).all()
 
@@ -179,8 +189,8 @@ def test_auto_frame_on_every_backend_and_engine(params):
     """The frame is applied the same way on Torch (float32 tensors) and by the pruned
     engine, whose proven bound is then in data units."""
     S = _support(m=40).astype(np.float32)
-    ref = NWFlowSampler(sigma_min="auto", n_steps=20, backend="numpy").fit(S)
-    other = NWFlowSampler(sigma_min="auto", n_steps=20, **params).fit(S)
+    ref = NWFlowSampler(sigma_min="auto", backend="numpy", solver=SolverOptions(n_steps=20)).fit(S)
+    other = NWFlowSampler(sigma_min="auto", **params, solver=SolverOptions(n_steps=20)).fit(S)
     a, b = ref.sample(30, random_state=0), other.sample(30, random_state=0)
     np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-3 * np.abs(S).max())
     if "engine" in params:

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from skflow import LearnedFlowSampler, NWFlowSampler
+from skflow import EngineOptions, LearnedFlowSampler, NWFlowSampler, SolverOptions
 from skflow.tasks import GaussianMixtureTasks
 
 B, M, N, D = 4, 9, 6, 3
@@ -45,7 +45,7 @@ def _loop(sampler, S, X0, **kw):
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_nw_batched_equals_per_task_loop(backend, dtype):
     S = _supports(dtype)
-    s = NWFlowSampler(n_steps=12, backend=backend).fit(S[0])
+    s = NWFlowSampler(backend=backend, solver=SolverOptions(n_steps=12)).fit(S[0])
     X = s.sample(N, support=S, random_state=3)
     assert X.shape == (B, N, D) and X.dtype == dtype
     np.testing.assert_allclose(X, _loop(s, S, _noise(dtype)), rtol=0, atol=TOL[dtype])
@@ -60,7 +60,7 @@ def test_nw_batched_equals_per_task_loop(backend, dtype):
 def test_nw_ragged_list_groups_by_size(backend):
     S = _supports()
     ragged = [S[0], S[1, :4], S[2], S[3, :1]]
-    s = NWFlowSampler(n_steps=10, backend=backend).fit(S[0])
+    s = NWFlowSampler(backend=backend, solver=SolverOptions(n_steps=10)).fit(S[0])
     X = s.sample(N, support=ragged, random_state=5)
     expected = _loop(s, ragged, _noise(np.float64, seed=5))
     np.testing.assert_allclose(X, expected, rtol=0, atol=1e-10)
@@ -94,9 +94,9 @@ def test_nw_dopri5_and_pruned_batches_run_task_by_task():
 
 def test_nw_batched_parallel_equals_serial():
     S = np.random.default_rng(1).normal(size=(3, 5, 2))
-    s = NWFlowSampler(n_steps=5).fit(S[0])
+    s = NWFlowSampler(solver=SolverOptions(n_steps=5)).fit(S[0])
     serial = s.sample(4100, support=S, random_state=0)  # two row batches per task
-    parallel = s.set_params(n_jobs=2).sample(4100, support=S, random_state=0)
+    parallel = s.set_params(engine=EngineOptions(n_jobs=2)).sample(4100, support=S, random_state=0)
     np.testing.assert_array_equal(parallel, serial)
 
 
@@ -130,7 +130,7 @@ def test_learned_batched_equals_loop_in_float64_network(learned):
 @pytest.mark.parametrize("solver", ["heun", "dopri5"])
 def test_noise_equals_seeded_path(solver):
     S = _supports()[0]
-    s = NWFlowSampler(solver=solver, n_steps=10).fit(S)
+    s = NWFlowSampler(solver=SolverOptions(solver, n_steps=10)).fit(S)
     seeded = s.sample(N, random_state=7)
     X0 = np.random.RandomState(7).standard_normal((N, D))
     np.testing.assert_array_equal(s.sample(N, noise=X0), seeded)
@@ -142,7 +142,7 @@ def test_noise_equals_seeded_path(solver):
 def test_noise_shared_by_a_batch_and_learned(learned):
     S = _supports()
     X0 = _noise(np.float64)[0]
-    s = NWFlowSampler(n_steps=6).fit(S[0])
+    s = NWFlowSampler(solver=SolverOptions(n_steps=6)).fit(S[0])
     shared = s.sample(N, support=S, noise=X0)
     for b in range(B):
         np.testing.assert_allclose(shared[b], s.sample(N, support=S[b], noise=X0), atol=1e-12)
@@ -220,10 +220,12 @@ def test_sampler_velocity_clamps_times(learned):
         np.testing.assert_array_equal(  # the default time_tolerance=inf: frozen at 1
             est.velocity(X, 1.5, support=S), est.velocity(X, 1.0, support=S)
         )
-        est.set_params(time_tolerance=1e-6)
+        # NWFlowSampler's tolerance is in its solver options, LearnedFlowSampler's a keyword
+        tight = {"time_tolerance": 1e-6}
+        est.set_params(**({"solver": SolverOptions(**tight)} if est is s else tight))
         with pytest.raises(ValueError, match=r"\[0, 1\].*got 1\.00001"):
             est.velocity(X, 1.0 + 1e-5, support=S)
-        est.set_params(time_tolerance=float("inf"))
+        est.set_params(**({"solver": SolverOptions()} if est is s else {"time_tolerance": np.inf}))
 
 
 def test_torchdiffeq_dopri5_over_nwfield_completes():
@@ -234,7 +236,9 @@ def test_torchdiffeq_dopri5_over_nwfield_completes():
 
     S = np.random.default_rng(2).normal(size=(30, 2))
     X0 = np.random.RandomState(0).standard_normal((64, 2))
-    ours = NWFlowSampler(sigma_min=0.05, solver="dopri5", rtol=1e-7, atol=1e-7).fit(S)
+    ours = NWFlowSampler(sigma_min=0.05, solver=SolverOptions("dopri5", rtol=1e-7, atol=1e-7)).fit(
+        S
+    )
     reference = ours.sample(64, noise=X0)
     grid = torch.tensor([0.0, 1.0], dtype=torch.float64)
     # jump_t lands the last step on 1 + rounding (the default tolerance); without it the

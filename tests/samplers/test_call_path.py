@@ -9,7 +9,7 @@ wrapping the shared helpers the methods go through.
 import numpy as np
 import pytest
 
-from skflow import LearnedFlowSampler, NWFlowSampler
+from skflow import EngineOptions, LearnedFlowSampler, NWFlowSampler, SolverOptions
 from skflow import field as F
 from skflow.samplers import _base
 from skflow.samplers._solve import ADAPTIVE_MAX_STEPS, FlowSolveError, solve_adaptive
@@ -47,7 +47,7 @@ def _counting(monkeypatch, owner, name):
 
 @pytest.mark.parametrize("call", NW_CALLS.values(), ids=list(NW_CALLS))
 def test_nw_checks_run_once_per_public_call(monkeypatch, call):
-    sampler = NWFlowSampler(n_steps=4, bandwidth=0.8, random_state=0).fit(S)
+    sampler = NWFlowSampler(bandwidth=0.8, random_state=0, solver=SolverOptions(n_steps=4)).fit(S)
     validated = _counting(monkeypatch, _base, "validate_parameters")
     fitted = _counting(monkeypatch, _base, "check_is_fitted")
     backends = _counting(monkeypatch, NWFlowSampler, "_backend")
@@ -65,7 +65,7 @@ def test_nw_prepares_one_field_per_evaluation_or_density(monkeypatch, call):
 
 
 def test_sampling_prepares_one_field_per_support(monkeypatch):
-    sampler = NWFlowSampler(n_steps=4, random_state=0).fit(S)
+    sampler = NWFlowSampler(random_state=0, solver=SolverOptions(n_steps=4)).fit(S)
     built = _counting(monkeypatch, F, "NWField")
     sampler.sample(3, support=[S, S[:5], S[:7]], random_state=0)
     assert len(built) == 3
@@ -95,12 +95,14 @@ def test_every_parameter_has_one_declared_constraint(estimator):
 
 
 def test_error_bound_is_the_value_of_the_last_call():
-    sampler = NWFlowSampler(engine="pruned", n_steps=4, random_state=0).fit(S)
+    sampler = NWFlowSampler(engine="pruned", random_state=0, solver=SolverOptions(n_steps=4)).fit(S)
     sampler.sample(3)
     assert sampler.sampling_error_bound_ >= 0.0
     sampler.set_params(engine="dense").sample(3)
     assert not hasattr(sampler, "sampling_error_bound_")
-    assert "sampling_error_bound_" not in vars(NWFlowSampler(n_steps=4).fit(S))
+    assert "sampling_error_bound_" not in vars(
+        NWFlowSampler(solver=SolverOptions(n_steps=4)).fit(S)
+    )
 
 
 def test_adaptive_solve_stops_at_its_step_budget_with_a_typed_error():
@@ -129,6 +131,6 @@ def test_adaptive_solve_passes_the_fields_own_errors_through():
 def test_closed_form_density_of_the_pruned_engine_builds_no_index():
     """The KDE closed form needs no pruning index (clustering the support) and takes any
     ``support_chunk_size``, which the pruned engine refuses."""
-    pruned = NWFlowSampler(engine="pruned", support_chunk_size=4).fit(S)
+    pruned = NWFlowSampler(engine=EngineOptions("pruned", support_chunk_size=4)).fit(S)
     dense = NWFlowSampler().fit(S)
     np.testing.assert_allclose(pruned.score_samples(X), dense.score_samples(X), rtol=1e-12)

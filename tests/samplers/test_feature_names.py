@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from sklearn.decomposition import PCA
 
-from skflow import LearnedFlowSampler, NWFlowSampler
+from skflow import LearnedFlowSampler, NWFlowSampler, SolverOptions
 from skflow.pipeline import make_sampling_pipeline
 
 COLUMNS = ["a", "b", "c"]
@@ -22,9 +22,11 @@ def frame():
 
 def _samplers():
     return [
-        NWFlowSampler(n_steps=4, random_state=0),
+        NWFlowSampler(random_state=0, solver=SolverOptions(n_steps=4)),
         LearnedFlowSampler(max_iter=0, n_steps=2, random_state=0),
-        make_sampling_pipeline(PCA(2), NWFlowSampler(n_steps=4, random_state=0)),
+        make_sampling_pipeline(
+            PCA(2), NWFlowSampler(random_state=0, solver=SolverOptions(n_steps=4))
+        ),
     ]
 
 
@@ -52,7 +54,9 @@ def test_support_with_the_fitted_names_samples_without_warnings(frame, sampler):
 
 
 def test_frame_support_on_a_pipeline_fitted_without_names_does_not_warn(frame):
-    pipe = make_sampling_pipeline(PCA(2), NWFlowSampler(n_steps=4, random_state=0))
+    pipe = make_sampling_pipeline(
+        PCA(2), NWFlowSampler(random_state=0, solver=SolverOptions(n_steps=4))
+    )
     pipe.fit(frame.to_numpy())
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # e.g. "X has feature names, but PCA was fitted without"

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from skflow import LearnedFlowSampler, NWFlowSampler
+from skflow import LearnedFlowSampler, NWFlowSampler, SolverOptions
 from skflow.tasks import (
     ClassTasks,
     FewShotClassTasks,
@@ -146,7 +146,9 @@ def test_fit_conditions_on_the_support_argument():
     Xq = rng.normal(size=(11, 3))
     lf = LearnedFlowSampler(**TINY, max_iter=0, normalize=False, random_state=0).fit(X[:40])
     assert lf.support_ is not None and not np.array_equal(lf.support_[:9], S2)
-    nw = NWFlowSampler(sigma_min=lf.sigma_min, n_steps=TINY["n_steps"]).fit(S2)
+    nw = NWFlowSampler(sigma_min=lf.sigma_min, solver=SolverOptions(n_steps=TINY["n_steps"])).fit(
+        S2
+    )
     for t in (0.0, 0.3, 0.9):
         np.testing.assert_allclose(
             lf.velocity(Xq, t, support=S2), nw.velocity(Xq, t), rtol=1e-5, atol=1e-6
@@ -183,9 +185,7 @@ def test_progress_reports_an_early_stop(capsys):
     out = capsys.readouterr()
     text = out.out + out.err
     assert "stopped at iteration 55 of 100: no improvement" in text
-    LearnedFlowSampler(**TINY, max_iter=10**6, max_time=0.5, verbose=1, random_state=0).fit(
-        X, y
-    )
+    LearnedFlowSampler(**TINY, max_iter=10**6, max_time=0.5, verbose=1, random_state=0).fit(X, y)
     out = capsys.readouterr()
     assert "max_time 0.5 s" in out.err  # the cap is in the bar
     assert "max_time reached (max_time=0.5 s)" in out.out + out.err

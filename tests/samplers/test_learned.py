@@ -12,6 +12,7 @@ import pytest
 import torch
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
+from skflow import SolverOptions
 from skflow.field import nw_velocity
 from skflow.metrics import mmd2
 from skflow.nn.training import H_MAX, lr_factor, sample_times
@@ -102,7 +103,7 @@ def test_max_iter_zero_estimator_is_the_plugin_flow(gmm2):
     S, _ = gmm2.sample_task(12, 0, random_state=3)
     lf = LearnedFlowSampler(d_model=16, n_heads=2, n_layers=1, max_iter=0, n_steps=30)
     lf.fit(gmm2)
-    nw = NWFlowSampler(sigma_min=0.01, n_steps=30).fit(S)
+    nw = NWFlowSampler(sigma_min=0.01, solver=SolverOptions(n_steps=30)).fit(S)
     X = np.random.default_rng(0).normal(size=(15, 2))
     for t in (0.0, 0.5, 1.0):
         np.testing.assert_allclose(lf.velocity(X, t, support=S), nw.velocity(X, t), rtol=1e-10)
@@ -451,7 +452,7 @@ def test_learned_beats_plugin_with_scarce_support():
 
     supports, truths = tasks.sample_tasks(16, 5, 300, random_state=123)
     generated = lf.sample_batch(300, supports, random_state=0)
-    plugin = NWFlowSampler(sigma_min=0.01, n_steps=20)
+    plugin = NWFlowSampler(sigma_min=0.01, solver=SolverOptions(n_steps=20))
     learned_mmd, plugin_mmd = [], []
     for b in range(len(supports)):
         true = truths[b]

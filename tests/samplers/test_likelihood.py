@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from sklearn.decomposition import PCA
 
-from skflow import NWFlowSampler
+from skflow import DensityOptions, NWFlowSampler, SolverOptions
 from skflow.exceptions import AccuracyWarning
 
 SIGMA_MIN = 0.01
@@ -155,7 +155,7 @@ def test_accuracy_warning_when_tolerance_too_loose():
     support = np.random.RandomState(0).normal(size=(10, 2))
     X = np.random.RandomState(1).normal(size=(20, 2))
     loose = NWFlowSampler(
-        bandwidth=1.0, density_rtol=1e-3, density_atol=1e-3, density_max_error=1e-3
+        bandwidth=1.0, density=DensityOptions(rtol=1e-3, atol=1e-3, max_error=1e-3)
     ).fit(support)
     with pytest.warns(AccuracyWarning, match="estimated error"):
         log_p = loose.score_samples(X)
@@ -166,18 +166,26 @@ def test_accuracy_warning_when_tolerance_too_loose():
         tight.score_samples(X)
 
 
-@pytest.mark.parametrize("name", ["density_rtol", "density_atol", "density_max_error"])
+@pytest.mark.parametrize("name", ["rtol", "atol", "max_error"])
 @pytest.mark.parametrize("value", [0.0, -1e-6, float("nan"), "tight"])
 def test_density_tolerances_are_validated(name, value):
-    with pytest.raises(ValueError, match=name):
-        NWFlowSampler(**{name: value}).fit(TRIANGLE)
+    with pytest.raises(ValueError, match=f"{name} of DensityOptions"):
+        NWFlowSampler(density=DensityOptions(**{name: value})).fit(TRIANGLE)
 
 
 def test_solver_does_not_change_the_likelihood():
     """The change of variables has its own solver: the sampling solver is irrelevant."""
     X = np.random.RandomState(2).normal(scale=0.3, size=(10, 2))
-    a = NWFlowSampler(bandwidth=0.7, solver="euler", n_steps=3).fit(TRIANGLE).score_samples(X)
-    b = NWFlowSampler(bandwidth=0.7, solver="rk4", n_steps=500).fit(TRIANGLE).score_samples(X)
+    a = (
+        NWFlowSampler(bandwidth=0.7, solver=SolverOptions("euler", n_steps=3))
+        .fit(TRIANGLE)
+        .score_samples(X)
+    )
+    b = (
+        NWFlowSampler(bandwidth=0.7, solver=SolverOptions("rk4", n_steps=500))
+        .fit(TRIANGLE)
+        .score_samples(X)
+    )
     np.testing.assert_array_equal(a, b)
 
 
@@ -199,7 +207,7 @@ def test_bounded_callable_bandwidth_has_a_density():
     grid = np.linspace(-4.0, 4.0, 801)
     with warnings.catch_warnings():
         warnings.simplefilter("error", AccuracyWarning)
-        log_p = sampler.set_params(density_rtol=1e-6, density_atol=1e-6).score_samples(
+        log_p = sampler.set_params(density=DensityOptions(rtol=1e-6, atol=1e-6)).score_samples(
             grid[:, None]
         )
     assert np.isneginf(log_p).sum() > 50  # the gaps

@@ -11,13 +11,13 @@ from sklearn.base import clone
 from sklearn.neighbors import KernelDensity
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from skflow import NWFlowSampler
+from skflow import NWFlowSampler, SolverOptions
 from skflow.field import nw_velocity
 from skflow.metrics import mmd2_test
 from skflow.solvers import METHODS
 
 
-@parametrize_with_checks([NWFlowSampler(n_steps=5, random_state=0)])
+@parametrize_with_checks([NWFlowSampler(random_state=0, solver=SolverOptions(n_steps=5))])
 def test_sklearn_compatible(estimator, check):
     check(estimator)
 
@@ -40,7 +40,7 @@ def test_sample_shape_dtype_and_fitted_attributes(support):
 
 
 def _kde_vs_flow_pvalue(support, sigma_min, kde_bandwidth, seed=0):
-    flow = NWFlowSampler(sigma_min=sigma_min, solver="rk4", n_steps=200).fit(support)
+    flow = NWFlowSampler(sigma_min=sigma_min, solver=SolverOptions("rk4", n_steps=200)).fit(support)
     generated = flow.sample(400, random_state=seed)
     kde = KernelDensity(bandwidth=kde_bandwidth).fit(support).sample(400, random_state=seed + 1)
     # A kernel at the scale of the KDE's bumps (not the median heuristic, which sees only the
@@ -69,19 +69,23 @@ def test_score_samples_equals_kernel_density(support):
 
 def test_ode_log_density_agrees_with_closed_form(support):
     """The change-of-variables path (used for non-OT bandwidths) reproduces the KDE."""
-    s = NWFlowSampler(sigma_min=0.2, solver="rk4", n_steps=200).fit(support)
+    s = NWFlowSampler(sigma_min=0.2, solver=SolverOptions("rk4", n_steps=200)).fit(support)
     X = s.sample(20, random_state=3)
     # bandwidth=1.0 is the OT bandwidth through the change of variables (no closed form)
     ode = NWFlowSampler(bandwidth=1.0, sigma_min=0.2).fit(support)
     np.testing.assert_allclose(ode.score_samples(X), s.score_samples(X), atol=1e-4)
-    scaled = NWFlowSampler(bandwidth=1.5, sigma_min=0.2, solver="rk4", n_steps=100).fit(support)
+    scaled = NWFlowSampler(
+        bandwidth=1.5, sigma_min=0.2, solver=SolverOptions("rk4", n_steps=100)
+    ).fit(support)
     assert np.all(np.isfinite(scaled.score_samples(X)))
 
 
 @pytest.mark.parametrize("solver", METHODS)
 def test_single_support_point_gives_straight_lines(solver):
     s1 = np.array([[3.0, -1.0, 0.5]])
-    s = NWFlowSampler(sigma_min=0.05, solver=solver, n_steps=10, random_state=0).fit(s1)
+    s = NWFlowSampler(sigma_min=0.05, solver=SolverOptions(solver, n_steps=10), random_state=0).fit(
+        s1
+    )
     t, paths = s.sample_trajectories(20, n_points=11)
     x0 = paths[0]
     sigma_t = 1 - 0.95 * t
@@ -91,7 +95,7 @@ def test_single_support_point_gives_straight_lines(solver):
 
 
 def test_trajectories_end_where_sample_ends(support):
-    s = NWFlowSampler(n_steps=20, random_state=4).fit(support)
+    s = NWFlowSampler(random_state=4, solver=SolverOptions(n_steps=20)).fit(support)
     t, paths = s.sample_trajectories(5)
     assert t.shape == (21,) and paths.shape == (21, 5, 2) and t[0] == 0.0 and t[-1] == 1.0
     np.testing.assert_array_equal(paths[-1], s.sample(5))
@@ -171,7 +175,7 @@ def test_torch_backend_matches_numpy(support):
 
 def test_score_is_negative_mmd_and_deterministic(support):
     rng = np.random.default_rng(5)
-    s = NWFlowSampler(random_state=0, n_steps=20).fit(support)
+    s = NWFlowSampler(random_state=0, solver=SolverOptions(n_steps=20)).fit(support)
     near = support + 0.05 * rng.normal(size=support.shape)
     far = near + 3.0
     assert s.score(near) == s.score(near)
@@ -187,12 +191,16 @@ def test_score_is_deterministic_without_a_random_state(support):
 
     near = support + 0.3 * np.random.default_rng(5).normal(size=support.shape)
     y = np.repeat([0, 1], len(near) // 2)
-    s = NWFlowSampler(n_steps=5).fit(support)
+    s = NWFlowSampler(solver=SolverOptions(n_steps=5)).fit(support)
     assert s.score(near) == s.score(near)
     assert s.score(near, y) == s.score(near, y)
-    seeded = NWFlowSampler(n_steps=5, random_state=SCORE_RANDOM_STATE).fit(support)
+    seeded = NWFlowSampler(random_state=SCORE_RANDOM_STATE, solver=SolverOptions(n_steps=5)).fit(
+        support
+    )
     assert s.score(near) == seeded.score(near)
-    pipe = make_sampling_pipeline(PCA(2), NWFlowSampler(n_steps=5)).fit(support)
+    pipe = make_sampling_pipeline(PCA(2), NWFlowSampler(solver=SolverOptions(n_steps=5))).fit(
+        support
+    )
     assert pipe.score(near) == pipe.score(near)
 
 
@@ -217,13 +225,13 @@ def test_few_shot_score_splits_each_task_by_hand(support):
     y = np.array(["b"] * 9 + ["a"] * 12)
     order = rng.permutation(len(X))  # interleave the tasks
     X, y = X[order], y[order]
-    s = NWFlowSampler(random_state=3, n_steps=10).fit(support)
+    s = NWFlowSampler(random_state=3, solver=SolverOptions(n_steps=10)).fit(support)
     expected = []
     for label in ("a", "b"):
         rows = X[y == label]
         k = len(rows) // 2
         ref = rows[k:]
-        fresh = NWFlowSampler(random_state=3, n_steps=10).fit(rows[:k])
+        fresh = NWFlowSampler(random_state=3, solver=SolverOptions(n_steps=10)).fit(rows[:k])
         expected.append(-_oracle_mmd2(fresh.sample(len(ref)), ref))
     assert s.score(X, y) == pytest.approx(np.mean(expected), rel=1e-9, abs=1e-12)
 
@@ -236,7 +244,9 @@ def test_few_shot_score_splits_each_task_by_hand(support):
         ({"solver": "leapfrog"}, "solver"),
         ({"bandwidth": "scott"}, "bandwidth"),
         ({"bandwidth": 0.0}, "bandwidth"),
-        ({"n_steps": 0}, "n_steps"),
+        ({"solver": 3}, "solver"),
+        ({"engine": "sparse"}, "engine"),
+        ({"density": "tight"}, "density"),
         ({"backend": "jax"}, "backend"),
         ({"device": "tpu"}, "device"),
     ],
@@ -271,7 +281,7 @@ def test_bad_inputs(support):
     with pytest.raises(ValueError, match="t must lie in"):
         s.velocity(np.ones((2, 2)), np.nan)
     with pytest.raises(ValueError, match=r"t must lie in .*got 1\.2\. .*time_tolerance=inf"):
-        s.set_params(time_tolerance=1e-6).velocity(np.ones((2, 2)), 1.2)
+        s.set_params(solver=SolverOptions(time_tolerance=1e-6)).velocity(np.ones((2, 2)), 1.2)
     with pytest.raises(ValueError, match="could not convert|numeric"):
         NWFlowSampler().fit(np.array([["a", "b"]]))
 
@@ -285,9 +295,11 @@ def test_input_messages_are_short_and_in_our_words(support, cls):
     from skflow.pipeline import make_sampling_pipeline
 
     make = {
-        "nw": lambda: NWFlowSampler(n_steps=2),
+        "nw": lambda: NWFlowSampler(solver=SolverOptions(n_steps=2)),
         "learned": lambda: LearnedFlowSampler(max_iter=0, n_steps=2),
-        "pipeline": lambda: make_sampling_pipeline(PCA(2), NWFlowSampler(n_steps=2)),
+        "pipeline": lambda: make_sampling_pipeline(
+            PCA(2), NWFlowSampler(solver=SolverOptions(n_steps=2))
+        ),
     }[cls]
     fitted = make().fit(support)
     long_1d = np.arange(1000.0)
@@ -348,5 +360,5 @@ def test_degenerate_support_lands_on_the_point_plus_sigma_min_noise(S):
     """Decided in issue 34: a support of one row, or of identical rows, is a valid support of
     the exact flow (its KDE is one Gaussian): every sample is ``s + sigma_min * x0``."""
     x0 = np.random.RandomState(0).standard_normal((50, 4))
-    flow = NWFlowSampler(sigma_min=0.05, solver="rk4", n_steps=20).fit(S)
+    flow = NWFlowSampler(sigma_min=0.05, solver=SolverOptions("rk4", n_steps=20)).fit(S)
     np.testing.assert_allclose(flow.sample(50, noise=x0), S[0] + 0.05 * x0, atol=1e-12)

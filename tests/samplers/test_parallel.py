@@ -5,18 +5,18 @@ import numpy as np
 import pytest
 from joblib import parallel_config
 
-from skflow import NWFlowSampler
+from skflow import EngineOptions, NWFlowSampler, SolverOptions
 from skflow.samplers._base import SAMPLING_BATCH_SIZE
 
 
 @pytest.fixture(scope="module")
 def fitted():
     support = np.random.default_rng(0).normal(size=(40, 3))
-    return NWFlowSampler(n_steps=4, random_state=0).fit(support)
+    return NWFlowSampler(random_state=0, solver=SolverOptions(n_steps=4)).fit(support)
 
 
 def _with_jobs(sampler, n_jobs):
-    return sampler.set_params(n_jobs=n_jobs)
+    return sampler.set_params(engine=EngineOptions(n_jobs=n_jobs))
 
 
 def test_n_jobs_two_equals_serial(fitted):

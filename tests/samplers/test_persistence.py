@@ -16,7 +16,7 @@ import pytest
 import torch
 from sklearn.decomposition import PCA
 
-from skflow import NWFlowSampler
+from skflow import DensityOptions, NWFlowSampler, SolverOptions
 from skflow.pipeline import make_sampling_pipeline
 from skflow.projection import FlowProjection
 
@@ -68,13 +68,11 @@ def test_nw_flow_sampler_round_trip(data, tmp_path, round_trip, backend, geometr
     # accuracy is tested in test_likelihood.py (the Mahalanobis solve takes about 25 times
     # longer at 1e-4: tens of seconds per case on a loaded 2-core machine)
     est = NWFlowSampler(
-        n_steps=4,
         backend=backend,
         random_state=0,
-        density_rtol=1e-2,
-        density_atol=1e-2,
-        density_max_error=10.0,
         **geometry,
+        solver=SolverOptions(n_steps=4),
+        density=DensityOptions(rtol=1e-2, atol=1e-2, max_error=10.0),
     ).fit(X)
     loaded = round_trip(est, tmp_path)
     assert loaded.get_params()["backend"] == backend
@@ -91,7 +89,7 @@ def test_nw_flow_sampler_round_trip(data, tmp_path, round_trip, backend, geometr
 
 def test_float32_model_round_trip(data, tmp_path):
     X, Q = data
-    est = NWFlowSampler(n_steps=4, random_state=0).fit(X.astype(np.float32))
+    est = NWFlowSampler(random_state=0, solver=SolverOptions(n_steps=4)).fit(X.astype(np.float32))
     loaded = _joblib(est, tmp_path)
     assert loaded.support_.dtype == np.float32
     a, b = est.sample(10, random_state=2), loaded.sample(10, random_state=2)
@@ -103,7 +101,8 @@ def test_float32_model_round_trip(data, tmp_path):
 def test_sampling_pipeline_round_trip(data, tmp_path, round_trip):
     X, Q = data
     pipe = make_sampling_pipeline(
-        PCA(n_components=2), NWFlowSampler(n_steps=4, kernel="diagonal", random_state=0)
+        PCA(n_components=2),
+        NWFlowSampler(kernel="diagonal", random_state=0, solver=SolverOptions(n_steps=4)),
     ).fit(X)
     loaded = round_trip(pipe, tmp_path)
     np.testing.assert_array_equal(
@@ -132,8 +131,10 @@ def test_flow_projection_round_trip(data, tmp_path, round_trip):
     assert loaded.loss_curve_ == proj.loss_curve_
     # ... and as the kernel geometry of a sampler, itself round-tripped (loose density
     # tolerances, as above: at the default 1e-8 the density solve took over a minute)
-    loose = {"density_rtol": 1e-2, "density_atol": 1e-2, "density_max_error": 10.0}
-    est = NWFlowSampler(projection=proj, n_steps=4, random_state=0, **loose).fit(X)
+    loose = {"density": DensityOptions(rtol=1e-2, atol=1e-2, max_error=10.0)}
+    est = NWFlowSampler(
+        projection=proj, random_state=0, **loose, solver=SolverOptions(n_steps=4)
+    ).fit(X)
     _assert_same_sampler(est, round_trip(est, tmp_path), Q)
 
 
@@ -142,7 +143,9 @@ def test_cuda_model_loads_and_samples_on_cpu(data, tmp_path):
     anywhere and samples on the CPU after ``set_params(device="cpu")``."""
     X, Q = data
     # fit needs no GPU (it stores NumPy arrays); this mimics a model fitted on a GPU machine
-    gpu_model = NWFlowSampler(backend="torch", device="cuda", n_steps=4, random_state=0)
+    gpu_model = NWFlowSampler(
+        backend="torch", device="cuda", random_state=0, solver=SolverOptions(n_steps=4)
+    )
     gpu_model.fit(X)
     assert not any(torch.is_tensor(v) for v in vars(gpu_model).values())
     loaded = _joblib(gpu_model, tmp_path)
@@ -151,7 +154,9 @@ def test_cuda_model_loads_and_samples_on_cpu(data, tmp_path):
         with pytest.raises(ValueError, match="CUDA is not available"):
             loaded.sample(3)
     loaded.set_params(device="cpu")
-    cpu_model = NWFlowSampler(backend="torch", device="cpu", n_steps=4, random_state=0).fit(X)
+    cpu_model = NWFlowSampler(
+        backend="torch", device="cpu", random_state=0, solver=SolverOptions(n_steps=4)
+    ).fit(X)
     np.testing.assert_array_equal(
         loaded.sample(12, random_state=1), cpu_model.sample(12, random_state=1)
     )
@@ -162,7 +167,9 @@ def test_cuda_model_loads_and_samples_on_cpu(data, tmp_path):
 @pytest.mark.cuda
 def test_real_cuda_round_trip_to_cpu(data, tmp_path):
     X, Q = data
-    est = NWFlowSampler(backend="torch", device="cuda", n_steps=4, random_state=0).fit(X)
+    est = NWFlowSampler(
+        backend="torch", device="cuda", random_state=0, solver=SolverOptions(n_steps=4)
+    ).fit(X)
     on_gpu = est.sample(16, random_state=2)
     loaded = _pickle(est, tmp_path)
     np.testing.assert_array_equal(loaded.sample(16, random_state=2), on_gpu)

@@ -8,7 +8,7 @@ raises ``InvalidParameterError`` naming ``random_state``.
 import numpy as np
 import pytest
 
-from skflow import FlowProjection, LearnedFlowSampler, NWFlowSampler
+from skflow import FlowProjection, LearnedFlowSampler, NWFlowSampler, SolverOptions
 from skflow._validation import InvalidParameterError
 from skflow.diagnostics import neff_along_path
 from skflow.metrics import mmd2_test
@@ -29,11 +29,11 @@ LABELS = np.repeat([0, 1], 6)
 
 
 def _nw(rs):
-    return NWFlowSampler(n_steps=4, random_state=rs).fit(S).sample(3)
+    return NWFlowSampler(random_state=rs, solver=SolverOptions(n_steps=4)).fit(S).sample(3)
 
 
 def _nw_call(rs):
-    return NWFlowSampler(n_steps=4).fit(S).sample(3, random_state=rs)
+    return NWFlowSampler(solver=SolverOptions(n_steps=4)).fit(S).sample(3, random_state=rs)
 
 
 def _learned(rs):

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from skflow import LearnedFlowSampler, NWFlowSampler
+from skflow import LearnedFlowSampler, NWFlowSampler, SolverOptions
 from skflow.field import NWField
 
 torchdiffeq = pytest.importorskip("torchdiffeq")
@@ -37,7 +37,7 @@ def _as_ode(est, support=None, seen=None):
 def _nw():
     S = np.random.default_rng(2).normal(size=(30, 8))
     X0 = np.random.RandomState(0).standard_normal((32, 8))
-    est = NWFlowSampler(sigma_min=0.05, solver="dopri5", rtol=1e-9, atol=1e-9).fit(S)
+    est = NWFlowSampler(sigma_min=0.05, solver=SolverOptions("dopri5", rtol=1e-9, atol=1e-9)).fit(S)
     return est, S, X0, X0, est.sample(32, noise=X0)
 
 
@@ -91,8 +91,11 @@ def test_nwfield_velocity_takes_dopri5_by_default_and_refuses_with_a_finite_tole
         torchdiffeq.odeint(
             lambda t, x: strict.velocity(x, t), torch.as_tensor(X0), grid, method="dopri5"
         )
-    sampler = NWFlowSampler(sigma_min=0.05, time_tolerance=1e-6).fit(S)
-    with pytest.raises(ValueError, match=r"got 1\.2\. .*NWFlowSampler with time_tolerance=inf"):
+    sampler = NWFlowSampler(sigma_min=0.05, solver=SolverOptions(time_tolerance=1e-6)).fit(S)
+    with pytest.raises(
+        ValueError,
+        match=r"got 1\.2\. .*NWFlowSampler with solver=SolverOptions\(time_tolerance=inf\)",
+    ):
         sampler.velocity(X0, 1.2)
 
 
@@ -140,7 +143,10 @@ def test_flow_matching_ode_solver_lands_where_sample_lands(cls, method):
     support = None if cls == "nw" else S
     solver = ODESolver(velocity_model=_Model(est, support))
     if method == "midpoint":  # the same scheme and grid as the sampler's midpoint
-        est.set_params(solver="midpoint", n_steps=100)
+        if cls == "nw":
+            est.set_params(solver=SolverOptions("midpoint", n_steps=100))
+        else:
+            est.set_params(solver="midpoint", n_steps=100)
         reference = est.sample(len(X0), support=support, noise=X0)
         kw = {"step_size": 1.0 / 100}
     else:
