@@ -15,7 +15,7 @@ import skflow.solvers as solvers
 from skflow._array import NUMPY_BACKEND, get_backend, torch_backend
 from skflow.field import NWField
 from skflow.field.pruned import ClusteredSupport, pruned_local_mean
-from skflow.samplers import NWFlowSampler
+from skflow.samplers import NWFlowSampler, SolverOptions
 
 torch = pytest.importorskip("torch")
 
@@ -36,7 +36,7 @@ def _counting(monkeypatch, module):
 @pytest.mark.parametrize("backend", ["numpy", "torch"])
 def test_sampler_hands_its_backend_to_the_field(monkeypatch, backend):
     calls = _counting(monkeypatch, prepared)
-    sampler = NWFlowSampler(backend=backend, n_steps=4, random_state=0).fit(S)
+    sampler = NWFlowSampler(backend=backend, solver=SolverOptions(n_steps=4), random_state=0).fit(S)
     assert sampler.sample(5).shape == (5, 2)
     assert sampler.velocity(S[:3], 0.5).shape == (3, 2)
     assert calls == []  # the field never decided again from the array types

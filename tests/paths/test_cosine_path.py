@@ -10,7 +10,7 @@ import pytest
 import torch
 from nw_reference import brute_force_field, brute_force_log_density
 
-from skflow import NWFlowSampler
+from skflow import NWFlowSampler, SolverOptions
 from skflow.field import NWField
 from skflow.nn.heads import MultiHeadNW, NWAttentionHead
 from skflow.nn.objective import H_MAX, flow_matching_loss, sample_times
@@ -154,14 +154,14 @@ def test_one_point_flow_carries_noise_to_the_terminal_gaussian():
     # one support point s: x_t = alpha_t s + sigma_t x_0 exactly, so x_1 = s + sigma_min x_0
     s = np.array([[2.0, -1.0]])
     noise = np.random.default_rng(6).standard_normal((50, 2))
-    out = NWFlowSampler(path=PATH, n_steps=200).fit(s).sample(50, noise=noise)
+    out = NWFlowSampler(path=PATH, solver=SolverOptions(n_steps=200)).fit(s).sample(50, noise=noise)
     np.testing.assert_allclose(out, s + SIGMA_MIN * noise, atol=1e-4)
 
 
 def test_samples_follow_the_terminal_kde():
     S = np.array([[0.0, 0.0], [4.0, 0.0], [0.0, 4.0]])
     n = 3000
-    X = NWFlowSampler(path=PATH, n_steps=100, random_state=0).fit(S).sample(n)
+    X = NWFlowSampler(path=PATH, solver=SolverOptions(n_steps=100), random_state=0).fit(S).sample(n)
     nearest = np.argmin(((X[:, None] - S[None]) ** 2).sum(-1), axis=1)
     counts = np.bincount(nearest, minlength=3)
     assert np.all(np.abs(counts - n / 3) < 5 * np.sqrt(n * (1 / 3) * (2 / 3)))  # multinomial

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from sklearn.base import clone
 
-from skflow import NWFlowSampler
+from skflow import NWFlowSampler, SigmaMinSearch
 from skflow._validation import InvalidParameterError
 from skflow.field import NWField
 from skflow.paths import OTPath
@@ -48,7 +48,7 @@ def test_bad_paths_are_refused():
 def test_with_a_path_fit_with_labels_selects_nothing():
     S, _ = _support()
     y = np.repeat([0, 1, 2], 4)
-    sampler = NWFlowSampler(path=OTPath(0.05), cv=3).fit(S, y)
+    sampler = NWFlowSampler(path=OTPath(0.05), sigma_min_search=SigmaMinSearch(cv=3)).fit(S, y)
     assert not hasattr(sampler, "sigma_min_") and sampler.path_ == OTPath(0.05)
 
 
