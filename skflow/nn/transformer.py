@@ -158,7 +158,7 @@ class CrossAttentionVelocity(nn.Module):
         The network works in each support's own frame but sees that frame: every support row
         carries ``d + 1`` extra columns after its ``d`` coordinates, the support's centre and
         the log of its scale in data units (the same on every row; the estimator appends them,
-        see :func:`skflow.samplers.learned.LearnedFlowSampler`). From them, the
+        see :class:`skflow.samplers.learned.LearnedFlowSampler`). From them, the
         training data's global mean ``frame_mean`` and scale ``frame_scale`` (buffers) and the
         support size ``m``, a context token is added to every query token: the centre and
         log-scale in the global standardised frame, the global mean in the support's frame
