@@ -16,7 +16,9 @@ Arms, all fitted on the training classes only (``fit(X_train, y_train)``, public
 ``plugin_tuned`` (``sigma_min`` from a grid chosen per ``m`` on the training classes, the same
 selector with plug-in candidates only), ``prior`` (``LearnedFlowSampler.from_pretrained(
 "general-16")`` zero-shot), ``learned`` (``LearnedFlowSampler(max_time=...).fit(X, y)``,
-defaults otherwise) and ``learned_abs`` (the same with ``normalize=False, augment=None``).
+defaults otherwise) and the ablation arms of :data:`LEARNED_ARMS` (the same with one or two
+parameters changed: the network seeing its frame, ``frame_context=True``, with each
+augmentation; ``learned_abs``, no per-task frame, on request).
 
 Scores per task: MMD² (unbiased) with the median-heuristic bandwidth of the reference rows
 (``mmd2_med``), MMD² at a quarter of that bandwidth (``mmd2_q``, sensitive to the covariance)
@@ -28,6 +30,8 @@ Usage::
 
     python benchmarks/bench_transfer.py --settings hier-gauss --seeds 0 --json out/g.json
     python benchmarks/bench_transfer.py --docs-from out/g.json out/t.json out/d.json --write-docs
+
+``--learned-arms`` picks the learned arms (default: ``learned`` and the ablation arms).
 
 One Torch thread; each learned model is capped by ``--max-time`` seconds of wall time (its CPU
 seconds are recorded). ``--write-docs`` writes the tables into ``docs/transfer.md``.
@@ -64,6 +68,16 @@ from skflow.tasks import HierarchicalTasks
 SUPPORT_SIZES = (5, 10, 20)
 GRID = (0.01, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9)
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "transfer.md"
+#: Learned arms: name -> parameters of ``LearnedFlowSampler`` besides the budget and the seed.
+#: ``learned`` is the default recipe; the others change one thing each (the ablation).
+LEARNED_ARMS = {
+    "learned": {},  # per-task frame, rotation augmentation
+    "ctx_rotate": {"frame_context": True},  # the network also sees its frame
+    "ctx_no_aug": {"frame_context": True, "augment": None},  # ... without augmentation
+    "ctx_recentre": {"frame_context": True, "augment": "recentre"},  # ... recentring instead
+    "learned_abs": {"normalize": False, "augment": None},  # no per-task frame at all
+}
+DEFAULT_LEARNED = ("learned", "ctx_rotate", "ctx_no_aug", "ctx_recentre")
 BEGIN, END = "<!-- transfer:begin -->", "<!-- transfer:end -->"
 D = 16
 
@@ -123,8 +137,9 @@ def fit_learned(X, y, seed: int, max_time: float, **params) -> tuple[LearnedFlow
     return model, record
 
 
-def fixed_arms(X, y, seed: int, max_time: float, max_iter, records: dict) -> dict:
-    """Arms that do not depend on ``m``: name -> fitted sampler."""
+def fixed_arms(X, y, seed: int, max_time: float, max_iter, records: dict, learned=()) -> dict:
+    """Arms that do not depend on ``m``: name -> fitted sampler (``learned``: the names of
+    :data:`LEARNED_ARMS` to train)."""
     arms = {
         "ledoit_wolf": LedoitWolfSampler(),
         "pooled": PooledGaussianSampler(),
@@ -138,10 +153,9 @@ def fixed_arms(X, y, seed: int, max_time: float, max_iter, records: dict) -> dic
     arms["prior"] = LearnedFlowSampler.from_pretrained("general-16", n_features=X.shape[1])
     if max_time > 0:
         budget = {} if max_iter is None else {"max_iter": max_iter}
-        arms["learned"], records["learned"] = fit_learned(X, y, seed, max_time, **budget)
-        arms["learned_abs"], records["learned_abs"] = fit_learned(
-            X, y, seed, max_time, normalize=False, augment=None, **budget
-        )
+        for name in learned:
+            params = LEARNED_ARMS[name] | budget
+            arms[name], records[name] = fit_learned(X, y, seed, max_time, **params)
     return arms
 
 
@@ -167,11 +181,13 @@ def generate(name: str, model, supports: np.ndarray, n: int, seed: int) -> np.nd
     return model.sample(n, support=supports, random_state=seed)
 
 
-def run_setting(name: str, seed: int, n_tasks: int, n_gen: int, max_time: float, max_iter) -> dict:
+def run_setting(
+    name: str, seed: int, n_tasks: int, n_gen: int, max_time: float, max_iter, learned=()
+) -> dict:
     """Per m and arm: per-task score lists; plus the training records."""
     data = setting_data(name, n_tasks, seed)
     records: dict = {}
-    arms = fixed_arms(data["X"], data["y"], seed, max_time, max_iter, records)
+    arms = fixed_arms(data["X"], data["y"], seed, max_time, max_iter, records, learned)
     if data["bayes"] is not None:
         arms["bayes"] = data["bayes"]
     table = {}
@@ -191,7 +207,8 @@ def run_setting(name: str, seed: int, n_tasks: int, n_gen: int, max_time: float,
 
 
 ORDER = (
-    "bayes", "learned", "learned_abs", "prior", "best_classical", "emp_bayes", "pooled",
+    "bayes", "learned", "ctx_rotate", "ctx_no_aug", "ctx_recentre", "learned_abs", "prior",
+    "best_classical", "emp_bayes", "pooled",
     "ledoit_wolf", "gmm_bic", "plugin_tuned", "plugin",
 )  # fmt: skip
 N_BOOT = 2000
@@ -239,6 +256,37 @@ def score_table(runs: list[dict], key: str) -> str:
     return "\n".join(lines)
 
 
+def ablation_table(runs: list[dict]) -> str:
+    """Markdown: each learned arm against ``learned`` (the default recipe; % lower MMD², paired
+    interval), at the median bandwidth and at a quarter of it."""
+    ms = list(runs[0]["table"])
+    head = "| arm | parameters | " + " | ".join(f"m={m}: median / quarter bw" for m in ms) + " |"
+    lines = [head, "|" + "---|" * (2 + len(ms))]
+    for arm, params in LEARNED_ARMS.items():
+        if arm == "learned" or _pooled(runs, ms[0], arm, "mmd2_med") is None:
+            continue
+        cells = [
+            " / ".join(_cell(runs, m, arm, key, "learned")[1] for key in ("mmd2_med", "mmd2_q"))
+            for m in ms
+        ]
+        text = ", ".join(f"{k}={v!r}" for k, v in params.items()) or "defaults"
+        lines.append(f"| {arm} | {text} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def versus_best_table(runs: list[dict]) -> str:
+    """Markdown: each learned arm and the prior against ``best_classical`` (% lower MMD² at the
+    median bandwidth, paired interval; > 0: the learned arm wins)."""
+    ms = list(runs[0]["table"])
+    lines = ["| arm | " + " | ".join(f"m={m}" for m in ms) + " |", "|" + "---|" * (1 + len(ms))]
+    for arm in [*LEARNED_ARMS, "prior"]:
+        if _pooled(runs, ms[0], arm, "mmd2_med") is None:
+            continue
+        cells = [_cell(runs, m, arm, "mmd2_med", "best_classical")[1] for m in ms]
+        lines.append(f"| {arm} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def bayes_gap_table(runs: list[dict], key: str = "mmd2_med") -> str:
     """Markdown: excess MMD² over the Bayes predictive (x1e3, paired interval)."""
     ms = list(runs[0]["table"])
@@ -273,7 +321,7 @@ def records_text(runs: list[dict]) -> str:
         learned = [
             f"{k}: {v['n_iter']} iterations, {v['wall_s']} s wall, {v['cpu_s']} s CPU"
             for k, v in rec.items()
-            if k.startswith("learned")
+            if "n_iter" in v
         ]
         chosen = [f"{k}: {v['choice']}" for k, v in rec.items() if "choice" in v]
         out.append(f"- seed {r['seed']}: " + "; ".join(learned + chosen))
@@ -302,6 +350,17 @@ def section(runs: list[dict]) -> str:
             "Excess median-bandwidth MMD² over the Bayes predictive (×10³, paired interval; "
             "0 is the ceiling):\n",
             bayes_gap_table(runs) + "\n",
+        ]
+    if _pooled(runs, "5", "learned", "mmd2_med") is not None:
+        parts += [
+            "Learned arms and the prior against `best_classical` (% lower median-bandwidth "
+            "MMD², paired interval; > 0: better than the best classical arm):\n",
+            versus_best_table(runs) + "\n",
+        ]
+        parts += [
+            "Ablation: % lower MMD² than `learned` (the default recipe: per-task frame, "
+            "rotation), median / quarter bandwidth, paired interval over tasks:\n",
+            ablation_table(runs) + "\n",
         ]
     parts += [
         "Memorisation ratio (median over tasks; about 1 = new points, near 0 = copies):\n",
@@ -334,6 +393,9 @@ def main() -> None:
     ap.add_argument("--json", default=None, help="write the runs here (after every run)")
     ap.add_argument("--docs-from", nargs="+", default=None, help="saved JSON files")
     ap.add_argument("--write-docs", action="store_true")
+    ap.add_argument(
+        "--learned-arms", nargs="+", default=list(DEFAULT_LEARNED), choices=list(LEARNED_ARMS)
+    )
     args = ap.parse_args()
     if args.docs_from:
         saved = [run for p in args.docs_from for run in json.loads(Path(p).read_text())]
@@ -343,7 +405,7 @@ def main() -> None:
     command = "python benchmarks/bench_transfer.py " + " ".join(
         f"--{k.replace('_', '-')} {' '.join(map(str, v)) if isinstance(v, list) else v}"
         for k, v in vars(args).items()
-        if k in ("settings", "seeds", "tasks", "generated", "max_time", "max_iter")
+        if k in ("settings", "seeds", "tasks", "generated", "max_time", "max_iter", "learned_arms")
         and v is not None
     )
     meta = {"n_generated": args.generated, "max_time": args.max_time, "machine": machine,
@@ -355,7 +417,13 @@ def main() -> None:
             with limit_threads(1):
                 saved.append(
                     run_setting(
-                        name, seed, args.tasks, args.generated, args.max_time, args.max_iter
+                        name,
+                        seed,
+                        args.tasks,
+                        args.generated,
+                        args.max_time,
+                        args.max_iter,
+                        args.learned_arms,
                     )
                 )
             saved[-1]["meta"] = meta | {"load_end": round(os.getloadavg()[0], 1)}

@@ -166,6 +166,16 @@ class CrossAttentionVelocity(nn.Module):
         The probability path of the exact head, the time embedding and the centring (queries
         are centred on ``alpha_t`` times the support mean); default ``OTPath(sigma_min)``
         (``sigma_min`` is then the path's). Stored in :attr:`config` when given.
+    frame_context : bool, default=False
+        The network works in each support's own frame but sees that frame: every support row
+        carries ``d + 1`` extra columns after its ``d`` coordinates, the support's centre and
+        the log of its scale in data units (the same on every row; the estimator appends them,
+        see :class:`skflow.samplers.learned.LearnedFlowSampler`). From them, the
+        training data's global mean ``frame_mean`` and scale ``frame_scale`` (buffers) and the
+        support size ``m``, a context token is added to every query token: the centre and
+        log-scale in the global standardised frame, the global mean in the support's frame
+        and ``log m``. This is what shrinkage toward the training classes needs, and what the
+        per-task frame alone erases.
 
     Attributes
     ----------
@@ -173,6 +183,9 @@ class CrossAttentionVelocity(nn.Module):
         Coordinates are divided by ``input_scale`` before embedding; the learned correction is
         multiplied by ``output_scale``. Both default to 1; the estimator sets them from the
         training data. They are part of the ``state_dict``.
+    frame_mean : tensor buffer of shape (n_features,), frame_scale : tensor buffer (scalar)
+        Only with ``frame_context``: the global frame of the context token (default 0 and 1;
+        the estimator sets them from the training data).
 
     Notes
     -----
@@ -205,6 +218,7 @@ class CrossAttentionVelocity(nn.Module):
         support_summary: bool = True,
         n_frequencies: int = 8,
         path: GaussianPath | None = None,
+        frame_context: bool = False,
     ):
         super().__init__()
         d = check_int(n_features, "n_features")
@@ -233,13 +247,17 @@ class CrossAttentionVelocity(nn.Module):
             "support_summary": bool(support_summary),
             "n_frequencies": n_frequencies,
         }
-        if path is not None:  # (the OT default keeps the configuration of earlier versions)
+        # the defaults (OT path, no frame context) keep the configuration of earlier versions
+        if path is not None:
             self.config["path"] = path
+        if frame_context:
+            self.config["frame_context"] = True
         self.n_features = d
         self.sigma_min = float(sigma_min)
         self.path = as_path(path, self.sigma_min)  # the network's one path, shared below
         self.exact_head = bool(exact_head)
         self.support_summary = bool(support_summary)
+        self.frame_context = bool(frame_context)
 
         self.register_buffer("input_scale", torch.ones(()))
         self.register_buffer("output_scale", torch.ones(()))
@@ -252,6 +270,12 @@ class CrossAttentionVelocity(nn.Module):
                 nn.Linear(d_model, d_model), nn.GELU(), nn.Linear(d_model, d_model)
             )
             self.mean_embed = nn.Linear(d, d_model)
+        if self.frame_context:
+            self.register_buffer("frame_mean", torch.zeros(d))
+            self.register_buffer("frame_scale", torch.ones(()))
+            self.context_mlp = nn.Sequential(
+                nn.Linear(2 * d + 2, d_model), nn.GELU(), nn.Linear(d_model, d_model)
+            )
         self.blocks = nn.ModuleList(_Block(d_model, n_heads, mlp_ratio) for _ in range(n_layers))
         self.norm_out = nn.LayerNorm(d_model)
         self.out = nn.Linear(d_model, d)
@@ -319,6 +343,11 @@ class CrossAttentionVelocity(nn.Module):
         True
         """
         d, full = check_int(n_features, "n_features"), self.n_features
+        if self.frame_context and d != full:
+            raise InvalidParameterError(
+                "restrict_features needs frame_context=False: the context token reads every "
+                "coordinate of the support's centre."
+            )
         if d > full:
             raise InvalidParameterError(
                 f"n_features={d} exceeds the network's {full} features."
@@ -340,6 +369,61 @@ class CrossAttentionVelocity(nn.Module):
         net.load_state_dict(state)
         param = next(self.parameters())
         return net.to(device=param.device, dtype=param.dtype).train(self.training)
+
+    # -- the support's frame as an input ------------------------------------------------------
+    @staticmethod
+    def with_frame(support: torch.Tensor, centre: torch.Tensor, scale: torch.Tensor):
+        """``support`` (B, m, d) with its frame appended to every row: (B, m, 2 d + 1).
+
+        Parameters
+        ----------
+        support : tensor of shape (B, m, d)
+            The support as the network sees it (in its own frame).
+        centre : tensor of shape (B, 1, d)
+            The support's centre in data units.
+        scale : tensor of shape (B, 1, 1)
+            Its scale in data units (positive).
+
+        Returns
+        -------
+        tensor of shape (B, m, 2 d + 1)
+
+        Examples
+        --------
+        >>> import torch
+        >>> S = torch.zeros(2, 5, 3)
+        >>> CrossAttentionVelocity.with_frame(S, torch.ones(2, 1, 3), torch.ones(2, 1, 1)).shape
+        torch.Size([2, 5, 7])
+        """
+        B, m, _ = support.shape
+        frame = torch.cat([centre, torch.log(scale)], dim=-1).to(support.dtype)
+        return torch.cat([support, frame.expand(B, m, -1)], dim=-1)
+
+    def _split_context(self, x: torch.Tensor, support: torch.Tensor):
+        """Coordinates (B, m, d) and frame (B, d + 1) of a support carrying its frame."""
+        d = self.n_features
+        if x.shape[-1] != d or support.shape[-1] != 2 * d + 1:
+            raise ValueError(
+                f"with frame_context, x must have {d} features and support {2 * d + 1} columns "
+                f"(coordinates, centre, log-scale); got x {tuple(x.shape)} and support "
+                f"{tuple(support.shape)}."
+            )
+        return support[..., :d], support[:, 0, d:]
+
+    def _context_token(self, frame: torch.Tensor, m: int) -> torch.Tensor:
+        """The context token (B, 1, d_model) of frames (B, d + 1) of supports of ``m`` rows."""
+        d = self.n_features
+        centre, log_scale = frame[:, :d], frame[:, d:]
+        mean = self.frame_mean.to(frame.dtype)
+        scale = self.frame_scale.to(frame.dtype)
+        feats = [
+            (centre - mean) / scale,  # where the support lies among the training data
+            (mean - centre) * torch.exp(-log_scale),  # where the data's centre is, seen from it
+            log_scale - torch.log(scale),
+            torch.full_like(log_scale, math.log(m)),  # how much the support can be trusted
+        ]
+        token = self.context_mlp(torch.cat(feats, dim=-1).to(self.out.weight.dtype))
+        return token[:, None, :]
 
     # -- forward ----------------------------------------------------------------------------
     def _times(self, t: Any, x: torch.Tensor) -> torch.Tensor:
@@ -368,7 +452,9 @@ class CrossAttentionVelocity(nn.Module):
         x : tensor of shape (B, n, d)
             ``d <= n_features``: fewer features are zero-padded, which is exactly the network
             :meth:`restrict_features` ``(d)`` returns.
-        support : tensor of shape (B, m, d)
+        support : tensor of shape (B, m, d), or (B, m, 2 d + 1) with ``frame_context``
+            With ``frame_context`` every row ends with the support's centre and log-scale in
+            data units (:meth:`with_frame`); then ``d`` must be ``n_features``.
         t : float or tensor broadcastable to (B, n)
             Times; outside [0, 1] the field is frozen at the nearest end (``v(x, t) =
             v(x, 1)`` for ``t > 1``), so adaptive solvers may probe past ``t = 1``.
@@ -387,6 +473,9 @@ class CrossAttentionVelocity(nn.Module):
                 f"x and support must have shape (B, n, d) and (B, m, d); got {tuple(x.shape)} "
                 f"and {tuple(support.shape)}."
             )
+        context = None
+        if self.frame_context:
+            support, context = self._split_context(x, support)
         d = x.shape[-1]
         if d > self.n_features or support.shape[-1] != d:
             raise ValueError(
@@ -425,6 +514,8 @@ class CrossAttentionVelocity(nn.Module):
             feats.append(local_mean_c / scale)
         h = self.query_embed(torch.cat(feats, dim=-1).to(wdtype))
         h = h + self.time(t_full.to(wdtype))
+        if context is not None:
+            h = h + self._context_token(context.to(io_dtype), support.shape[1]).to(wdtype)
         s_tok = self.support_embed((s_c / scale).to(wdtype))
         if self.support_summary:
             summary = self.summary_mlp(s_tok).mean(dim=1, keepdim=True)

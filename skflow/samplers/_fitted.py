@@ -34,9 +34,9 @@ def _optional_list(value: Any) -> list | None:
     return None if value is None else list(value)
 
 
-#: The fitted attributes besides ``model_`` and ``n_features_in_`` (both given by the
-#: network): name -> (how a stored value is read back, the value when a state omits it).
-#: The REQUIRED ones describe the model; the others are the record of one training run
+#: The fitted attributes besides ``model_``, ``n_features_in_`` and ``frame_context_`` (all
+#: given by the network): name -> (how a stored value is read back, the value when a state
+#: omits it). The REQUIRED ones describe the model; the others are the record of one training run
 #: (curves, default support, held-out classes), which a pickle keeps and a prior's card
 #: leaves out (its curves are in the card's training section).
 FITTED = {
@@ -149,6 +149,7 @@ def restore(estimator: Any, config: dict, state: dict) -> Any:
     d = int(fitted.get("n_features_in_", width))
     estimator.model_ = _network(config["network"], state, d)
     estimator.n_features_in_ = d
+    estimator.frame_context_ = bool(estimator.model_.frame_context)
     for name, (read, default) in FITTED.items():
         if default is REQUIRED:
             setattr(estimator, name, read(fitted[name]))

@@ -17,7 +17,7 @@ Torch and the task sources are imported on first use, as in the estimator.
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import SimpleNamespace
 from typing import Any
 
@@ -86,11 +86,12 @@ class TrainingParams(SimpleNamespace):
 @dataclass(frozen=True)
 class FitOptions:
     """The ``"auto"`` options of one fit, resolved (``support_range_``, ``augment_``,
-    ``normalize_`` of the estimator)."""
+    ``normalize_``, ``frame_context_`` of the estimator)."""
 
     support_range: tuple[int, int]
     augment: str | None
     normalize: bool
+    frame_context: bool = False
 
 
 @dataclass(frozen=True)
@@ -214,9 +215,11 @@ def training_tasks(
 
 
 def _augmented(source: Any, options: FitOptions) -> Any:
-    from ..tasks import RotatedTasks
+    from ..tasks import RecentredTasks, RotatedTasks
 
-    return RotatedTasks(source) if options.augment == "rotate" else source
+    if options.augment == "rotate":
+        return RotatedTasks(source)
+    return RecentredTasks(source) if options.augment == "recentre" else source
 
 
 def _labelled_tasks(
@@ -278,7 +281,7 @@ def resolve_options(params: TrainingParams, labelled: bool, sizes: np.ndarray | 
     >>> from skflow import LearnedFlowSampler
     >>> params = TrainingParams(**LearnedFlowSampler().get_params())
     >>> resolve_options(params, labelled=True, sizes=np.array([12, 20, 30]))
-    FitOptions(support_range=(2, 23), augment='rotate', normalize=True)
+    FitOptions(support_range=(2, 23), augment='rotate', normalize=True, frame_context=False)
     """
     lo, hi = support_bounds(params.support_size)
     if params.support_size == "auto":
@@ -299,12 +302,20 @@ def resolve_options(params: TrainingParams, labelled: bool, sizes: np.ndarray | 
     augment = ("rotate" if labelled else None) if auto else params.augment
     norm = params.normalize
     normalize = bool(labelled) if norm == "auto" else bool(norm)
+    context = bool(params.frame_context)
     if params.target == "exact" and (augment or normalize):
         raise ValueError(
             "target='exact' regresses on the task source's own velocity, which knows "
             "neither augmentation nor normalisation; set augment=None, normalize=False."
         )
-    return FitOptions((int(lo), int(hi)), augment, normalize)
+    return FitOptions((int(lo), int(hi)), augment, normalize, context)
+
+
+def _with_frame(S: np.ndarray, centre: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """Supports (B, m, d) with their frame (centre (B, 1, d), scale (B, 1, 1)) appended to
+    every row: (B, m, 2 d + 1), what a ``frame_context`` network reads."""
+    frame = np.concatenate([centre, np.log(scale)], axis=-1)
+    return np.concatenate([S, np.broadcast_to(frame, (*S.shape[:2], frame.shape[-1]))], axis=-1)
 
 
 def check_target(target: str, source: Any) -> None:
@@ -387,6 +398,9 @@ class TrainingRun:
         rng: np.random.RandomState,
         warm: WarmStart | None = None,
     ):
+        if warm is not None:  # an architecture choice: the fitted network's
+            context = bool(getattr(warm.model, "frame_context", False))
+            tasks = replace(tasks, options=replace(tasks.options, frame_context=context))
         self.params, self.tasks, self.n_features, self.device = params, tasks, n_features, device
         check_target(params.target, tasks.source)
         seeds = [int(s) for s in rng.randint(0, 2**31 - 1, size=5)]
@@ -417,11 +431,13 @@ class TrainingRun:
         *,
         m: int | None = None,
         normalize: bool | None = None,
+        context: bool | None = None,
     ):
         """``batch_tasks`` tasks of ``source`` as float arrays, checked for shape and finiteness.
 
         ``m`` support rows per task (default: drawn from the support range); with per-task
-        normalisation every task is centred and scaled by its support (:func:`task_frame`).
+        normalisation every task is centred and scaled by its support (:func:`task_frame`);
+        with ``frame_context`` every support row carries that frame (:func:`_with_frame`).
         Returns ``(supports, targets)``, plus the reference set (``target="marginal"``) or the
         tasks' velocity function (``target="exact"``).
         """
@@ -442,9 +458,12 @@ class TrainingRun:
             )
         if not (np.all(np.isfinite(S)) and np.all(np.isfinite(Q))):
             raise ValueError("the task source returned NaN or infinite values.")
-        if self.tasks.options.normalize if normalize is None else normalize:
-            centre, scale = task_frame(S, self.task_scale)
+        options = self.tasks.options
+        centre, scale = task_frame(S, self.task_scale)
+        if options.normalize if normalize is None else normalize:
             S, Q = (S - centre) / scale, (Q - centre) / scale
+        if options.frame_context if context is None else context:
+            S = _with_frame(S, centre, scale)
         if target == "marginal":
             return S, Q[:, :n_targets], Q
         if target == "exact":
@@ -468,14 +487,14 @@ class TrainingRun:
         one-row support (whose own spread is undefined) under per-task normalisation."""
         hi = self.tasks.options.support_range[1]
         rng = np.random.default_rng(seed)
-        S, _ = self._draw(self.tasks.source, rng, m=max(2, hi), normalize=False)
+        S, _ = self._draw(self.tasks.source, rng, m=max(2, hi), normalize=False, context=False)
         _, scale = task_frame(S, 1.0)
         value = float(np.median(scale))
         return value if np.isfinite(value) and value > 1e-12 else 1.0
 
     def _input_scale(self, seed: int) -> float:
         """Global coordinate scale: RMS spread of targets around their support mean."""
-        S, Q = self._draw(self.tasks.source, np.random.default_rng(seed))
+        S, Q = self._draw(self.tasks.source, np.random.default_rng(seed), context=False)
         spread = float(np.sqrt(np.mean((Q - S.mean(axis=1, keepdims=True)) ** 2)))
         if not np.isfinite(spread) or spread > 1e30:
             raise ValueError(
@@ -483,6 +502,16 @@ class TrainingRun:
                 "rescale the data (e.g. StandardScaler) first."
             )
         return spread if spread > 1e-12 else 1.0
+
+    def _global_frame(self, seed: int) -> tuple[np.ndarray, float]:
+        """Mean (d,) and RMS spread of the training rows (support and targets of a batch of
+        tasks in data units): the global frame of the network's context token."""
+        rng = np.random.default_rng(seed)
+        S, Q = self._draw(self.tasks.source, rng, normalize=False, context=False)
+        rows = np.concatenate([S.reshape(-1, S.shape[-1]), Q.reshape(-1, Q.shape[-1])])
+        mean = rows.mean(axis=0)
+        spread = float(np.sqrt(np.mean((rows - mean) ** 2)))
+        return mean, spread if np.isfinite(spread) and spread > 1e-12 else 1.0
 
     # -- network ---------------------------------------------------------------------------
     def _network(self, input_scale: float, seed: int):
@@ -500,6 +529,7 @@ class TrainingRun:
             "mlp_ratio": p.mlp_ratio,
             "exact_head": bool(p.exact_head),
             "sigma_min": float(p.sigma_min),
+            "frame_context": self.tasks.options.frame_context,
         }
         if p.path is not None:  # the network's path (the OT default keeps older configs)
             config["path"] = p.path
@@ -507,6 +537,10 @@ class TrainingRun:
         model.reset_parameters(torch.Generator().manual_seed(seed))
         model.input_scale.fill_(input_scale)
         model.output_scale.fill_(float(np.sqrt(input_scale**2 + 1.0)))
+        if model.frame_context:
+            mean, spread = self._global_frame(seed)
+            model.frame_mean.copy_(torch.as_tensor(mean, dtype=model.frame_mean.dtype))
+            model.frame_scale.fill_(spread)
         return model.to(self.device)
 
     def _start(self, seeds: list, warm: WarmStart | None) -> tuple:

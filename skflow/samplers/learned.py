@@ -74,8 +74,8 @@ class LearnedFlowSampler(BaseFlowSampler):
     **Parameter groups.** What is learned: the network (``d_model``, ``n_heads``,
     ``n_layers``, ``mlp_ratio``, ``exact_head``) on the path (``path``, or the OT path of
     ``sigma_min``); the training (``max_iter``, ``max_time``, ``batch_tasks``,
-    ``support_size``, ``n_targets``,
-    ``augment``, ``normalize``, ``learning_rate``, ``weight_decay``, ``warmup``,
+    ``support_size``, ``n_targets``, ``augment``, ``normalize``, ``frame_context``,
+    ``learning_rate``, ``weight_decay``, ``warmup``,
     ``lr_schedule``, ``clip_grad``, ``time_sampling``, ``target``, ``ema_decay``,
     ``warm_start``), its early stopping (``validation_fraction``, ``n_iter_no_change``,
     ``tol``, ``validation_interval``), the sampling solver (``solver``, ``n_steps``,
@@ -126,11 +126,14 @@ class LearnedFlowSampler(BaseFlowSampler):
         ``min(high, n_rows // 2)``).
     n_targets : int, default=128
         Target points per training task (each with its own noise and time).
-    augment : {"auto", "rotate"} or None, default="auto"
+    augment : {"auto", "rotate", "recentre"} or None, default="auto"
         Task augmentation (:mod:`skflow.tasks`). ``"rotate"``: every training task is mapped
         by its own uniformly random orthogonal matrix about its support mean
         (:class:`~skflow.tasks.RotatedTasks`), support and targets alike, so a few classes
-        give endless tasks with their shapes and without their orientation. ``"auto"``:
+        give endless tasks with their shapes and without their orientation. ``"recentre"``:
+        every batch's tasks are moved to new centres with the law of the batch's centres
+        (:class:`~skflow.tasks.RecentredTasks`), shapes and orientation kept: the class
+        locations cannot be memorised (made for ``frame_context=True``). ``"auto"``:
         ``"rotate"`` for ``fit(X, y)``, None otherwise.
     normalize : bool or "auto", default="auto"
         Per-task normalisation: the flow runs in each support's frame (centred on its mean,
@@ -139,6 +142,15 @@ class LearnedFlowSampler(BaseFlowSampler):
         the noise starts where the support lies. ``velocity`` is the velocity of that flow in
         data units. ``"auto"``: True for ``fit(X, y)``, False otherwise (with False and
         ``exact_head=True`` the untrained model is exactly :class:`~skflow.NWFlowSampler`).
+    frame_context : bool, default=False
+        Let the network see the frame it works in: the support's centre and scale in the
+        training data's global standardised frame, the global mean seen from the support
+        and ``log m`` enter as a context token (``CrossAttentionVelocity(frame_context=True)``),
+        so the model can learn how far to shrink a support toward the training classes and
+        how much to trust it as ``m`` grows, which the per-task frame alone erases. Off by
+        default: in ``docs/transfer.md`` it buys nothing with the rotation augmentation and
+        trades small supports against large ones without it (see the ablation there). An
+        architecture choice: a warm start keeps the fitted network's.
     learning_rate : float, default=1e-3
         Peak AdamW learning rate.
     weight_decay : float, default=1e-4
@@ -246,6 +258,8 @@ class LearnedFlowSampler(BaseFlowSampler):
         The augmentation used.
     normalize_ : bool
         Whether the flow runs in each support's frame (per-task normalisation).
+    frame_context_ : bool
+        Whether the network sees that frame (``frame_context``).
     task_scale_ : float
         Median support spread of the training tasks: the scale of a one-row support under
         per-task normalisation (1.0 without it).
@@ -303,6 +317,7 @@ class LearnedFlowSampler(BaseFlowSampler):
         n_targets: int = 128,
         augment: str | None = "auto",
         normalize: Any = "auto",
+        frame_context: bool = False,
         learning_rate: float = 1e-3,
         weight_decay: float = 1e-4,
         warmup: int = 100,
@@ -341,6 +356,7 @@ class LearnedFlowSampler(BaseFlowSampler):
         self.n_targets = n_targets
         self.augment = augment
         self.normalize = normalize
+        self.frame_context = frame_context
         self.learning_rate = learning_rate
         self.weight_decay = weight_decay
         self.warmup = warmup
@@ -467,9 +483,10 @@ class LearnedFlowSampler(BaseFlowSampler):
         "max_iter": integer(minimum=0),
         "support_size": satisfies(_support_bounds),
         "n_targets": integer(),
-        "augment": optional(choice(("auto", "rotate"))),
+        "augment": optional(choice(("auto", "rotate", "recentre"))),
         "normalize": _check_normalize,
         "path": check_path,
+        "frame_context": boolean(),
         "validation_interval": integer(),
         "warmup": integer(minimum=0),
         "n_iter_no_change": either("auto", integer(allow_none=True)),
@@ -691,6 +708,9 @@ class LearnedFlowSampler(BaseFlowSampler):
         if getattr(self, "normalize_", False):  # the network works in each support's frame
             centre, scale = _task_frame(support, self.task_scale_)
             x, support = (x - centre) / scale, (support - centre) / scale
+        if getattr(model, "frame_context", False):  # ... and sees it
+            frame = _task_frame(support, self.task_scale_) if scale is None else (centre, scale)
+            support = model.with_frame(support, *frame)
         if not torch.is_tensor(t) and np.ndim(t) == 0:
             t = float(t)
         else:

@@ -45,6 +45,9 @@ FewShotClassTasks
 RotatedTasks, rotate_tasks (:mod:`skflow.tasks.rotation`)
     Task augmentation: every task mapped by its own random orthogonal matrix (support and
     queries alike).
+RecentredTasks, recentre_tasks (:mod:`skflow.tasks.recentre`)
+    Task augmentation: every task moved to a new centre drawn like the training classes'
+    centres (shape and orientation kept).
 
 The task sources never put a task's support rows among its targets (the synthetic ones draw
 every point independently; the data-based ones split rows).
@@ -58,6 +61,7 @@ from .hierarchical import HierarchicalTasks
 from .labelled import ClassTasks, FewShotClassTasks, SingleDatasetTasks
 from .mixed import MixedTasks
 from .planar import MoonsTasks, RingTasks, SpiralTasks
+from .recentre import RecentredTasks, recentre_tasks
 from .rotation import RotatedTasks, rotate_tasks
 from .shells import SphericalShellTasks
 
@@ -70,10 +74,12 @@ __all__ = [
     "MixedTasks",
     "MoonsTasks",
     "RingTasks",
+    "RecentredTasks",
     "RotatedTasks",
     "SingleDatasetTasks",
     "SphericalShellTasks",
     "SpiralTasks",
+    "recentre_tasks",
     "rotate_tasks",
 ]
 

@@ -512,13 +512,19 @@ def test_fit_xy_model_refuses_frameless_supports_and_fit_x_model_takes_them():
 def test_normalized_model_samples_in_the_supports_frame():
     """With per-task normalisation the flow runs in the support's frame and the samples come
     back in data units (issue 34): moving and scaling the support moves and scales the
-    samples and the velocity alike, and samples of a far support lie near it."""
+    samples and the velocity alike, and samples of a far support lie near it. The
+    equivariance is the frame's alone: with ``frame_context=True`` the network sees where the
+    support lies, by design, but a far support still gets samples near it."""
     rng = np.random.default_rng(2)
     X, y = rng.normal(size=(24, 2)), np.repeat([0, 1, 2], 8)
-    lf = LearnedFlowSampler(**TINY, random_state=0).fit(X, y)
-    assert lf.normalize_
     S, X0 = X[:6], rng.normal(size=(5, 2))
     a, b = 10.0, np.array([100.0, -50.0])
+    seeing = LearnedFlowSampler(**TINY, frame_context=True, random_state=0).fit(X, y)
+    assert seeing.normalize_ and seeing.frame_context_
+    far = seeing.sample(5, support=a * S + b, noise=X0)
+    assert np.abs(far - (a * S + b).mean(0)).max() < 10 * a * S.std()
+    lf = LearnedFlowSampler(**TINY, random_state=0).fit(X, y)
+    assert lf.normalize_ and not lf.frame_context_
     base = lf.sample(5, support=S, noise=X0)
     moved = lf.sample(5, support=a * S + b, noise=X0)
     np.testing.assert_allclose(moved, a * base + b, rtol=0, atol=1e-9 * a * np.abs(b).max())
