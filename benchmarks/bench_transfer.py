@@ -145,7 +145,7 @@ def fixed_arms(X, y, seed: int, max_time: float, max_iter, records: dict, learne
         "pooled": PooledGaussianSampler(),
         "emp_bayes": EmpiricalBayesGaussianSampler(),
         "gmm_bic": BICGaussianMixtureSampler(),
-        "plugin": NWFlowSampler(sigma_min=0.01),
+        "plugin": NWFlowSampler(sigma_min=0.01, sigma_min_search=None),
     }
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -161,7 +161,7 @@ def fixed_arms(X, y, seed: int, max_time: float, max_iter, records: dict, learne
 
 def selected_arms(X, y, m: int, seed: int, records: dict) -> dict:
     """Arms chosen per ``m`` on the training classes: best classical, tuned plug-in."""
-    plugins = [NWFlowSampler(sigma_min=s) for s in GRID]
+    plugins = [NWFlowSampler(sigma_min=s, sigma_min_search=None) for s in GRID]
     out = {}
     for name, cands in (("best_classical", None), ("plugin_tuned", plugins)):
         sel = BestClassicalSampler(cands, support_size=m, random_state=seed).fit(X, y)

@@ -500,7 +500,8 @@ def default_candidates() -> list:
 
     The four Gaussian-family arms of this module and the plug-in field
     :class:`skflow.NWFlowSampler` at ``sigma_min`` in (0.05, 0.1, 0.2, 0.3, 0.5) (in the
-    data's units: standardise the features first).
+    data's units: standardise the features first), each with ``sigma_min_search=None`` so
+    that ``fit(X, y)`` keeps its ``sigma_min``.
 
     Returns
     -------
@@ -521,7 +522,10 @@ def default_candidates() -> list:
         EmpiricalBayesGaussianSampler(),
         BICGaussianMixtureSampler(),
     ]
-    return arms + [NWFlowSampler(sigma_min=s) for s in (0.05, 0.1, 0.2, 0.3, 0.5)]
+    # sigma_min_search=None: each candidate keeps its sigma_min when fitted with labels
+    # (NWFlowSampler.fit(X, y) would otherwise choose its own, making the five one arm)
+    grid = (0.05, 0.1, 0.2, 0.3, 0.5)
+    return arms + [NWFlowSampler(sigma_min=s, sigma_min_search=None) for s in grid]
 
 
 def _check_candidates(value: Any) -> None:

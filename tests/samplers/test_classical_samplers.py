@@ -148,6 +148,8 @@ def test_best_classical_default_candidates_include_the_plugin():
     best.set_params(random_state=0).fit(X, y)
     assert best.validation_mmd2_.shape == (9,)
     assert np.all(np.isfinite(best.validation_mmd2_))
+    # five distinct plug-ins: fit(X, y) must not replace each one's sigma_min by its own choice
+    assert len(np.unique(best.validation_mmd2_[4:])) == 5
 
 
 @pytest.mark.parametrize(
