@@ -131,8 +131,7 @@ def markdown(before: dict, after: dict) -> str:
     """The before/after tables of the architecture page."""
     b, a = before, after
     lines = [
-        f"Written by `python benchmarks/architecture_stats.py {b['rev']} {a['rev']} "
-        "--write-docs`.",
+        f"Written by `python benchmarks/architecture_stats.py {b['rev']} {a['rev']} --write-docs`.",
         "",
         f"| measure | before ({b['rev']}) | after ({a['rev']}) |",
         "|---|---|---|",

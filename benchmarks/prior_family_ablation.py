@@ -118,12 +118,18 @@ def main() -> None:
     rows = {}
     with limit_threads(1):
         for m in MS:
-            best = min(GRID, key=lambda s, m=m: score_sampler(NWFlowSampler(sigma_min=s), tune,
-                                                               m, args.n_generated)[0])
+            best = min(
+                GRID,
+                key=lambda s, m=m: score_sampler(
+                    NWFlowSampler(sigma_min=s), tune, m, args.n_generated
+                )[0],
+            )
             rows[f"plug-in tuned (sigma_min per m), m={m}"] = score_sampler(
-                NWFlowSampler(sigma_min=best), tasks, m, args.n_generated) + (best,)
+                NWFlowSampler(sigma_min=best), tasks, m, args.n_generated
+            ) + (best,)
             rows[f"plug-in 0.01, m={m}"] = score_sampler(
-                NWFlowSampler(sigma_min=0.01), tasks, m, args.n_generated)
+                NWFlowSampler(sigma_min=0.01), tasks, m, args.n_generated
+            )
         for name, weights in VARIANTS.items():
             recipe = RECIPES["general-16"]
             params = {**recipe["sampler"], "max_iter": args.iters, "validation_fraction": 0.0}

@@ -129,9 +129,7 @@ GENERATED = DOCS / "generated"
 
 #: Pages of the toctree in index.rst that other contributors write; an entry whose file does
 #: not exist (yet) is dropped from the toctree instead of breaking the build.
-OPTIONAL_PAGES = (
-    "performance", "learned", "diagnostics", "robustness", "results", "pretrained"
-)
+OPTIONAL_PAGES = ("performance", "learned", "diagnostics", "robustness", "results", "pretrained")
 #: Filled below: module -> list of (public name, canonical full name, or None when the object
 #: is documented on that module's page).
 API_INDEX: dict[str, list[tuple[str, str]]] = {}

@@ -150,4 +150,3 @@ def _segment_max(xp: Any, rows: Any, values: Any, n_rows: int) -> Any:
     """Per-row maxima (n_rows,) of ``values`` (nnz,) grouped by ``rows`` (sorted; every row
     has at least one entry: its own top pair)."""
     return xp.segment_max(rows, values, n_rows)
-

@@ -66,8 +66,9 @@ def _corr_mask(mask: Any, shape: tuple) -> np.ndarray | None:
         return None
     keep = to_numpy(mask)
     if keep.dtype != bool:
-        raise ValueError(f"mask must be a boolean array (True: the key takes part), got dtype "
-                         f"{keep.dtype}")
+        raise ValueError(
+            f"mask must be a boolean array (True: the key takes part), got dtype {keep.dtype}"
+        )
     if keep.shape != shape and keep.shape != shape[-2:]:
         raise ValueError(f"mask has shape {keep.shape}; expected {shape[-2:]} or {shape}")
     return np.broadcast_to(keep, shape)

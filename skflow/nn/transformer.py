@@ -349,9 +349,7 @@ class CrossAttentionVelocity(nn.Module):
                 "coordinate of the support's centre."
             )
         if d > full:
-            raise InvalidParameterError(
-                f"n_features={d} exceeds the network's {full} features."
-            )
+            raise InvalidParameterError(f"n_features={d} exceeds the network's {full} features.")
         with torch.random.fork_rng(devices=[]):  # construction must not move the global RNG
             net = type(self)(**{**self.config, "n_features": d})
         keep = torch.arange(d)

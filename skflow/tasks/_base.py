@@ -131,7 +131,6 @@ class TaskDistribution:
         return f"{type(self).__name__}({args})"
 
 
-
 class SyntheticTasks(TaskDistribution):
     """Families whose tasks are iid points of a random distribution, drawn together.
 

@@ -38,7 +38,6 @@ class GaussianMixtureParams(NamedTuple):
     scales: np.ndarray
 
 
-
 class GaussianMixtureTasks(SyntheticTasks):
     """Meta-distribution of random Gaussian mixtures.
 

@@ -500,8 +500,12 @@ def test_correlation_mask_compares_the_kept_entries_only(method):
         (np.ones((2, 3)), np.ones((2, 3)), {"method": "kendall"}, "method must be"),
         (np.ones((2, 3)), np.ones((2, 3)), {"mask": np.ones((2, 3))}, "mask must be a boolean"),
         (np.ones((2, 3)), np.ones((2, 3)), {"mask": np.ones((3, 3), bool)}, "mask has shape"),
-        (np.full((2, 3), np.nan), np.ones((2, 3)), {"mask": np.eye(2, 3, dtype=bool)},
-         "attention contains NaN or infinity at an entry that mask keeps"),
+        (
+            np.full((2, 3), np.nan),
+            np.ones((2, 3)),
+            {"mask": np.eye(2, 3, dtype=bool)},
+            "attention contains NaN or infinity at an entry that mask keeps",
+        ),
     ],
 )
 def test_correlation_errors(att, nw, kwargs, match):
