@@ -3,7 +3,8 @@
 For each git revision given, the script extracts the package at that revision into a temporary
 folder (``git archive``) and, in a fresh Python process on that tree, counts:
 
-* ``OTPath(`` constructions outside the paths module (the path seam);
+* ``OTPath(...)`` calls in the code outside the paths module (the path seam; an AST walk, so
+  docstrings and comments do not count);
 * NumPy/Torch type branches outside the array-backend module (the grep of issue #35);
 * the parameters of ``NWFlowSampler`` and ``LearnedFlowSampler``;
 * Python files and lines per subpackage of ``skflow`` (and of ``tests``);
@@ -23,6 +24,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import re
 import subprocess
@@ -79,6 +81,16 @@ def _extract(rev: str, into: Path) -> None:
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
 
 
+def _ot_calls(source: str) -> int:
+    """Calls ``OTPath(...)`` in the code of ``source`` (docstrings and comments do not count)."""
+    calls = (n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Call))
+    return sum(
+        (isinstance(c.func, ast.Name) and c.func.id == "OTPath")
+        or (isinstance(c.func, ast.Attribute) and c.func.attr == "OTPath")
+        for c in calls
+    )
+
+
 def _static_counts(tree: Path) -> dict:
     """Seam counts and sizes read from the files of ``tree``."""
     pkg = tree / "skflow"
@@ -87,7 +99,7 @@ def _static_counts(tree: Path) -> dict:
         rel = path.relative_to(pkg).as_posix()
         text = path.read_text()
         if not rel.startswith("paths"):
-            ot += text.count("OTPath(")
+            ot += _ot_calls(text)
         if rel != "_array.py":
             branches += sum(bool(BRANCH.search(line)) for line in text.splitlines())
     sizes = {}
