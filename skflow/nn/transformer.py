@@ -183,9 +183,11 @@ class CrossAttentionVelocity(nn.Module):
         Coordinates are divided by ``input_scale`` before embedding; the learned correction is
         multiplied by ``output_scale``. Both default to 1; the estimator sets them from the
         training data. They are part of the ``state_dict``.
-    frame_mean : tensor buffer of shape (n_features,), frame_scale : tensor buffer (scalar)
-        Only with ``frame_context``: the global frame of the context token (default 0 and 1;
-        the estimator sets them from the training data).
+    frame_mean : tensor buffer of shape (n_features,)
+        Only with ``frame_context``: the centre of the global frame of the context token
+        (default 0; the estimator sets it from the training data).
+    frame_scale : tensor buffer of shape ()
+        Only with ``frame_context``: the scale of that frame (default 1; set the same way).
 
     Notes
     -----
