@@ -131,6 +131,36 @@ class TaskDistribution:
         return f"{type(self).__name__}({args})"
 
 
+class TransformedTasks(TaskDistribution):
+    """Tasks of a ``source`` distribution, each mapped by :meth:`transform` (an augmentation:
+    :class:`~skflow.tasks.RotatedTasks`, :class:`~skflow.tasks.RecentredTasks`)."""
+
+    _param_names = ("source",)
+
+    def __init__(self, source):
+        self.source = source
+
+    @property
+    def n_features(self):
+        return self.source.n_features
+
+    def transform(self, supports, queries, rng):
+        """The augmented ``(supports, queries)`` of a batch of tasks (subclasses define it)."""
+        raise NotImplementedError
+
+    def sample_tasks(self, n_tasks, n_support, n_query, random_state=None, **kwargs):
+        """Draw ``n_tasks`` tasks of the source and transform them, from one random stream.
+
+        Returns
+        -------
+        supports : ndarray of shape (n_tasks, n_support, n_features)
+        queries : ndarray of shape (n_tasks, n_query, n_features)
+        """
+        rng = as_generator(random_state)
+        S, Q = self.source.sample_tasks(n_tasks, n_support, n_query, random_state=rng, **kwargs)
+        return self.transform(S, Q, rng)
+
+
 class SyntheticTasks(TaskDistribution):
     """Families whose tasks are iid points of a random distribution, drawn together.
 

@@ -3,7 +3,7 @@
 import numpy as np
 
 from .._validation import as_generator
-from ._base import TaskDistribution
+from ._base import TransformedTasks
 
 __all__ = ["RecentredTasks", "recentre_tasks"]
 
@@ -60,7 +60,7 @@ def recentre_tasks(supports, queries, random_state=None):
     return S + shift, Q + shift
 
 
-class RecentredTasks(TaskDistribution):
+class RecentredTasks(TransformedTasks):
     """A task source whose tasks are moved to new centres: the recentring augmentation.
 
     Every batch of ``source`` is mapped by :func:`recentre_tasks`. Few training classes are
@@ -91,23 +91,6 @@ class RecentredTasks(TaskDistribution):
     ((5, 4, 3), (5, 6, 3))
     """
 
-    _param_names = ("source",)
-
-    def __init__(self, source):
-        self.source = source
-
-    @property
-    def n_features(self):
-        return self.source.n_features
-
-    def sample_tasks(self, n_tasks, n_support, n_query, random_state=None, **kwargs):
-        """Draw ``n_tasks`` tasks of the source and recentre them.
-
-        Returns
-        -------
-        supports : ndarray of shape (n_tasks, n_support, n_features)
-        queries : ndarray of shape (n_tasks, n_query, n_features)
-        """
-        rng = as_generator(random_state)
-        S, Q = self.source.sample_tasks(n_tasks, n_support, n_query, random_state=rng, **kwargs)
-        return recentre_tasks(S, Q, rng)
+    def transform(self, supports, queries, rng):
+        """Recentre a batch of tasks (:func:`recentre_tasks`)."""
+        return recentre_tasks(supports, queries, rng)

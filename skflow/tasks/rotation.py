@@ -3,7 +3,7 @@
 import numpy as np
 
 from .._validation import InvalidParameterError, as_generator
-from ._base import TaskDistribution, haar_rotations
+from ._base import TransformedTasks, haar_rotations
 
 __all__ = ["RotatedTasks", "rotate_tasks"]
 
@@ -54,7 +54,7 @@ def rotate_tasks(supports, queries, random_state=None, *, center="support"):
     return (S - c) @ rot + c, (Q - c) @ rot + c
 
 
-class RotatedTasks(TaskDistribution):
+class RotatedTasks(TransformedTasks):
     """A task source whose tasks are randomly rotated: the rotation augmentation.
 
     Every task of ``source`` is mapped by :func:`rotate_tasks` (a fresh Haar-random
@@ -90,21 +90,9 @@ class RotatedTasks(TaskDistribution):
     _param_names = ("source", "center")
 
     def __init__(self, source, *, center="support"):
-        self.source = source
+        super().__init__(source)
         self.center = center
 
-    @property
-    def n_features(self):
-        return self.source.n_features
-
-    def sample_tasks(self, n_tasks, n_support, n_query, random_state=None, **kwargs):
-        """Draw ``n_tasks`` tasks of the source and rotate each.
-
-        Returns
-        -------
-        supports : ndarray of shape (n_tasks, n_support, n_features)
-        queries : ndarray of shape (n_tasks, n_query, n_features)
-        """
-        rng = as_generator(random_state)
-        S, Q = self.source.sample_tasks(n_tasks, n_support, n_query, random_state=rng, **kwargs)
-        return rotate_tasks(S, Q, rng, center=self.center)
+    def transform(self, supports, queries, rng):
+        """Rotate each task of a batch (:func:`rotate_tasks`)."""
+        return rotate_tasks(supports, queries, rng, center=self.center)

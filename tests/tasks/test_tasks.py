@@ -752,3 +752,23 @@ def test_few_shot_class_tasks_never_use_support_rows_as_targets():
         )  # one class per task
         seen.update(Q[:, 0].astype(int).tolist())
     assert seen == set(range(60))  # each row is a non-support row of some task
+
+
+@pytest.mark.parametrize("name", ["rotate", "recentre"])
+def test_transformed_tasks_are_the_transform_of_the_source_tasks(name):
+    """RotatedTasks / RecentredTasks draw the source's tasks, then map them, from one stream."""
+    from skflow.tasks import RecentredTasks, RotatedTasks, recentre_tasks, rotate_tasks
+
+    wrapper, transform = {
+        "rotate": (RotatedTasks, rotate_tasks),
+        "recentre": (RecentredTasks, recentre_tasks),
+    }[name]
+    source = GaussianMixtureTasks(3)
+    rng = np.random.default_rng(0)
+    S, Q = source.sample_tasks(6, 5, 4, random_state=rng)
+    want_S, want_Q = transform(S, Q, rng)
+    got_S, got_Q = wrapper(source).sample_tasks(6, 5, 4, random_state=np.random.default_rng(0))
+    np.testing.assert_array_equal(got_S, want_S)
+    np.testing.assert_array_equal(got_Q, want_Q)
+    assert not np.allclose(got_S, S)  # the tasks did move
+    assert wrapper(source).n_features == 3
