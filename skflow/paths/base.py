@@ -202,6 +202,14 @@ class GaussianPath:
         Returns
         -------
         u : array or tensor of the shape of ``x``
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from skflow.paths import OTPath
+        >>> path = OTPath(sigma_min=0.5)  # gain 1, decay 1 - sigma_min
+        >>> path.velocity_from_mean(np.array([[3.0]]), np.array([[2.0]]), 0.0).tolist()
+        [[2.0]]
         """
         tc = column(t, x)
         gain, decay = self.velocity_coefficients(tc)
@@ -211,6 +219,14 @@ class GaussianPath:
         """Inverse of :meth:`velocity_from_mean`: ``m = (sigma_t u + decay_t x) / gain_t``.
 
         Bounded where the velocity is not (it stays in the hull of the data as ``t -> 1``).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from skflow.paths import OTPath
+        >>> path = OTPath(sigma_min=0.5)
+        >>> path.mean_from_velocity(np.array([[2.0]]), np.array([[2.0]]), 0.0).tolist()
+        [[3.0]]
         """
         tc = column(t, x)
         gain, decay = self.velocity_coefficients(tc)

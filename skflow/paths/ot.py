@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._validation import check_sigma_min
-from .base import GaussianPath, column
+from .base import GaussianPath
 
 __all__ = ["OTPath"]
 
@@ -105,55 +105,3 @@ class OTPath(GaussianPath):
         [2.0]
         """
         return x1 - self.decay * x0
-
-    def velocity_from_mean(self, mean: Any, x: Any, t: Any) -> Any:
-        """Marginal velocity ``u_t(x) = (m_t(x) - (1 - sigma_min) x) / sigma_t`` of a local mean.
-
-        ``m_t(x) = E[x_1 | x_t = x]`` (for a support set: the Nadaraya-Watson local mean)
-        determines the velocity of the path; this is the affine map that turns one into the
-        other.
-
-        Parameters
-        ----------
-        mean, x : array or tensor of shape (n, d) or (..., d)
-            Local means and the points they belong to.
-        t : float or array of shape (n,) or broadcastable to ``x``
-            Times in [0, 1) (``sigma_t > 0``); broadcast as in :meth:`sample_conditional`.
-
-        Returns
-        -------
-        u : array or tensor of the shape of ``x``
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> path = OTPath(sigma_min=0.5)
-        >>> path.velocity_from_mean(np.array([[3.0]]), np.array([[2.0]]), 0.0).tolist()
-        [[2.0]]
-        """
-        tc = column(t, x)
-        return (mean - self.decay * x) / self.sigma(tc)
-
-    def mean_from_velocity(self, velocity: Any, x: Any, t: Any) -> Any:
-        """Inverse of :meth:`velocity_from_mean`: ``m_t(x) = sigma_t u_t(x) + (1 - sigma_min) x``.
-
-        Bounded where the velocity is not (it stays in the hull of the data as ``t -> 1``).
-
-        Parameters
-        ----------
-        velocity, x : array or tensor of shape (n, d) or (..., d)
-        t : float or array of shape (n,) or broadcastable to ``x``
-
-        Returns
-        -------
-        mean : array or tensor of the shape of ``x``
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> path = OTPath(sigma_min=0.5)
-        >>> path.mean_from_velocity(np.array([[2.0]]), np.array([[2.0]]), 0.0).tolist()
-        [[3.0]]
-        """
-        tc = column(t, x)
-        return self.sigma(tc) * velocity + self.decay * x
