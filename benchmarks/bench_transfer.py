@@ -76,6 +76,9 @@ LEARNED_ARMS = {
     "ctx_no_aug": {"frame_context": True, "augment": None},  # ... without augmentation
     "ctx_recentre": {"frame_context": True, "augment": "recentre"},  # ... recentring instead
     "learned_abs": {"normalize": False, "augment": None},  # no per-task frame at all
+    # the frame of the best Gaussian arm's predictive; the network starts as that Gaussian
+    "learned_pred": {"normalize": "predictive"},  # rotated in that frame about its origin
+    "pred_no_aug": {"normalize": "predictive", "augment": None},  # ... not rotated
 }
 DEFAULT_LEARNED = ("learned", "ctx_rotate", "ctx_no_aug", "ctx_recentre")
 BEGIN, END = "<!-- transfer:begin -->", "<!-- transfer:end -->"
@@ -92,12 +95,23 @@ def family(within: str) -> HierarchicalTasks:
     return HierarchicalTasks(D, prior_cov=T, within_cov=W, within=within, df=4.0)
 
 
+def training_classes(name: str) -> int:
+    """Training classes of a hierarchical setting: 30, or ``K`` for a name ending in ``-K``
+    (``hier-gauss-300``: the same family with 300 training classes).
+
+    >>> training_classes("hier-gauss"), training_classes("hier-t-300")
+    (30, 300)
+    """
+    tail = name.rsplit("-", 1)[-1]
+    return int(tail) if tail.isdigit() else 30
+
+
 def setting_data(name: str, n_tasks: int, seed: int) -> dict:
     """Training rows and labels, support pools (B, 20, d), references, the Bayes sampler."""
     max_m = max(SUPPORT_SIZES)
     if name.startswith("hier"):
-        fam = family("gaussian" if name == "hier-gauss" else "student_t")
-        X, y = fam.make_classes(30, 40, random_state=seed)
+        fam = family("gaussian" if name.startswith("hier-gauss") else "student_t")
+        X, y = fam.make_classes(training_classes(name), 40, random_state=seed)
         pools, refs = fam.sample_tasks(n_tasks, max_m, 200, random_state=seed + 1000)
         return {"X": X, "y": y, "pools": pools, "refs": list(refs), "bayes": fam}
     Xd, yd = load_digits(return_X_y=True)
@@ -143,7 +157,8 @@ def fixed_arms(X, y, seed: int, max_time: float, max_iter, records: dict, learne
     arms = {
         "ledoit_wolf": LedoitWolfSampler(),
         "pooled": PooledGaussianSampler(),
-        "emp_bayes": EmpiricalBayesGaussianSampler(),
+        "emp_bayes": EmpiricalBayesGaussianSampler(),  # Ledoit-Wolf estimate of Cov(means)
+        "emp_bayes_mom": EmpiricalBayesGaussianSampler(shrinkage=None),  # sample covariance
         "gmm_bic": BICGaussianMixtureSampler(),
         "plugin": NWFlowSampler(sigma_min=0.01, sigma_min_search=None),
     }
@@ -207,8 +222,9 @@ def run_setting(
 
 
 ORDER = (
-    "bayes", "learned", "ctx_rotate", "ctx_no_aug", "ctx_recentre", "learned_abs", "prior",
-    "best_classical", "emp_bayes", "pooled",
+    "bayes", "learned", "learned_pred", "pred_no_aug", "ctx_rotate", "ctx_no_aug", "ctx_recentre",
+    "learned_abs", "prior",
+    "best_classical", "emp_bayes", "emp_bayes_mom", "pooled",
     "ledoit_wolf", "gmm_bic", "plugin_tuned", "plugin",
 )  # fmt: skip
 N_BOOT = 2000

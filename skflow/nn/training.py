@@ -133,6 +133,7 @@ class _Settings:
     target: str = "conditional"
     ema_decay: float | None = None
     path: Any = None
+    score_initial: bool = False
 
 
 class _EMA:
@@ -359,7 +360,17 @@ class _Trainer:
                 + (f" (max_time={self.cfg.max_time:g} s)" if why.startswith("max_time") else "")
             )
 
+    def _initial_check(self) -> None:
+        """The weights before any step are a candidate too (iteration 0): kept when no
+        trained weights validate better."""
+        score = -self.validation_loss()
+        self.result.validation_scores.append(score)
+        self.best_score, self.best_state = score, self._sampling_state()
+        self.result.best_iter, self.result.best_validation_score = 0, score
+
     def run(self, progress_bar) -> TrainingResult:
+        if self.cfg.score_initial and self.val is not None:
+            self._initial_check()
         self.model.train()
         with progress_bar(total=self.cfg.max_iter) as bar:
             self._loop(bar)
@@ -449,6 +460,7 @@ def train_flow_model(
     ema_decay: float | None = None,
     state: dict | None = None,
     path: GaussianPath | None = None,
+    score_initial: bool = False,
 ) -> TrainingResult:
     """Meta-train ``model`` with the flow-matching loss; returns a :class:`TrainingResult`.
 
@@ -506,6 +518,10 @@ time_sampling
     path : GaussianPath, optional
         The probability path of the loss, the training times and the marginal target
         (the model's own path, e.g. ``model.path``); default ``OTPath(sigma_min)``.
+    score_initial : bool, default=False
+        With ``validation``: score the weights before the first step as well (iteration 0 of
+        ``validation_scores``); they are returned when no later check beats them, so training
+        can only improve on the initial model's validation loss.
 
     Returns
     -------
@@ -529,6 +545,7 @@ time_sampling
         target=target,
         ema_decay=ema_decay,
         path=path,
+        score_initial=score_initial,
     )
     check_choice(target, "target", TARGETS)
     trainer = _Trainer(model, draw_tasks, cfg, generator, device, forward, state or {})

@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as tnf
 from torch import nn
 
-from .._validation import InvalidParameterError, check_int, check_sigma_min
+from .._validation import InvalidParameterError, check_choice, check_int, check_sigma_min
 from ..paths import GaussianPath, as_path
 from .heads import NWAttentionHead
 
@@ -176,6 +176,13 @@ class CrossAttentionVelocity(nn.Module):
         log-scale in the global standardised frame, the global mean in the support's frame
         and ``log m``. This is what shrinkage toward the training classes needs, and what the
         per-task frame alone erases.
+    base : {"nw", "gaussian"}, default="nw"
+        What the untrained network (zero output layers) is. ``"nw"``: the exact NW field of
+        the support. ``"gaussian"``: the field whose flow ends at ``N(0, I)``, the predictive
+        law in the frame of ``normalize="predictive"`` (see
+        :func:`skflow.samplers._frame.predictive_frame`); the gate then mixes in the NW field
+        (``v = u_gauss + gate (u_nw - u_gauss) + correction``), so the network learns how far
+        to move from the Gaussian toward its support.
 
     Attributes
     ----------
@@ -221,8 +228,10 @@ class CrossAttentionVelocity(nn.Module):
         n_frequencies: int = 8,
         path: GaussianPath | None = None,
         frame_context: bool = False,
+        base: str = "nw",
     ):
         super().__init__()
+        check_choice(base, "base", ("nw", "gaussian"))
         d = check_int(n_features, "n_features")
         for name, value in (
             ("d_model", d_model),
@@ -254,12 +263,15 @@ class CrossAttentionVelocity(nn.Module):
             self.config["path"] = path
         if frame_context:
             self.config["frame_context"] = True
+        if base != "nw":
+            self.config["base"] = base
         self.n_features = d
         self.sigma_min = float(sigma_min)
         self.path = as_path(path, self.sigma_min)  # the network's one path, shared below
         self.exact_head = bool(exact_head)
         self.support_summary = bool(support_summary)
         self.frame_context = bool(frame_context)
+        self.base = base
 
         self.register_buffer("input_scale", torch.ones(()))
         self.register_buffer("output_scale", torch.ones(()))
@@ -425,6 +437,31 @@ class CrossAttentionVelocity(nn.Module):
         token = self.context_mlp(torch.cat(feats, dim=-1).to(self.out.weight.dtype))
         return token[:, None, :]
 
+    def gaussian_velocity(self, x: torch.Tensor, t: Any) -> torch.Tensor:
+        """Marginal velocity of the path toward ``N(0, I)`` (the ``"gaussian"`` base).
+
+        With ``x_1 ~ N(0, I)``, ``x_t ~ N(0, (alpha_t^2 + sigma_t^2) I)`` and
+        ``E[x_1 | x_t = x] = alpha_t x / (alpha_t^2 + sigma_t^2)``.
+
+        Parameters
+        ----------
+        x : tensor of shape (B, n, d)
+        t : tensor of shape (B, n, 1) or float
+
+        Returns
+        -------
+        tensor of shape (B, n, d)
+
+        Examples
+        --------
+        >>> import torch
+        >>> net = CrossAttentionVelocity(2, d_model=8, n_heads=2, n_layers=1)
+        >>> net.gaussian_velocity(torch.zeros(1, 3, 2), 0.5).abs().max().item()
+        0.0
+        """
+        a, s = self.path.alpha(t), self.path.sigma(t)
+        return self.path.velocity_from_mean(a * x / (a * a + s * s), x, t)
+
     # -- forward ----------------------------------------------------------------------------
     def _times(self, t: Any, x: torch.Tensor) -> torch.Tensor:
         # frozen at the nearest end outside [0, 1] (the path, and training, stop there):
@@ -527,7 +564,12 @@ class CrossAttentionVelocity(nn.Module):
             attns.append(attn)
         z = self.norm_out(h)
         correction = (self.out(z) * self.output_scale).to(io_dtype)
-        if self.exact_head:
+        if self.base == "gaussian":
+            u_g = self.gaussian_velocity(x, t_col)
+            v = u_g + correction
+            if self.exact_head:
+                v = v + self.gate(z).to(io_dtype) * (u_nw - u_g)
+        elif self.exact_head:
             gate = self.gate(z).to(io_dtype)
             v = u_nw + gate * u_c + correction
         else:

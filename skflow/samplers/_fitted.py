@@ -43,6 +43,7 @@ FITTED = {
     "support_range_": (_support_range, REQUIRED),
     "augment_": (_copy, REQUIRED),
     "normalize_": (bool, REQUIRED),
+    "predictive_frame_": (_copy, None),
     "task_scale_": (float, REQUIRED),
     "n_iter_": (int, REQUIRED),
     "training_time_": (float, REQUIRED),

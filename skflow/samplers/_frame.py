@@ -3,16 +3,28 @@
 :func:`support_bounds` reads the ``support_size`` parameter (validation, the training tasks'
 sizes, the few-shot score's support rows); :func:`task_frame` is the per-task normalisation
 that training applies to every task and inference to every support, so both must be the
-same function; :func:`build_model` constructs the network for training and for unpickling.
+same function; :func:`predictive_frame` is the other per-task frame (``normalize="predictive"``):
+the mean and the Cholesky factor of a Gaussian predictive fitted on the training classes, so
+that the network starts from, and corrects, that Gaussian; :func:`build_model` constructs the
+network for training and for unpickling.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from .._validation import InvalidParameterError, check_choice, check_int
 
-__all__ = ["build_model", "is_task_source", "support_bounds", "task_frame"]
+__all__ = [
+    "build_model",
+    "into_frame",
+    "is_task_source",
+    "predictive_frame",
+    "support_bounds",
+    "task_frame",
+]
 
 
 def support_bounds(support_size: Any) -> tuple[int, int]:
@@ -90,6 +102,72 @@ def task_frame(supports: Any, fallback: float) -> tuple[Any, Any]:
     tiny = scale <= 1e-12 * (1.0 + abs(centre).max())
     scale = scale * ~tiny + fallback * tiny
     return centre, scale
+
+
+def predictive_frame(estimator: Any, supports: Any) -> tuple[Any, Any, Any]:
+    """Affine frame of every support from a Gaussian predictive: centre, factor, inverse.
+
+    ``estimator.predictive_moments`` (a fitted Gaussian arm of :mod:`skflow.samplers.classical`)
+    gives the mean ``c`` and covariance ``C = L L^T`` of the predictive law of each support;
+    a row ``x`` is ``z = L^{-1} (x - c)`` in the frame, where that law is ``N(0, I)``.
+
+    Parameters
+    ----------
+    estimator : fitted classical Gaussian sampler
+    supports : ndarray of shape (B, m, d)
+
+    Returns
+    -------
+    centre : ndarray of shape (B, 1, d)
+    factor : ndarray of shape (B, d, d)
+        Lower-triangular ``L`` (float64).
+    inverse : ndarray of shape (B, d, d)
+        ``L^{-1}``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skflow.samplers import PooledGaussianSampler
+    >>> X, y = np.random.default_rng(0).normal(size=(40, 2)), np.repeat(np.arange(4), 10)
+    >>> est = PooledGaussianSampler().fit(X, y)
+    >>> centre, factor, inverse = predictive_frame(est, X[None, :5])
+    >>> bool(np.allclose(factor[0] @ inverse[0], np.eye(2)))
+    True
+    """
+    S = np.asarray(supports, dtype=np.float64)
+    means, covs = estimator.predictive_moments(S)
+    d = S.shape[-1]
+    # a floor on the spectrum keeps the factor invertible for a singular estimate
+    floor = 1e-9 * max(float(np.max(np.trace(covs, axis1=-2, axis2=-1))) / d, 1e-300)
+    factor = np.linalg.cholesky(covs + floor * np.eye(d))
+    return means[:, None, :], factor, np.linalg.inv(factor)
+
+
+def into_frame(X: Any, centre: Any, matrix: Any) -> Any:
+    """Rows ``X`` (B, n, d) mapped by ``x -> matrix (x - centre)``: NumPy or Torch alike.
+
+    With ``matrix`` the inverse factor of :func:`predictive_frame` this is the map into the
+    frame; velocities and noise come back with the factor itself (``v -> L v``).
+
+    Parameters
+    ----------
+    X : array of shape (B, n, d)
+    centre : array of shape (B, 1, d) or 0
+    matrix : array of shape (B, d, d)
+
+    Returns
+    -------
+    array of shape (B, n, d)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> into_frame(np.ones((1, 2, 2)), np.ones((1, 1, 2)), 2 * np.eye(2)[None]).tolist()
+    [[[0.0, 0.0], [0.0, 0.0]]]
+    """
+    # Torch tensors and NumPy >= 2 arrays have ``mT``; older NumPy swaps the axes
+    swapped = matrix.mT if hasattr(matrix, "mT") else np.swapaxes(matrix, -1, -2)
+    return (X - centre) @ swapped
 
 
 def is_task_source(X: Any) -> bool:

@@ -24,7 +24,14 @@ from typing import Any
 import numpy as np
 
 from .._validation import check_int
-from ._frame import build_model, is_task_source, support_bounds, task_frame
+from ._frame import (
+    build_model,
+    into_frame,
+    is_task_source,
+    predictive_frame,
+    support_bounds,
+    task_frame,
+)
 
 __all__ = [
     "FitOptions",
@@ -41,6 +48,9 @@ __all__ = [
 # fit(X, y), validation_fraction="auto": classes are held out for validation from this many
 # classes on (fewer classes are all needed for training).
 MIN_CLASSES_FOR_VALIDATION = 10
+# normalize="predictive" validates from 4 classes on: early stopping (the untrained Gaussian a
+# candidate) is what keeps its network from memorising a few classes
+MIN_CLASSES_PREDICTIVE = 4
 # n_iter_no_change="auto": validation checks without improvement before training stops.
 AUTO_PATIENCE = 10
 # Frames between a user's ``fit`` call and the functions below that warn: training_tasks ->
@@ -92,6 +102,7 @@ class FitOptions:
     augment: str | None
     normalize: bool
     frame_context: bool = False
+    predictive: bool = False  # normalize="predictive": the frame of a Gaussian predictive
 
 
 @dataclass(frozen=True)
@@ -112,6 +123,10 @@ class TrainingTasks:
         ``validation_classes`` the estimator's ``validation_classes_``.
     validation_classes : ndarray or None
         Classes held out for validation by ``validation_fraction="auto"``.
+    predictive_frame : fitted classical Gaussian sampler or None
+        With ``normalize="predictive"``: the Gaussian whose per-support frame
+        (:func:`~skflow.samplers._frame.predictive_frame`) every task is mapped into, chosen
+        and fitted on the training classes only.
     """
 
     source: Any
@@ -120,6 +135,7 @@ class TrainingTasks:
     default_support: np.ndarray | None = None
     labelled: bool = False
     validation_classes: np.ndarray | None = None
+    predictive_frame: Any = None
 
 
 @dataclass(frozen=True)
@@ -217,7 +233,7 @@ def training_tasks(
 def _augmented(source: Any, options: FitOptions) -> Any:
     from ..tasks import RecentredTasks, RotatedTasks
 
-    if options.augment == "rotate":
+    if options.augment == "rotate" and not options.predictive:  # else rotated in the frame
         return RotatedTasks(source)
     return RecentredTasks(source) if options.augment == "recentre" else source
 
@@ -237,23 +253,75 @@ def _labelled_tasks(
     everything = FewShotClassTasks(X, y)
     labels = everything.classes_  # validated: NaN, classes too small (warned)
     share, held_classes = params.validation_fraction, None
-    if isinstance(share, str) and labels.size >= MIN_CLASSES_FOR_VALIDATION:  # "auto"
+    fewest = (
+        MIN_CLASSES_PREDICTIVE if params.normalize == "predictive" else MIN_CLASSES_FOR_VALIDATION
+    )
+    if isinstance(share, str) and labels.size >= fewest:  # "auto"
         n_val = max(2, int(round(0.2 * labels.size)))
         held_classes = np.sort(rng.choice(labels, n_val, replace=False))
     options = resolve_options(params, labelled=True, sizes=everything.class_sizes_)
     train, validation = everything, None
+    held = np.zeros(len(y), dtype=bool)  # rows the training tasks never see
     if held_classes is not None:
+        held = np.isin(y, held_classes)
         train = FewShotClassTasks(X, y, classes=np.setdiff1d(labels, held_classes))
         validation = FewShotClassTasks(X, y, classes=held_classes)
     elif not isinstance(share, str) and share != 0:
-        held = np.zeros(len(y), dtype=bool)
         for c in labels:  # the same fraction of every class's rows
             rows = np.flatnonzero(y == c)
             held[rng.choice(rows, int(round(share * rows.size)), replace=False)] = True
         train = FewShotClassTasks(X[~held], y[~held], classes=labels)
         validation = FewShotClassTasks(X[held], y[held])
+    frame = None
+    if options.predictive:
+        frame = fit_predictive_frame(X[~held], y[~held], options.support_range, rng)
     train = _augmented(train, options)
-    return TrainingTasks(train, validation, options, labelled=True, validation_classes=held_classes)
+    return TrainingTasks(
+        train,
+        validation,
+        options,
+        labelled=True,
+        validation_classes=held_classes,
+        predictive_frame=frame,
+    )
+
+
+def fit_predictive_frame(
+    X: np.ndarray, y: np.ndarray, support_range: tuple[int, int], rng: np.random.Generator
+) -> Any:
+    """The Gaussian predictive of ``normalize="predictive"``, fitted on training rows.
+
+    :class:`~skflow.BestClassicalSampler` chooses among the Gaussian arms
+    (:func:`~skflow.samplers.classical.gaussian_candidates`) by few-shot MMD² on class-grouped
+    folds of these classes, at the geometric middle of the support range; the chosen arm,
+    refitted on all of them, is returned.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features)
+    y : ndarray of shape (n_samples,)
+    support_range : (int, int)
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    fitted LedoitWolfSampler, PooledGaussianSampler or EmpiricalBayesGaussianSampler
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X, y = np.random.default_rng(0).normal(size=(80, 2)), np.repeat(np.arange(8), 10)
+    >>> est = fit_predictive_frame(X, y, (2, 8), np.random.default_rng(0))
+    >>> hasattr(est, "predictive_moments")
+    True
+    """
+    from .classical import BestClassicalSampler, gaussian_candidates
+
+    m = int(round(np.sqrt(support_range[0] * support_range[1])))
+    best = BestClassicalSampler(
+        gaussian_candidates(), support_size=max(m, 2), random_state=int(rng.integers(2**31 - 1))
+    )
+    return best.fit(X, y).best_estimator_
 
 
 def resolve_options(params: TrainingParams, labelled: bool, sizes: np.ndarray | None) -> FitOptions:
@@ -298,17 +366,28 @@ def resolve_options(params: TrainingParams, labelled: bool, sizes: np.ndarray | 
                 UserWarning,
                 stacklevel=_OPTIONS_STACKLEVEL,
             )
+    predictive = params.normalize == "predictive"
+    if predictive and not labelled:
+        raise ValueError(
+            "normalize='predictive' fits a Gaussian predictive on the training classes: it "
+            "needs fit(X, y) with class labels."
+        )
     auto = params.augment == "auto"
     augment = ("rotate" if labelled else None) if auto else params.augment
     norm = params.normalize
     normalize = bool(labelled) if norm == "auto" else bool(norm)
     context = bool(params.frame_context)
+    if predictive and context:
+        raise ValueError(
+            "normalize='predictive' and frame_context=True cannot be combined: the context "
+            "token describes the support's own frame (mean and scale)."
+        )
     if params.target == "exact" and (augment or normalize):
         raise ValueError(
             "target='exact' regresses on the task source's own velocity, which knows "
             "neither augmentation nor normalisation; set augment=None, normalize=False."
         )
-    return FitOptions((int(lo), int(hi)), augment, normalize, context)
+    return FitOptions((int(lo), int(hi)), augment, normalize, context, predictive)
 
 
 def _with_frame(S: np.ndarray, centre: np.ndarray, scale: np.ndarray) -> np.ndarray:
@@ -460,7 +539,9 @@ class TrainingRun:
             raise ValueError("the task source returned NaN or infinite values.")
         options = self.tasks.options
         centre, scale = task_frame(S, self.task_scale)
-        if options.normalize if normalize is None else normalize:
+        if (options.normalize if normalize is None else normalize) and options.predictive:
+            S, Q = self._predictive_frames(S, Q, rng)
+        elif options.normalize if normalize is None else normalize:
             S, Q = (S - centre) / scale, (Q - centre) / scale
         if options.frame_context if context is None else context:
             S = _with_frame(S, centre, scale)
@@ -470,6 +551,18 @@ class TrainingRun:
             params, sigma_min = drawn[2], float(self.params.sigma_min)
             extra = {} if self.params.path is None else {"path": self.params.path}
             return S, Q, lambda x, t: source.velocity(x, t, params, sigma_min=sigma_min, **extra)
+        return S, Q
+
+    def _predictive_frames(self, S: np.ndarray, Q: np.ndarray, rng: np.random.Generator):
+        """Supports and targets in the frames of the predictive Gaussian of their supports;
+        with ``augment="rotate"`` each task is then rotated about the frame's origin (the
+        predictive ``N(0, I)`` is kept, a class's direction from it is not)."""
+        from ..tasks import rotate_tasks
+
+        centre, _, inverse = predictive_frame(self.tasks.predictive_frame, S)
+        S, Q = into_frame(S, centre, inverse), into_frame(Q, centre, inverse)
+        if self.tasks.options.augment == "rotate":
+            S, Q = rotate_tasks(S, Q, random_state=rng, center="origin")
         return S, Q
 
     def _validation_tasks(self, source: Any, rng: np.random.Generator) -> list:
@@ -530,6 +623,7 @@ class TrainingRun:
             "exact_head": bool(p.exact_head),
             "sigma_min": float(p.sigma_min),
             "frame_context": self.tasks.options.frame_context,
+            "base": "gaussian" if self.tasks.options.predictive else "nw",
         }
         if p.path is not None:  # the network's path (the OT default keeps older configs)
             config["path"] = p.path
@@ -613,6 +707,8 @@ class TrainingRun:
             target=p.target,
             ema_decay=None if p.ema_decay is None else float(p.ema_decay),
             state=self.state,
+            # the untrained predictive-frame model is the chosen Gaussian: a candidate too
+            score_initial=self.tasks.options.predictive,
         )
         self.model.eval()
         return result

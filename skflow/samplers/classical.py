@@ -37,7 +37,9 @@ from .._validation import (
     check_data,
     check_int,
     check_random_state,
+    choice,
     integer,
+    optional,
     random_seed,
     real,
     satisfies,
@@ -149,6 +151,38 @@ class _ClassicalSampler(BaseEstimator):
                 )
         dtype = np.float32 if all(s.dtype == np.float32 for s in checked) else np.float64
         return [s.astype(np.float64) for s in checked], batched, dtype
+
+    def predictive_moments(self, support: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and covariance of the Gaussian this arm generates given ``support``.
+
+        Only for the Gaussian arms (those with ``_moments``: :class:`LedoitWolfSampler`,
+        :class:`PooledGaussianSampler`, :class:`EmpiricalBayesGaussianSampler`).
+
+        Parameters
+        ----------
+        support : array-like of shape (m, n_features) or (B, m, n_features)
+
+        Returns
+        -------
+        mean : ndarray of shape (n_features,) or (B, n_features)
+        cov : ndarray of shape (n_features, n_features) or (B, n_features, n_features)
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from skflow.samplers import PooledGaussianSampler
+        >>> X, y = np.random.default_rng(0).normal(size=(40, 2)), np.repeat(np.arange(4), 10)
+        >>> mean, cov = PooledGaussianSampler().fit(X, y).predictive_moments(X[:5])
+        >>> mean.shape, cov.shape
+        ((2,), (2, 2))
+        """
+        check_is_fitted(self)
+        if not hasattr(self, "_moments"):
+            raise TypeError(f"{type(self).__name__} generates no single Gaussian: no moments.")
+        supports, batched, _ = self._supports(support)
+        pairs = [self._moments(S) for S in supports]
+        means, covs = np.stack([p[0] for p in pairs]), np.stack([p[1] for p in pairs])
+        return (means, covs) if batched else (means[0], covs[0])
 
     def _draw(self, S: np.ndarray, n: int, rng: np.random.RandomState) -> np.ndarray:
         """``n`` rows for the support ``S``: the Gaussian of :meth:`_moments` by default."""
@@ -294,7 +328,10 @@ class EmpiricalBayesGaussianSampler(_ClassicalSampler):
     The model: class means ``mu ~ N(mu_0, T)``, rows ``x | mu ~ N(mu, W)``. ``fit(X, y)``
     estimates ``W`` by the pooled within-class covariance, ``mu_0`` by the mean of the class
     means and ``T`` by the method of moments, ``Cov(class means) - W mean(1 / n_c)``, its
-    negative part (in the basis where ``W`` is the identity) set to 0. For a support of ``m``
+    negative part (in the basis where ``W`` is the identity) set to 0; with the default
+    ``shrinkage="ledoit-wolf"`` ``Cov(class means)`` is the Ledoit-Wolf estimate (few classes
+    spread its eigenvalues: the small ones, pushed below ``W mean(1 / n_c)`` and cut to 0,
+    would shrink a support all the way to ``mu_0`` there). For a support of ``m``
     rows with mean ``s`` the predictive is ``N(mu_m, W + Sigma_m)`` with
     ``K = T (T + W / m)^{-1}``, ``mu_m = mu_0 + K (s - mu_0)`` (the support mean shrunk toward
     the training classes) and ``Sigma_m = K W / m``; with the true ``mu_0, T, W`` this is the
@@ -302,6 +339,10 @@ class EmpiricalBayesGaussianSampler(_ClassicalSampler):
 
     Parameters
     ----------
+    shrinkage : {"ledoit-wolf"} or None, default="ledoit-wolf"
+        Estimate of the class means' covariance: Ledoit-Wolf shrinkage toward a multiple of
+        the identity, or (None) the sample covariance (the two compared in
+        ``docs/transfer.md``, arms ``emp_bayes`` and ``emp_bayes_mom``).
     random_state : int, RandomState instance or None, default=None
         Seed of :meth:`sample` when it gets none.
 
@@ -329,6 +370,15 @@ class EmpiricalBayesGaussianSampler(_ClassicalSampler):
     ((4, 2), (2, 2))
     """
 
+    _parameter_constraints: ClassVar[dict[str, ParameterCheck]] = {
+        "shrinkage": optional(choice(("ledoit-wolf",))),
+        "random_state": random_seed(),
+    }
+
+    def __init__(self, shrinkage: str | None = "ledoit-wolf", *, random_state: Any = None):
+        self.shrinkage = shrinkage
+        self.random_state = random_state
+
     def _fit_classes(self, X: np.ndarray, y: np.ndarray) -> None:
         means, counts, W = _class_statistics(X, y)
         if len(counts) < 2:
@@ -337,6 +387,9 @@ class EmpiricalBayesGaussianSampler(_ClassicalSampler):
                 f"law of the class means, got {len(counts)} class(es)."
             )
         between = np.atleast_2d(np.cov(means.T))
+        if self.shrinkage == "ledoit-wolf":  # rescaled to the unbiased normalisation of np.cov
+            k = len(counts)
+            between = LedoitWolf().fit(means).covariance_ * k / (k - 1)
         # T = between - W mean(1/n_c), kept PSD in the frame where W is the identity
         vals, vecs = np.linalg.eigh(W)
         root = vecs * np.sqrt(np.clip(vals, 1e-12 * vals.max(), None))  # W = root root^T
@@ -346,22 +399,6 @@ class EmpiricalBayesGaussianSampler(_ClassicalSampler):
         self.prior_mean_ = means.mean(axis=0)
         self.prior_covariance_ = (root @ U) * lam @ (root @ U).T
         self.within_covariance_ = W
-
-    def predictive_moments(self, support: Any) -> tuple[np.ndarray, np.ndarray]:
-        """Mean and covariance of the predictive law given ``support``.
-
-        Parameters
-        ----------
-        support : array-like of shape (m, n_features)
-
-        Returns
-        -------
-        mean : ndarray of shape (n_features,)
-        cov : ndarray of shape (n_features, n_features)
-        """
-        check_is_fitted(self)
-        (S,), _, _ = self._supports(support)
-        return self._moments(S)
 
     def _moments(self, S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         T, W, mu0 = self.prior_covariance_, self.within_covariance_, self.prior_mean_
@@ -516,16 +553,32 @@ def default_candidates() -> list:
     """
     from .nw import NWFlowSampler
 
-    arms = [
-        LedoitWolfSampler(),
-        PooledGaussianSampler(),
-        EmpiricalBayesGaussianSampler(),
-        BICGaussianMixtureSampler(),
-    ]
+    arms = [*gaussian_candidates(), BICGaussianMixtureSampler()]
     # sigma_min_search=None: each candidate keeps its sigma_min when fitted with labels
     # (NWFlowSampler.fit(X, y) would otherwise choose its own, making the five one arm)
     grid = (0.05, 0.1, 0.2, 0.3, 0.5)
     return arms + [NWFlowSampler(sigma_min=s, sigma_min_search=None) for s in grid]
+
+
+def gaussian_candidates() -> list:
+    """The Gaussian arms (those with :meth:`~_ClassicalSampler.predictive_moments`).
+
+    What :class:`~skflow.LearnedFlowSampler` chooses its predictive frame among
+    (``normalize="predictive"``).
+
+    Returns
+    -------
+    candidates : list of estimators
+        Unfitted :class:`LedoitWolfSampler`, :class:`PooledGaussianSampler` and
+        :class:`EmpiricalBayesGaussianSampler`.
+
+    Examples
+    --------
+    >>> from skflow.samplers.classical import gaussian_candidates
+    >>> [type(c).__name__ for c in gaussian_candidates()]
+    ['LedoitWolfSampler', 'PooledGaussianSampler', 'EmpiricalBayesGaussianSampler']
+    """
+    return [LedoitWolfSampler(), PooledGaussianSampler(), EmpiricalBayesGaussianSampler()]
 
 
 def _check_candidates(value: Any) -> None:

@@ -26,7 +26,9 @@ from .._validation import (
 from ._base import SAMPLER_CONSTRAINTS, Backend, BaseFlowSampler, PreparedFlow, check_path
 from ._batch import check_support_batch, is_support_list
 from ._fitted import FITTED, fitted_config, legacy_pickle, restore
+from ._frame import into_frame as _into_frame
 from ._frame import is_task_source
+from ._frame import predictive_frame as _predictive_frame
 from ._frame import support_bounds as _support_bounds  # the inference half's former names
 from ._frame import task_frame as _task_frame
 from ._meta_training import (
@@ -47,8 +49,10 @@ _INFERENCE_SCORES = 2**24
 
 
 def _check_normalize(value: Any, name: str) -> None:
-    if not (value == "auto" or isinstance(value, bool | np.bool_)):
-        raise InvalidParameterError(f"{name} must be 'auto', True or False, got {value!r}.")
+    if not (value in ("auto", "predictive") or isinstance(value, bool | np.bool_)):
+        raise InvalidParameterError(
+            f"{name} must be 'auto', 'predictive', True or False, got {value!r}."
+        )
 
 
 def _training():
@@ -135,13 +139,26 @@ class LearnedFlowSampler(BaseFlowSampler):
         (:class:`~skflow.tasks.RecentredTasks`), shapes and orientation kept: the class
         locations cannot be memorised (made for ``frame_context=True``). ``"auto"``:
         ``"rotate"`` for ``fit(X, y)``, None otherwise.
-    normalize : bool or "auto", default="auto"
+    normalize : bool, "auto" or "predictive", default="auto"
         Per-task normalisation: the flow runs in each support's frame (centred on its mean,
         divided by its per-coordinate standard deviation), from standard noise there, and the
         samples are mapped back, so a model is not tied to its training data's units and
         the noise starts where the support lies. ``velocity`` is the velocity of that flow in
         data units. ``"auto"``: True for ``fit(X, y)``, False otherwise (with False and
         ``exact_head=True`` the untrained model is exactly :class:`~skflow.NWFlowSampler`).
+        ``"predictive"`` (``fit(X, y)`` only): the frame of each support is the Gaussian
+        predictive law of the best Gaussian arm of :mod:`skflow.samplers.classical` (Ledoit-Wolf,
+        pooled or empirical Bayes, chosen on class-grouped folds of the training classes;
+        ``predictive_frame_``): centred on its mean and whitened by its covariance, so the
+        frame keeps what the training classes say about where a class lies and how it is
+        shaped. The untrained network is that Gaussian (``CrossAttentionVelocity(
+        base="gaussian")``) and training learns the correction, toward the support where it
+        helps; ``augment="rotate"`` (and ``"auto"``) then rotates each task about the
+        frame's origin, where the predictive law is ``N(0, I)``: the network cannot learn the
+        training classes' directions from it, only what holds in every direction. With
+        ``validation_fraction="auto"`` classes are held out from 4 classes on (not 10), and the
+        untrained model (that Gaussian) is an early-stopping candidate: it is kept when no
+        trained weights have a lower validation loss.
     frame_context : bool, default=False
         Let the network see the frame it works in: the support's centre and scale in the
         training data's global standardised frame, the global mean seen from the support
@@ -256,6 +273,9 @@ class LearnedFlowSampler(BaseFlowSampler):
         ``(low, high)`` support sizes of the training tasks.
     augment_ : str or None
         The augmentation used.
+    predictive_frame_ : estimator or None
+        With ``normalize="predictive"``: the fitted Gaussian arm whose predictive law is each
+        support's frame; None otherwise.
     normalize_ : bool
         Whether the flow runs in each support's frame (per-task normalisation).
     frame_context_ : bool
@@ -588,6 +608,7 @@ class LearnedFlowSampler(BaseFlowSampler):
             "support_range_": tasks.options.support_range,
             "augment_": tasks.options.augment,
             "normalize_": tasks.options.normalize,
+            "predictive_frame_": tasks.predictive_frame,
             "task_scale_": run.task_scale,
             "support_": tasks.default_support,
             "best_validation_score_": result.best_validation_score,
@@ -704,8 +725,11 @@ class LearnedFlowSampler(BaseFlowSampler):
         batched = x.ndim == 3
         if not batched:
             x, support = x[None], support[None]
-        scale = None
-        if getattr(self, "normalize_", False):  # the network works in each support's frame
+        scale = factor = None
+        if self._has_predictive_frame():  # the frame of a Gaussian predictive
+            centre, factor, inverse = self._predictive_frame(support)
+            x, support = _into_frame(x, centre, inverse), _into_frame(support, centre, inverse)
+        elif getattr(self, "normalize_", False):  # the network works in each support's frame
             centre, scale = _task_frame(support, self.task_scale_)
             x, support = (x - centre) / scale, (support - centre) / scale
         if getattr(model, "frame_context", False):  # ... and sees it
@@ -733,15 +757,35 @@ class LearnedFlowSampler(BaseFlowSampler):
         v = torch.cat(out, dim=1)
         if scale is not None:  # velocity of the frame's flow, back in data units
             v = v * scale
+        if factor is not None:
+            v = _into_frame(v, 0.0, factor)
         v = v if batched else v[0]
         if not return_attention:
             return v
         a = torch.cat(attn, dim=-2)  # (n_layers, B, n_heads, n, m)
         return v, (a if batched else a[:, 0])
 
+    def _has_predictive_frame(self) -> bool:
+        return getattr(self, "predictive_frame_", None) is not None
+
+    def _predictive_frame(self, support: Any) -> tuple:
+        """Centre, factor and inverse factor of supports (B, m, d), on their device."""
+        import torch
+
+        S = support.detach().cpu().numpy() if torch.is_tensor(support) else support
+        frame = _predictive_frame(self.predictive_frame_, np.asarray(S, dtype=np.float64))
+        if not torch.is_tensor(support):
+            return frame
+        return tuple(torch.as_tensor(a, dtype=support.dtype, device=support.device) for a in frame)
+
     def _start_points(self, x0: np.ndarray, support: np.ndarray) -> np.ndarray:
         """Starting points of the flow: the noise, or with per-task normalisation the noise
         mapped into the support's frame (``centre + scale * x0``; support (m, d) or (B, m, d))."""
+        if self._has_predictive_frame():
+            S = np.asarray(support, dtype=np.float64)
+            centre, factor, _ = self._predictive_frame(S if S.ndim == 3 else S[None])
+            start = centre + _into_frame(x0 if x0.ndim == 3 else x0[None], 0.0, factor)
+            return start.reshape(x0.shape).astype(x0.dtype, copy=False)
         if not getattr(self, "normalize_", False):
             return x0
         self._refuse_frameless(support)
@@ -752,7 +796,7 @@ class LearnedFlowSampler(BaseFlowSampler):
         """With per-task normalisation, refuse a support (m, d) or batch (B, m, d) of fewer
         than 2 distinct rows: it has no frame (no spread), the network never saw one, and
         its output there is far from the support (issue 34: 39 away for ``np.ones((10, 4))``)."""
-        if not getattr(self, "normalize_", False):
+        if not getattr(self, "normalize_", False) or self._has_predictive_frame():
             return
         S = np.asarray(support, dtype=np.float64)
         _, scale = _task_frame(S if S.ndim == 3 else S[None], 0.0)  # 0: no spread

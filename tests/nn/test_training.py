@@ -236,3 +236,34 @@ def test_progress_bar_when_verbose(gmm2, capsys):
     LearnedFlowSampler(**SMALL, random_state=0).fit(gmm2)
     captured = capsys.readouterr()
     assert captured.err == "" and captured.out == ""
+
+
+# --------------------------------------------------------------------------------------------
+# the initial weights as an early-stopping candidate
+# --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("score_initial", [True, False])
+def test_score_initial_keeps_the_untrained_weights_when_training_only_hurts(score_initial):
+    """A learning rate that wrecks the model: with ``score_initial`` the weights before the
+    first step (iteration 0) validate best and come back; without it a trained check wins."""
+    torch.manual_seed(0)
+    model = CrossAttentionVelocity(2, d_model=8, n_heads=2, n_layers=1)
+    initial = {k: v.clone() for k, v in model.state_dict().items()}
+    tasks, rng = GaussianMixtureTasks(2), np.random.default_rng(0)
+    validation = tasks.sample_tasks(4, 6, 8, random_state=1)
+    wreck = {**TRAIN, "learning_rate": 30.0}
+    result = train_flow_model(
+        model,
+        lambda: tasks.sample_tasks(3, 6, 8, random_state=rng),
+        max_iter=6,
+        generator=torch.Generator().manual_seed(0),
+        validation=validation,
+        validation_interval=2,
+        score_initial=score_initial,
+        **wreck,
+    )
+    n_checks = 3 + int(score_initial)
+    assert len(result.validation_scores) == n_checks
+    kept = all(torch.equal(model.state_dict()[k], v) for k, v in initial.items())
+    assert kept == score_initial
+    assert (result.best_iter == 0) == score_initial
+    assert result.best_validation_score == max(result.validation_scores)

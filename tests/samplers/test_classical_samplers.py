@@ -165,3 +165,30 @@ def test_bad_parameters_raise(estimator):
     X, y = FAMILY.make_classes(4, 6, random_state=0)
     with pytest.raises(ValueError):
         estimator.fit(X, y)
+
+
+def _moment_prior(means, counts, W, between):
+    """T of the documented method of moments: whitened by W, noise removed, clipped at 0."""
+    vals, vecs = np.linalg.eigh(W)
+    root = vecs * np.sqrt(vals)
+    inv = np.linalg.inv(root)
+    lam, U = np.linalg.eigh(inv @ between @ inv.T)
+    lam = np.clip(lam - np.mean(1.0 / counts), 0.0, None)
+    return (root @ U) * lam @ (root @ U).T
+
+
+def test_empirical_bayes_shrinkage_of_the_class_means_covariance():
+    """Default: Ledoit-Wolf estimate of Cov(class means) (unbiased scale); None: np.cov."""
+    from sklearn.covariance import LedoitWolf
+
+    fam = HierarchicalTasks(6, prior_cov=np.diag([4.0, 2.0, 1.0, 0.5, 0.2, 0.1]), within_cov=0.3)
+    X, y = fam.make_classes(12, 8, random_state=0)
+    means = np.stack([X[y == c].mean(0) for c in range(12)])
+    resid = np.concatenate([X[y == c] - means[c] for c in range(12)])
+    W, counts = resid.T @ resid / (96 - 12), np.full(12, 8)
+    lw = LedoitWolf().fit(means).covariance_ * 12 / 11
+    shrunk = EmpiricalBayesGaussianSampler().fit(X, y).prior_covariance_
+    plain = EmpiricalBayesGaussianSampler(shrinkage=None).fit(X, y).prior_covariance_
+    np.testing.assert_allclose(shrunk, _moment_prior(means, counts, W, lw), atol=1e-10)
+    np.testing.assert_allclose(plain, _moment_prior(means, counts, W, np.cov(means.T)), atol=1e-10)
+    assert not np.allclose(shrunk, plain)

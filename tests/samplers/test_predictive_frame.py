@@ -1,0 +1,196 @@
+"""``LearnedFlowSampler(normalize="predictive")``: the frame of a Gaussian predictive fitted on
+the training classes, and a network that starts as that Gaussian."""
+
+import pickle
+
+import numpy as np
+import pytest
+import torch
+
+from skflow import (
+    BestClassicalSampler,
+    EmpiricalBayesGaussianSampler,
+    LearnedFlowSampler,
+    LedoitWolfSampler,
+    PooledGaussianSampler,
+)
+from skflow.nn.transformer import CrossAttentionVelocity
+from skflow.samplers._frame import into_frame, predictive_frame
+from skflow.tasks import HierarchicalTasks
+
+
+@pytest.fixture(scope="module")
+def classes():
+    rng = np.random.default_rng(3)
+    q, _ = np.linalg.qr(rng.standard_normal((3, 3)))
+    fam = HierarchicalTasks(
+        3, prior_cov=(q * [4.0, 1.0, 0.5]) @ q.T, within_cov=np.diag([0.5, 0.2, 0.1])
+    )
+    return fam.make_classes(20, 30, random_state=0)
+
+
+@pytest.fixture(scope="module")
+def untrained(classes):
+    """A fit of one step at a vanishing learning rate: the network as initialized."""
+    X, y = classes
+    est = LearnedFlowSampler(
+        normalize="predictive", max_iter=1, learning_rate=1e-12, warmup=1, random_state=0
+    )
+    return est.fit(X, y)
+
+
+@pytest.mark.parametrize(
+    "arm", [LedoitWolfSampler, PooledGaussianSampler, EmpiricalBayesGaussianSampler]
+)
+def test_predictive_moments_batch_matches_one_support(classes, arm):
+    X, y = classes
+    est = arm().fit(X, y)
+    batch = np.stack([X[y == 0][:6], X[y == 1][:6]])
+    means, covs = est.predictive_moments(batch)
+    for b in range(2):
+        mean, cov = est.predictive_moments(batch[b])
+        np.testing.assert_allclose(means[b], mean)
+        np.testing.assert_allclose(covs[b], cov)
+
+
+def test_predictive_moments_refused_without_a_single_gaussian(classes):
+    X, y = classes
+    best = BestClassicalSampler(support_size=5, n_splits=2, n_repeats=1, random_state=0)
+    with pytest.raises(TypeError, match="no single Gaussian"):
+        best.fit(X, y).predictive_moments(X[:5])
+
+
+def test_predictive_frame_whitens_the_predictive(classes):
+    """In the frame the predictive law is N(0, I): the factor reproduces its covariance, the
+    inverse undoes it, and the centre maps to the origin."""
+    X, y = classes
+    est = EmpiricalBayesGaussianSampler().fit(X, y)
+    S = np.stack([X[y == c][:4] for c in range(3)])
+    centre, factor, inverse = predictive_frame(est, S)
+    means, covs = est.predictive_moments(S)
+    np.testing.assert_allclose(factor @ np.swapaxes(factor, -1, -2), covs, atol=1e-8)
+    np.testing.assert_allclose(factor @ inverse, np.broadcast_to(np.eye(3), (3, 3, 3)), atol=1e-10)
+    np.testing.assert_allclose(into_frame(centre, centre, inverse), 0.0, atol=1e-12)
+    np.testing.assert_allclose(centre[:, 0], means)
+    z = into_frame(X[None, :5].repeat(3, 0), centre, inverse)
+    zt = into_frame(
+        torch.as_tensor(X[None, :5].repeat(3, 0)), torch.as_tensor(centre), torch.as_tensor(inverse)
+    )
+    np.testing.assert_allclose(zt.numpy(), z, rtol=1e-12)
+
+
+def test_gaussian_base_is_the_closed_form_field():
+    """Untrained, a ``base="gaussian"`` network is the path's field toward N(0, I) whatever the
+    support: ``v = (alpha alpha' + sigma sigma') / (alpha^2 + sigma^2) x`` (the scale of
+    ``x_t = sqrt(alpha^2 + sigma^2) eps`` moving in time)."""
+    net = CrossAttentionVelocity(3, d_model=16, n_heads=2, n_layers=1, base="gaussian").double()
+    path = net.path
+    x = torch.randn(2, 9, 3, dtype=torch.float64)
+    for t in (0.0, 0.3, 0.9, 1.0):
+        a, s, da, ds = path.alpha(t), path.sigma(t), path.d_alpha(t), path.d_sigma(t)
+        expected = (a * da + s * ds) / (a * a + s * s) * x
+        for scale in (1.0, 50.0):  # any support, near or far
+            support = scale * torch.randn(2, 5, 3, dtype=torch.float64)
+            with torch.no_grad():
+                torch.testing.assert_close(net(x, support, t), expected)
+    assert net.config["base"] == "gaussian"
+    assert "base" not in CrossAttentionVelocity(3, d_model=16, n_heads=2).config
+
+
+def test_untrained_model_samples_the_chosen_gaussian(untrained):
+    """Noise starts at the predictive mean and covariance; the flow keeps that law."""
+    est = untrained
+    assert est.predictive_frame_ is not None and est.augment_ == "rotate" and est.normalize_
+    assert est.model_.config["base"] == "gaussian"
+    X = est.predictive_frame_.predictive_moments  # the chosen arm's moments
+    rng = np.random.default_rng(0)
+    S = rng.normal(size=(5, 3)) + [2.0, -1.0, 0.5]
+    mean, cov = X(S)
+    gen = est.sample(20000, support=S, random_state=0)
+    np.testing.assert_allclose(gen.mean(axis=0), mean, atol=0.03)
+    np.testing.assert_allclose(np.cov(gen.T), cov, atol=0.03)
+
+
+def test_batched_supports_and_pickle(untrained):
+    est = untrained
+    rng = np.random.default_rng(1)
+    batch = rng.normal(size=(2, 6, 3)) + np.array([[[3.0, 0, 0]], [[-3.0, 0, 0]]])
+    out = est.sample(4000, support=batch, random_state=0)
+    assert out.shape == (2, 4000, 3)
+    means, _ = est.predictive_frame_.predictive_moments(batch)
+    np.testing.assert_allclose(out.mean(axis=1), means, atol=0.06)
+    again = pickle.loads(pickle.dumps(est))
+    np.testing.assert_array_equal(
+        again.sample(7, support=batch[0], random_state=2),
+        est.sample(7, support=batch[0], random_state=2),
+    )
+
+
+def test_predictive_needs_labels_and_no_frame_context(classes):
+    X, y = classes
+    with pytest.raises(ValueError, match="needs fit\\(X, y\\)"):
+        LearnedFlowSampler(normalize="predictive", max_iter=1).fit(X)
+    with pytest.raises(ValueError, match="cannot be combined"):
+        LearnedFlowSampler(normalize="predictive", frame_context=True, max_iter=1).fit(X, y)
+    with pytest.raises(Exception, match="'predictive'"):
+        LearnedFlowSampler(normalize="gaussian").fit(X, y)
+
+
+def test_frame_fitted_on_training_classes_only(untrained, classes):
+    """The held-out validation classes stay unseen by the frame, as by the network."""
+    X, y = classes
+    est = untrained
+    held = np.isin(y, est.validation_classes_)
+    assert held.any()
+    frame = est.predictive_frame_
+    refit = type(frame)().set_params(**frame.get_params()).fit(X[~held], y[~held])
+    S = X[y == 0][:5]
+    for a, b in zip(frame.predictive_moments(S), refit.predictive_moments(S), strict=True):
+        np.testing.assert_allclose(a, b)
+    everything = type(frame)().fit(X, y)
+    assert not np.allclose(frame.predictive_moments(S)[1], everything.predictive_moments(S)[1])
+
+
+def test_velocity_maps_back_with_the_factor(classes):
+    """With a wide path end (sigma_min = 0.6) the untrained flow moves: N(0, I) in the frame
+    becomes N(0, (1 + sigma_min^2) I), so the samples' covariance is (1 + sigma_min^2) C only if
+    the frame's velocity returns to data units through the factor L (not L^T or L^-1)."""
+    X, y = classes
+    est = LearnedFlowSampler(
+        normalize="predictive",
+        sigma_min=0.6,
+        max_iter=1,
+        learning_rate=1e-12,
+        warmup=1,
+        random_state=0,
+    ).fit(X, y)
+    S = X[y == 2][:4]
+    mean, cov = est.predictive_frame_.predictive_moments(S)
+    gen = est.sample(40000, support=S, random_state=1)
+    np.testing.assert_allclose(np.cov(gen.T), 1.36 * cov, atol=0.04)
+    np.testing.assert_allclose(gen.mean(axis=0), mean, atol=0.03)
+
+
+@pytest.mark.parametrize("augment", ["rotate", None])
+def test_training_tasks_rotate_about_the_frame_origin(classes, augment):
+    """With augment="rotate" a drawn task is its frame image turned about the origin: every
+    norm (distance to the predictive mean) is kept, the directions are not; without it the
+    task is exactly its frame image."""
+    from skflow.samplers._meta_training import TrainingParams, TrainingRun, training_tasks
+
+    X, y = classes
+    est = LearnedFlowSampler(
+        normalize="predictive", augment=augment, batch_tasks=4, support_size=5, n_targets=6
+    )
+    params = TrainingParams(**est.get_params())
+    tasks = training_tasks(params, X, y, np.random.RandomState(0))
+    assert tasks.options.augment == augment and tasks.options.predictive
+    run = TrainingRun(params, tasks, 3, "cpu", np.random.RandomState(0))
+    raw_rng, rng = np.random.default_rng(5), np.random.default_rng(5)
+    S_raw, Q_raw = tasks.source.sample_tasks(4, 5, 6, random_state=raw_rng)
+    S, Q = run._draw(tasks.source, rng, m=5)
+    centre, _, inverse = predictive_frame(tasks.predictive_frame, S_raw)
+    S_f, Q_f = into_frame(S_raw, centre, inverse), into_frame(Q_raw, centre, inverse)
+    np.testing.assert_allclose(np.linalg.norm(S, axis=-1), np.linalg.norm(S_f, axis=-1))
+    np.testing.assert_allclose(np.linalg.norm(Q, axis=-1), np.linalg.norm(Q_f, axis=-1))
+    assert np.allclose(S, S_f) == (augment is None)
