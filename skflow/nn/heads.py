@@ -13,7 +13,9 @@ broadcastable to ``(..., n)`` (one time per query row allowed). They are differe
 ``x`` and ``support``. Both evaluate a prepared :class:`skflow.field.NWField` (a batch of
 supports; for ``MultiHeadNW`` one projected support per head), so they follow the field's
 dtype and precision rules: float32 when ``x`` and ``support`` are float32 (computed in
-float64 where float32 logits would lose accuracy, late in the flow), float64 otherwise.
+float64 where float32 logits would lose accuracy, late in the flow), float64 otherwise. In a
+``torch.compile``-d model that evaluation runs eagerly, outside the graph (it reads host
+numbers of each support).
 """
 
 from __future__ import annotations
