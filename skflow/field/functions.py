@@ -1,8 +1,11 @@
 """The exact field as functions: one :class:`~skflow.field.NWField` per call.
 
 Each ``nw_*`` function prepares the support (validation, centring, norms, engine choice) and
-evaluates once. To evaluate the field of one support many times (an ODE solve), build an
-:class:`~skflow.field.NWField` once and call its methods instead.
+evaluates once, so it sees in-place changes of the support. To evaluate the field of one
+support many times (an ODE solve), build an :class:`~skflow.field.NWField` once and call its
+methods instead: besides the repeated preparation, a float32 call of a function reads the
+support's radius back to the host (the float32 precision check), a device synchronisation on
+CUDA at every call, where a prepared field reads it once.
 """
 
 from __future__ import annotations

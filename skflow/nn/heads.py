@@ -13,7 +13,9 @@ broadcastable to ``(..., n)`` (one time per query row allowed). They are differe
 ``x`` and ``support``. Both evaluate a prepared :class:`skflow.field.NWField` (a batch of
 supports; for ``MultiHeadNW`` one projected support per head), so they follow the field's
 dtype and precision rules: float32 when ``x`` and ``support`` are float32 (computed in
-float64 where float32 logits would lose accuracy, late in the flow), float64 otherwise.
+float64 where float32 logits would lose accuracy, late in the flow), float64 otherwise. In a
+``torch.compile``-d model that evaluation runs eagerly, outside the graph (it reads host
+numbers of each support).
 """
 
 from __future__ import annotations
@@ -67,6 +69,20 @@ def _head_times(t: Any) -> Any:
     return t
 
 
+# Outside the graph of a compiled model: the field reads host numbers of its inputs (the
+# float32 precision check reads the support radius and the largest kernel coefficient, the
+# time check whether every time is in range), so traced by ``torch.compile`` it breaks the
+# graph there and recompiles the rest for every new value, i.e. at every training step.
+@torch.compiler.disable
+def _field_eager(methods: tuple, x: Any, support: Any, t: Any, **field: Any) -> tuple:
+    """``(method(x, t) for method in methods)`` of ``NWField(support, engine="attention",
+    **field)``, one field for all of them, as contiguous tensors."""
+    prepared = NWField(support, engine="attention", **field)
+    # contiguous: the layout depends on the engine path (a slice of the lifted SDPA output,
+    # or a float64 fallback cast back), and a compiled caller is specialised on the layout
+    return tuple(getattr(prepared, method)(x, t).contiguous() for method in methods)
+
+
 class NWAttentionHead(nn.Module):
     """Exact NW velocity field of a support set as one zero-parameter attention head.
 
@@ -109,25 +125,22 @@ class NWAttentionHead(nn.Module):
     def extra_repr(self) -> str:
         return f"sigma_min={self.sigma_min}, bandwidth={self.bandwidth!r}"
 
-    def _field(self, x: Any, support: Any) -> tuple[Any, NWField]:
+    def _evaluate(self, method: str, x: Any, support: Any, t: Any) -> Any:
         x, support = _common(x, support)
-        field = NWField(support, path=self.path, bandwidth=self.bandwidth, engine="attention")
-        return x, field
+        (out,) = _field_eager((method,), x, support, t, path=self.path, bandwidth=self.bandwidth)
+        return out
 
     def local_mean(self, x: Any, support: Any, t: Any) -> Any:
         """NW local mean ``sum_i w_i(x, t) s_i``, shape (..., n, d)."""
-        x, field = self._field(x, support)
-        return field.local_mean(x, t)
+        return self._evaluate("local_mean", x, support, t)
 
     def weights(self, x: Any, support: Any, t: Any) -> Any:
         """NW weights ``w_i(x, t)``, shape (..., n, m); rows sum to one."""
-        x, field = self._field(x, support)
-        return field.weights(x, t)
+        return self._evaluate("weights", x, support, t)
 
     def forward(self, x: Any, support: Any, t: Any) -> Any:
         """Exact velocity ``u_t(x)``, shape (..., n, d)."""
-        x, field = self._field(x, support)
-        return field.velocity(x, t)
+        return self._evaluate("velocity", x, support, t)
 
 
 class MultiHeadNW(nn.Module):
@@ -240,20 +253,22 @@ class MultiHeadNW(nn.Module):
             f"value_map={self.value_maps is not None}"
         )
 
-    def _field(self, x: Any, support: Any) -> tuple[Any, NWField]:
-        """Queries (..., 1, n, d) and the field of every head: the support (..., 1, m, d)
-        seen through the projections (H, k, d), a batch of H projected supports."""
+    def _evaluate(self, methods: tuple, x: Any, support: Any, t: Any) -> tuple:
+        """``methods`` of the field of every head at queries (..., 1, n, d): the support
+        (..., 1, m, d) seen through the projections (H, k, d), a batch of H projected
+        supports."""
         x, support = _common(x, support)
         if x.shape[-1] != self.n_features:
             raise ValueError(f"expected {self.n_features} features, got {x.shape[-1]}.")
-        field = NWField(
+        return _field_eager(
+            methods,
+            x.unsqueeze(-3),
             support.unsqueeze(-3),
+            _head_times(t),
             path=self.path,
             bandwidth=self.bandwidth,
             projection=self.projections,
-            engine="attention",
         )
-        return x.unsqueeze(-3), field
 
     def _value_maps(self, means: Any) -> Any:
         if self.value_maps is None:
@@ -262,25 +277,23 @@ class MultiHeadNW(nn.Module):
 
     def head_means(self, x: Any, support: Any, t: Any) -> Any:
         """Per-head local means ``m_h(x, t)`` (after the value maps), shape (..., H, n, d)."""
-        xh, field = self._field(x, support)
-        return self._value_maps(field.local_mean(xh, _head_times(t)))
+        return self._value_maps(self._evaluate(("local_mean",), x, support, t)[0])
 
     def weights(self, x: Any, support: Any, t: Any) -> Any:
         """Per-head weights ``w^h_i(x, t)``, shape (..., H, n, m)."""
-        xh, field = self._field(x, support)
-        return field.weights(xh, _head_times(t))
+        return self._evaluate(("weights",), x, support, t)[0]
 
     def forward(self, x: Any, support: Any, t: Any, *, return_weights: bool = False) -> Any:
         """Velocity ``u_t(x)`` (..., n, d); with ``return_weights`` also the (..., H, n, m)
         per-head weights."""
-        xh, field = self._field(x, support)
-        t_h = _head_times(t)
-        means = self._value_maps(field.local_mean(xh, t_h))  # (..., H, n, d)
+        methods = ("local_mean", "weights") if return_weights else ("local_mean",)
+        evaluated = self._evaluate(methods, x, support, t)
+        means = self._value_maps(evaluated[0])  # (..., H, n, d)
         stacked = means.movedim(-3, -2).reshape(*means.shape[:-3], means.shape[-2], -1)
         mixed = stacked @ self.output_map.to(means.dtype).T
-        x = xh.squeeze(-3).to(means.dtype)
+        x = x.to(means.dtype)
         gain, decay, sigma = _path_columns(self.path, t, x)
         velocity = (gain * mixed - decay * x) / sigma
         if not return_weights:
             return velocity
-        return velocity, field.weights(xh, t_h)
+        return velocity, evaluated[1]

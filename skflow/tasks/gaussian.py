@@ -146,16 +146,10 @@ class GaussianMixtureTasks(SyntheticTasks):
 
         comp = categorical(rng, weights, n, n_active)  # (B, n)
         z = rng.standard_normal((B, n, d))
-        X = np.take_along_axis(means, comp[:, :, None], axis=1)  # (B, n, d)
         if anisotropic:
-            A = rot * scales[..., None, :]  # R diag(scales)
-            # loop over the (few) component slots only: X += A_k z for points of slot k
-            for k in range(k_hi):
-                mask = comp == k
-                if mask.any():
-                    X += np.where(mask[:, :, None], z @ np.swapaxes(A[:, k], -1, -2), 0.0)
-        else:
-            X += np.take_along_axis(scales[..., 0], comp, axis=1)[:, :, None] * z
+            return _rotated_points(means, rot * scales[..., None, :], comp, z), params
+        X = np.take_along_axis(means, comp[:, :, None], axis=1)  # (B, n, d)
+        X += np.take_along_axis(scales[..., 0], comp, axis=1)[:, :, None] * z
         return X, params
 
     @staticmethod
@@ -246,3 +240,29 @@ class GaussianMixtureTasks(SyntheticTasks):
         tt = np.broadcast_to(np.asarray(t, dtype=np.float64), x.shape[:2])[..., None]
         mean = self.posterior_mean(x, tt[..., 0], params, path=path)
         return path.velocity_from_mean(mean, x, tt)
+
+
+def _rotated_points(means, A, comp, z):
+    """Points ``mu_k + A_k z`` (B, n, d) of the slots ``comp`` (B, n), from the means
+    (B, K, d), the factors ``A = R diag(scales)`` (B, K, d, d) and the normals ``z`` (B, n, d).
+
+    One batched GEMM ``z A_k^T`` per used slot, written only to the rows of that slot (the
+    ``where=`` of :func:`numpy.add`): the same floating-point operations as adding every
+    slot's product masked to zero, so the same points bit for bit, without the K full-size
+    masked temporaries (``benchmarks/bench_task_draw.py``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> A = np.stack([np.eye(2), 2 * np.eye(2)])[None]  # (1, 2, 2, 2)
+    >>> _rotated_points(np.zeros((1, 2, 2)), A, np.array([[0, 1]]), np.ones((1, 2, 2)))
+    array([[[1., 1.],
+            [2., 2.]]])
+    """
+    X, product = np.empty_like(z), np.empty_like(z)
+    for k in range(A.shape[1]):
+        mask = comp == k
+        if mask.any():
+            np.matmul(z, np.swapaxes(A[:, k], -1, -2), out=product)
+            np.add(means[:, k, None, :], product, out=X, where=mask[:, :, None])
+    return X

@@ -227,20 +227,76 @@ def test_per_row_tensor_times_do_not_go_through_numpy():
         nw_velocity(torch.from_numpy(x), torch.from_numpy(support), torch.from_numpy(t[:3]))
 
 
+class _HostReads(TorchFunctionMode):
+    """Records every read of a tensor's values by the host inside the block (on CUDA each is
+    a device synchronisation): Python scalars and bools of tensors, ``item``, ``tolist``,
+    ``numpy`` and the data-dependent shape of ``nonzero``."""
+
+    READS = ("__bool__", "__float__", "__int__", "__index__", "item", "tolist", "numpy")
+
+    def __init__(self):
+        super().__init__()
+        self.reads = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", "")
+        if name in self.READS or name == "nonzero":
+            self.reads.append(name)
+        return func(*args, **(kwargs or {}))
+
+
+def _fixed_step_host_reads(velocity, x0, grid):
+    """Host reads of a Heun solve of ``velocity`` on ``grid``, after two calls (t = 0.5 and
+    t = 1) that fill the caches of a prepared field."""
+    velocity(0.5, x0)
+    velocity(1.0, x0)  # in float32, the float64 copy of the support for the fallback
+    with _HostReads() as mode:
+        sol = integrate(velocity, x0, grid, method="heun")
+    assert bool(torch.isfinite(sol.y).all())
+    return mode.reads
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_prepared_field_sampling_reads_nothing_on_the_host(dtype):
+    """A prepared field keeps its support geometry, the float32 radius included: a
+    fixed-step solve reads nothing back (on CUDA: no synchronisation; GPU run 2). The
+    functions prepare the support at every call (they see in-place changes): in float32 each
+    call reads the support radius once (the precision check), which is why a solver loop
+    should prepare an NWField. The screened float32 fallback reads its candidate pairs
+    (``nonzero``) at the late stages where it applies."""
+    gen = torch.Generator().manual_seed(3)
+    support = torch.randn(512, 8, generator=gen, dtype=dtype)
+    x0 = torch.randn(256, 8, generator=gen, dtype=dtype)
+    grid = np.linspace(0.0, 1.0, 11)
+    prepared = field.NWField(support, float32_fallback="float64")
+    assert _fixed_step_host_reads(lambda t, x: prepared.velocity(x, t), x0, grid) == []
+    screened = field.NWField(support)  # the default fallback; only t = 1 falls back here
+    reads = _fixed_step_host_reads(lambda t, x: screened.velocity(x, t), x0, grid)
+    assert reads == ([] if dtype == torch.float64 else ["__bool__", "nonzero"])
+    early = grid[:-1]  # up to t = 0.9: no fallback, so only the radius is read
+    per_call = _fixed_step_host_reads(lambda t, x: nw_velocity(x, support, t), x0, early)
+    n_calls = 2 * (len(early) - 1)  # Heun: two evaluations per step
+    assert per_call == (["__float__"] * n_calls if dtype == torch.float32 else [])
+
+
 @CUDA
 @pytest.mark.cuda
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_cuda_fixed_step_sampling_never_syncs(dtype):
-    """Fixed-step integration on CUDA: scalar times are host floats, the support geometry is
-    cached after the first call, so no step synchronizes with the host."""
+    """Fixed-step integration on CUDA of a prepared field: scalar times are host floats and
+    the support geometry (the float32 radius included) is computed when the field is first
+    evaluated, so no step synchronizes with the host. (The nw_* functions prepare the support
+    at every call, and in float32 read its radius each time; the screened float32 fallback
+    reads its candidate count, so the float32 run uses the float64 fallback.)"""
     support = torch.randn(512, 8, device="cuda", dtype=dtype)
     x0 = torch.randn(256, 8, device="cuda", dtype=dtype)
+    prepared = field.NWField(support, float32_fallback="float64")
 
     def velocity(t, x):
-        return nw_velocity(x, support, t)
+        return prepared.velocity(x, t)
 
-    velocity(0.5, x0)  # first call caches the support geometry (one sync for its radius)
-    velocity(1.0, x0)  # and, in float32, its float64 copy for the fallback near t = 1
+    velocity(0.5, x0)  # first call computes the support radius (one sync)
+    velocity(1.0, x0)  # and, in float32, the float64 copy for the fallback near t = 1
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")
     try:

@@ -239,6 +239,53 @@ def test_progress_bar_when_verbose(gmm2, capsys):
 
 
 # --------------------------------------------------------------------------------------------
+# torch.compile
+# --------------------------------------------------------------------------------------------
+class _CountingBackend:
+    """A ``torch.compile`` backend that runs each captured graph as is and counts them: a
+    graph captured after the first step is a recompilation."""
+
+    def __init__(self):
+        self.graphs = 0
+
+    def __call__(self, graph_module, example_inputs):
+        self.graphs += 1
+        return graph_module.forward
+
+
+def test_compiled_training_compiles_once_for_every_support():
+    """The exact head's field reads host numbers of each new support (float32 precision
+    check, time range): it runs outside the compiled graph, so new supports neither break
+    the graph nor recompile it (on CUDA the recompilations hit dynamo's limit; GPU run 2)."""
+    backend, graphs_before_step = _CountingBackend(), []
+    torch.manual_seed(0)
+    model = CrossAttentionVelocity(2, d_model=8, n_heads=2, n_layers=1)
+    tasks, rng = GaussianMixtureTasks(2), np.random.default_rng(0)
+
+    def draw():
+        graphs_before_step.append(backend.graphs)
+        return tasks.sample_tasks(3, 6, 8, random_state=rng)
+
+    compiled = torch.compile(model, backend=backend)
+    gen = torch.Generator().manual_seed(0)
+    result = train_flow_model(model, draw, max_iter=8, generator=gen, forward=compiled, **TRAIN)
+    assert next(model.parameters()).dtype == torch.float32  # the precision check's dtype
+    assert graphs_before_step[1] > 0 and len(set(graphs_before_step[1:])) == 1
+    # the same run without compiling gives the same losses
+    torch.manual_seed(0)
+    eager_model = CrossAttentionVelocity(2, d_model=8, n_heads=2, n_layers=1)
+    rng = np.random.default_rng(0)
+    eager = train_flow_model(
+        eager_model,
+        lambda: tasks.sample_tasks(3, 6, 8, random_state=rng),
+        max_iter=8,
+        generator=torch.Generator().manual_seed(0),
+        **TRAIN,
+    )
+    np.testing.assert_allclose(result.loss_curve, eager.loss_curve, rtol=1e-5)
+
+
+# --------------------------------------------------------------------------------------------
 # the initial weights as an early-stopping candidate
 # --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("score_initial", [True, False])

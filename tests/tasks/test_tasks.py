@@ -28,6 +28,7 @@ from skflow.tasks import (
     SphericalShellTasks,
     SpiralTasks,
 )
+from skflow.tasks._base import categorical, haar_rotations, masked_dirichlet
 
 
 def _min_cover(values, width):
@@ -186,6 +187,40 @@ def test_vectorized_batch_d16():
         Ss, Qs = t.sample_tasks(256, 50, 256, random_state=0)
         assert Ss.shape == (256, 50, 16) and Qs.shape == (256, 256, 16)
         assert np.isfinite(Ss).all() and np.isfinite(Qs).all()
+
+
+def _mixture_points_by_masked_sum(rng, B, n, d, k_lo, k_hi, box, s_lo, s_hi):
+    """The anisotropic draw as it was first written: every slot's ``z A_k^T`` masked to
+    zero and added to the means of the points' slots (the reference of the drawn values)."""
+    n_active = rng.integers(k_lo, k_hi + 1, size=B)
+    weights, _ = masked_dirichlet(rng, n_active, k_hi)
+    means = rng.uniform(-box, box, size=(B, k_hi, d))
+    rot = haar_rotations(rng, (B, k_hi), d)
+    scales = rng.uniform(s_lo, s_hi, size=(B, k_hi, d))
+    comp = categorical(rng, weights, n, n_active)
+    z = rng.standard_normal((B, n, d))
+    X = np.take_along_axis(means, comp[:, :, None], axis=1)
+    A = rot * scales[..., None, :]
+    for k in range(k_hi):
+        mask = comp == k
+        if mask.any():
+            X += np.where(mask[:, :, None], z @ np.swapaxes(A[:, k], -1, -2), 0.0)
+    return X, (weights, means, rot, scales)
+
+
+@pytest.mark.parametrize("d", [1, 2, 16])
+@pytest.mark.parametrize("n_components", [(2, 8), 1, (3, 5)])
+@pytest.mark.parametrize("seed", [0, 11])
+def test_gaussian_mixture_draws_are_bit_identical_to_the_masked_sum(d, n_components, seed):
+    """The per-slot writes of the drawing code give the same points, bit for bit, as the
+    masked sum over every slot (so a seed keeps drawing the same tasks)."""
+    k = n_components if isinstance(n_components, tuple) else (n_components, n_components)
+    S, Q, params = GaussianMixtureTasks(n_features=d, n_components=n_components).sample_tasks(
+        6, 9, 13, random_state=seed, return_params=True
+    )
+    X, ref = _mixture_points_by_masked_sum(np.random.default_rng(seed), 6, 22, d, *k, 5.0, 0.3, 1.0)
+    assert np.array_equal(S, X[:, :9]) and np.array_equal(Q, X[:, 9:])
+    assert all(np.array_equal(a, b) for a, b in zip(params, ref, strict=True))
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
