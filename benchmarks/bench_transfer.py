@@ -6,11 +6,14 @@ Settings (each task is one unseen class: ``m`` support rows, the others its refe
   class-mean prior ``T`` and within-class covariance ``W`` (fixed by seed 12345), Gaussian rows;
   the exact Bayes predictive is known (closed form);
 * ``hier-t``: the same with Student-t rows (``df = 4``); Bayes predictive by Gibbs sampling;
+* ``hier-gauss-K`` / ``hier-t-K``: the same families with ``K`` training classes instead of 30
+  (:func:`training_classes`);
 * ``digits``: scikit-learn's digits, PCA to 16 components and standardisation fitted on the
   training classes 0-6; test classes 7, 8, 9 (no Bayes limit).
 
 Arms, all fitted on the training classes only (``fit(X_train, y_train)``, public API):
-``bayes`` (hierarchical settings), ``ledoit_wolf``, ``pooled``, ``emp_bayes``, ``gmm_bic``,
+``bayes`` (hierarchical settings), ``ledoit_wolf``, ``pooled``, ``emp_bayes`` (Ledoit-Wolf
+estimate of the class means' covariance), ``emp_bayes_mom`` (its sample covariance), ``gmm_bic``,
 ``best_classical`` (:class:`skflow.BestClassicalSampler`, its default candidates, chosen per
 ``m`` on class-grouped folds of the training classes), ``plugin`` (``sigma_min = 0.01``),
 ``plugin_tuned`` (``sigma_min`` from a grid chosen per ``m`` on the training classes, the same
@@ -18,7 +21,9 @@ selector with plug-in candidates only), ``prior`` (``LearnedFlowSampler.from_pre
 "general-16")`` zero-shot), ``learned`` (``LearnedFlowSampler(max_time=...).fit(X, y)``,
 defaults otherwise) and the ablation arms of :data:`LEARNED_ARMS` (the same with one or two
 parameters changed: the network seeing its frame, ``frame_context=True``, with each
-augmentation; ``learned_abs``, no per-task frame, on request).
+augmentation; ``learned_abs``, no per-task frame; ``learned_pred``, ``normalize="predictive"``,
+the frame of the best Gaussian arm's predictive, and ``pred_no_aug``, the same without the
+rotation in that frame).
 
 Scores per task: MMD² (unbiased) with the median-heuristic bandwidth of the reference rows
 (``mmd2_med``), MMD² at a quarter of that bandwidth (``mmd2_q``, sensitive to the covariance)
@@ -344,9 +349,9 @@ def records_text(runs: list[dict]) -> str:
     return "\n".join(out)
 
 
-def section(runs: list[dict]) -> str:
+def section(runs: list[dict], title: str | None = None) -> str:
     meta = runs[0]["meta"]
-    name = runs[0]["setting"]
+    name = title or runs[0]["setting"]
     n_tasks = sum(len(r["table"]["5"]["plugin"]["mmd2_med"]) for r in runs)
     parts = [
         f"### {name}\n",
@@ -388,10 +393,14 @@ def section(runs: list[dict]) -> str:
 
 
 def write_docs(saved: list[dict], page: Path = PAGE) -> None:
-    by_setting: dict[str, list] = {}
-    for run in saved:
-        by_setting.setdefault(run["setting"], []).append(run)
-    block = "\n".join(section(runs) for runs in by_setting.values())
+    by_setting: dict[tuple, list] = {}
+    for run in saved:  # runs of one setting with another training budget: a section of their own
+        by_setting.setdefault((run["setting"], run["meta"].get("max_iter")), []).append(run)
+    names = [name for name, _ in by_setting]
+    block = "\n".join(
+        section(runs, name if names.count(name) == 1 else f"{name}, max_iter {budget}")
+        for (name, budget), runs in by_setting.items()
+    )
     text = page.read_text() if page.exists() else ""
     if BEGIN in text:
         text = text[: text.index(BEGIN)] + text[text.index(END) + len(END) :].lstrip("\n")

@@ -48,9 +48,6 @@ __all__ = [
 # fit(X, y), validation_fraction="auto": classes are held out for validation from this many
 # classes on (fewer classes are all needed for training).
 MIN_CLASSES_FOR_VALIDATION = 10
-# normalize="predictive" validates from 4 classes on: early stopping (the untrained Gaussian a
-# candidate) is what keeps its network from memorising a few classes
-MIN_CLASSES_PREDICTIVE = 4
 # n_iter_no_change="auto": validation checks without improvement before training stops.
 AUTO_PATIENCE = 10
 # Frames between a user's ``fit`` call and the functions below that warn: training_tasks ->
@@ -253,10 +250,7 @@ def _labelled_tasks(
     everything = FewShotClassTasks(X, y)
     labels = everything.classes_  # validated: NaN, classes too small (warned)
     share, held_classes = params.validation_fraction, None
-    fewest = (
-        MIN_CLASSES_PREDICTIVE if params.normalize == "predictive" else MIN_CLASSES_FOR_VALIDATION
-    )
-    if isinstance(share, str) and labels.size >= fewest:  # "auto"
+    if isinstance(share, str) and labels.size >= MIN_CLASSES_FOR_VALIDATION:  # "auto"
         n_val = max(2, int(round(0.2 * labels.size)))
         held_classes = np.sort(rng.choice(labels, n_val, replace=False))
     options = resolve_options(params, labelled=True, sizes=everything.class_sizes_)
@@ -348,8 +342,9 @@ def resolve_options(params: TrainingParams, labelled: bool, sizes: np.ndarray | 
     >>> import numpy as np
     >>> from skflow import LearnedFlowSampler
     >>> params = TrainingParams(**LearnedFlowSampler().get_params())
-    >>> resolve_options(params, labelled=True, sizes=np.array([12, 20, 30]))
-    FitOptions(support_range=(2, 23), augment='rotate', normalize=True, frame_context=False)
+    >>> options = resolve_options(params, labelled=True, sizes=np.array([12, 20, 30]))
+    >>> options.support_range, options.augment, options.normalize, options.predictive
+    ((2, 23), 'rotate', True, False)
     """
     lo, hi = support_bounds(params.support_size)
     if params.support_size == "auto":
@@ -682,12 +677,16 @@ class TrainingRun:
         from ..nn.training import train_flow_model
 
         p, source, task_rng = self.params, self.tasks.source, self.task_rng
+        predictive = self.tasks.options.predictive
+        # a predictive-frame network trains only where held-out data can show that training
+        # beats the Gaussian it starts from (on digits' 7 classes it did not: docs/transfer.md)
+        max_iter = 0 if predictive and self.validation is None else p.max_iter
         result = train_flow_model(
             self.model,
             lambda: self._draw(source, task_rng, p.target),
             sigma_min=float(p.sigma_min),
             path=self.model.path,  # the network's own path: the loss regresses its field
-            max_iter=p.max_iter,
+            max_iter=max_iter,
             learning_rate=float(p.learning_rate),
             weight_decay=float(p.weight_decay),
             warmup=p.warmup,
@@ -708,7 +707,7 @@ class TrainingRun:
             ema_decay=None if p.ema_decay is None else float(p.ema_decay),
             state=self.state,
             # the untrained predictive-frame model is the chosen Gaussian: a candidate too
-            score_initial=self.tasks.options.predictive,
+            score_initial=predictive,
         )
         self.model.eval()
         return result

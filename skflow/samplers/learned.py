@@ -155,10 +155,11 @@ class LearnedFlowSampler(BaseFlowSampler):
         base="gaussian")``) and training learns the correction, toward the support where it
         helps; ``augment="rotate"`` (and ``"auto"``) then rotates each task about the
         frame's origin, where the predictive law is ``N(0, I)``: the network cannot learn the
-        training classes' directions from it, only what holds in every direction. With
-        ``validation_fraction="auto"`` classes are held out from 4 classes on (not 10), and the
-        untrained model (that Gaussian) is an early-stopping candidate: it is kept when no
-        trained weights have a lower validation loss.
+        training classes' directions from it, only what holds in every direction. The
+        untrained model (that Gaussian) is an early-stopping candidate, kept when no trained
+        weights have a lower validation loss; without validation data (fewer than 10 classes
+        under ``validation_fraction="auto"``, or ``validation_fraction=0``) the network is not
+        trained at all (``n_iter_ == 0``): nothing could show that training beats it.
     frame_context : bool, default=False
         Let the network see the frame it works in: the support's centre and scale in the
         training data's global standardised frame, the global mean seen from the support

@@ -194,3 +194,23 @@ def test_training_tasks_rotate_about_the_frame_origin(classes, augment):
     np.testing.assert_allclose(np.linalg.norm(S, axis=-1), np.linalg.norm(S_f, axis=-1))
     np.testing.assert_allclose(np.linalg.norm(Q, axis=-1), np.linalg.norm(Q_f, axis=-1))
     assert np.allclose(S, S_f) == (augment is None)
+
+
+def test_no_training_without_validation_data():
+    """Fewer than 10 classes: no held-out classes, so the network is not trained at all and
+    the model is exactly the chosen Gaussian; with held-out classes the untrained model is
+    the first validation score (iteration 0)."""
+    fam = HierarchicalTasks(3, prior_cov=4.0, within_cov=0.25)
+    X, y = fam.make_classes(6, 30, random_state=0)
+    est = LearnedFlowSampler(normalize="predictive", max_iter=20, random_state=0).fit(X, y)
+    assert est.n_iter_ == 0 and est.loss_curve_ == [] and est.validation_classes_ is None
+    S = X[y == 0][:5]
+    mean, cov = est.predictive_frame_.predictive_moments(S)
+    gen = est.sample(20000, support=S, random_state=0)
+    np.testing.assert_allclose(gen.mean(axis=0), mean, atol=0.03)
+    np.testing.assert_allclose(np.cov(gen.T), cov, atol=0.03)
+    X, y = fam.make_classes(12, 30, random_state=0)
+    kw = dict(max_iter=4, validation_interval=2, random_state=0)
+    est = LearnedFlowSampler(normalize="predictive", **kw).fit(X, y)
+    assert est.n_iter_ == 4 and len(est.validation_scores_) == 3  # iteration 0, 2 and 4
+    assert len(LearnedFlowSampler(**kw).fit(X, y).validation_scores_) == 2
