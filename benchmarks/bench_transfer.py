@@ -394,13 +394,15 @@ def section(runs: list[dict], title: str | None = None) -> str:
 
 def write_docs(saved: list[dict], page: Path = PAGE) -> None:
     by_setting: dict[tuple, list] = {}
-    for run in saved:  # runs of one setting with another training budget: a section of their own
-        by_setting.setdefault((run["setting"], run["meta"].get("max_iter")), []).append(run)
+    for run in saved:  # runs of one setting by another command: a section of their own
+        by_setting.setdefault((run["setting"], run["meta"]["command"]), []).append(run)
     names = [name for name, _ in by_setting]
-    block = "\n".join(
-        section(runs, name if names.count(name) == 1 else f"{name}, max_iter {budget}")
-        for (name, budget), runs in by_setting.items()
-    )
+    seen: dict[str, int] = {}
+    titles = []
+    for name, _ in by_setting:
+        seen[name] = seen.get(name, 0) + 1
+        titles.append(name if names.count(name) == 1 else f"{name} ({seen[name]})")
+    block = "\n".join(section(runs, t) for t, runs in zip(titles, by_setting.values(), strict=True))
     text = page.read_text() if page.exists() else ""
     if BEGIN in text:
         text = text[: text.index(BEGIN)] + text[text.index(END) + len(END) :].lstrip("\n")
