@@ -11,6 +11,7 @@ network for training and for unpickling.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,7 @@ import numpy as np
 from .._validation import InvalidParameterError, check_choice, check_int
 
 __all__ = [
+    "FrameMap",
     "build_model",
     "into_frame",
     "is_task_source",
@@ -168,6 +170,43 @@ def into_frame(X: Any, centre: Any, matrix: Any) -> Any:
     # Torch tensors and NumPy >= 2 arrays have ``mT``; older NumPy swaps the axes
     swapped = matrix.mT if hasattr(matrix, "mT") else np.swapaxes(matrix, -1, -2)
     return (X - centre) @ swapped
+
+
+@dataclass(frozen=True)
+class FrameMap:
+    """The frame of a batch of supports: rows into it, velocities back to data units.
+
+    Either the support's own frame (``centre``, ``scale``: ``x -> (x - centre) / scale``), a
+    predictive frame (``centre``, ``factor`` ``L``, ``inverse`` ``L^{-1}``:
+    ``x -> L^{-1} (x - centre)``) or none (the identity). Built once per flow and reused at every
+    solver step; NumPy or Torch arrays alike.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> frame = FrameMap(centre=np.ones((1, 1, 2)), scale=np.full((1, 1, 1), 2.0))
+    >>> frame.into(np.full((1, 1, 2), 3.0)).tolist()
+    [[[1.0, 1.0]]]
+    >>> frame.velocity_out(np.ones((1, 1, 2))).tolist()
+    [[[2.0, 2.0]]]
+    """
+
+    centre: Any = 0.0
+    scale: Any = None
+    factor: Any = None
+    inverse: Any = None
+
+    def into(self, x: Any) -> Any:
+        """Rows (B, n, d) in the frame."""
+        if self.inverse is not None:
+            return into_frame(x, self.centre, self.inverse)
+        return x if self.scale is None else (x - self.centre) / self.scale
+
+    def velocity_out(self, v: Any) -> Any:
+        """Velocities (B, n, d) of the frame's flow, in data units."""
+        if self.factor is not None:
+            return into_frame(v, 0.0, self.factor)
+        return v if self.scale is None else v * self.scale
 
 
 def is_task_source(X: Any) -> bool:

@@ -26,8 +26,7 @@ from .._validation import (
 from ._base import SAMPLER_CONSTRAINTS, Backend, BaseFlowSampler, PreparedFlow, check_path
 from ._batch import check_support_batch, is_support_list
 from ._fitted import FITTED, fitted_config, legacy_pickle, restore
-from ._frame import into_frame as _into_frame
-from ._frame import is_task_source
+from ._frame import FrameMap, is_task_source
 from ._frame import predictive_frame as _predictive_frame
 from ._frame import support_bounds as _support_bounds  # the inference half's former names
 from ._frame import task_frame as _task_frame
@@ -718,48 +717,58 @@ class LearnedFlowSampler(BaseFlowSampler):
             model.to(device)
         return model
 
-    def _predict(self, model, x, support, t, *, return_attention=False):
+    def _support_frame(self, support) -> FrameMap:
+        """The frame of supports (B, m, d): predictive, the support's own, or none."""
+        if self._has_predictive_frame():  # the frame of a Gaussian predictive
+            centre, factor, inverse = self._predictive_frame(support)
+            return FrameMap(centre, factor=factor, inverse=inverse)
+        if getattr(self, "normalize_", False):  # the network works in each support's frame
+            centre, scale = _task_frame(support, self.task_scale_)
+            return FrameMap(centre, scale=scale)
+        return FrameMap()
+
+    def _prepare_support(self, model, support) -> tuple:
+        """``(network support, frame)`` of supports (B, m, d): the support as the network reads
+        it (in its frame, with the frame's columns under ``frame_context``) and the
+        :class:`FrameMap`; computed once per flow, reused at every solver step."""
+        frame = self._support_frame(support)
+        inside = frame.into(support)
+        if getattr(model, "frame_context", False):  # ... and the network sees that frame
+            columns = (frame.centre, frame.scale) if frame.scale is not None else None
+            inside = model.with_frame(inside, *(columns or _task_frame(support, self.task_scale_)))
+        return inside, frame
+
+    def _predict(self, model, x, support, t, *, prepared=None, return_attention=False):
         """``model``'s output for torch ``x`` (n, d) or (B, n, d), ``support`` (m, d) or
-        (B, m, d) and ``t`` a float or per-query times of shape (n,) or (B, n)."""
+        (B, m, d) and ``t`` a float or per-query times of shape (n,) or (B, n); ``prepared``:
+        :meth:`_prepare_support` of the (batched) support, computed here when None."""
         import torch
 
         batched = x.ndim == 3
         if not batched:
             x, support = x[None], support[None]
-        scale = factor = None
-        if self._has_predictive_frame():  # the frame of a Gaussian predictive
-            centre, factor, inverse = self._predictive_frame(support)
-            x, support = _into_frame(x, centre, inverse), _into_frame(support, centre, inverse)
-        elif getattr(self, "normalize_", False):  # the network works in each support's frame
-            centre, scale = _task_frame(support, self.task_scale_)
-            x, support = (x - centre) / scale, (support - centre) / scale
-        if getattr(model, "frame_context", False):  # ... and sees it
-            frame = _task_frame(support, self.task_scale_) if scale is None else (centre, scale)
-            support = model.with_frame(support, *frame)
+        inside, frame = self._prepare_support(model, support) if prepared is None else prepared
+        x = frame.into(x)
         if not torch.is_tensor(t) and np.ndim(t) == 0:
             t = float(t)
         else:
             t = torch.as_tensor(np.asarray(t) if not torch.is_tensor(t) else t, device=x.device)
             t = t.to(x.dtype).reshape(x.shape[:2])
         heads = int(getattr(self, "n_heads", 1))
-        rows = min(_INFERENCE_CHUNK, _INFERENCE_SCORES // max(1, support.shape[-2] * heads))
+        rows = min(_INFERENCE_CHUNK, _INFERENCE_SCORES // max(1, inside.shape[-2] * heads))
         step = max(1, rows // x.shape[0])
         out, attn = [], []
         with torch.no_grad():
             for start in range(0, x.shape[1], step):
                 stop = min(x.shape[1], start + step)
                 tt = t if isinstance(t, float) else t[:, start:stop]
-                res = model(x[:, start:stop], support, tt, return_attention=return_attention)
+                res = model(x[:, start:stop], inside, tt, return_attention=return_attention)
                 if return_attention:
                     out.append(res[0])
                     attn.append(res[1])
                 else:
                     out.append(res)
-        v = torch.cat(out, dim=1)
-        if scale is not None:  # velocity of the frame's flow, back in data units
-            v = v * scale
-        if factor is not None:
-            v = _into_frame(v, 0.0, factor)
+        v = frame.velocity_out(torch.cat(out, dim=1))  # the frame's flow, back in data units
         v = v if batched else v[0]
         if not return_attention:
             return v
@@ -780,18 +789,15 @@ class LearnedFlowSampler(BaseFlowSampler):
         return tuple(torch.as_tensor(a, dtype=support.dtype, device=support.device) for a in frame)
 
     def _start_points(self, x0: np.ndarray, support: np.ndarray) -> np.ndarray:
-        """Starting points of the flow: the noise, or with per-task normalisation the noise
-        mapped into the support's frame (``centre + scale * x0``; support (m, d) or (B, m, d))."""
-        if self._has_predictive_frame():
-            S = np.asarray(support, dtype=np.float64)
-            centre, factor, _ = self._predictive_frame(S if S.ndim == 3 else S[None])
-            start = centre + _into_frame(x0 if x0.ndim == 3 else x0[None], 0.0, factor)
-            return start.reshape(x0.shape).astype(x0.dtype, copy=False)
+        """Starting points of the flow: the noise, or with a per-task frame the noise mapped
+        into it (``centre + scale x0`` or ``centre + L x0``; support (m, d) or (B, m, d))."""
         if not getattr(self, "normalize_", False):
             return x0
         self._refuse_frameless(support)
-        centre, scale = _task_frame(np.asarray(support, dtype=np.float64), self.task_scale_)
-        return (centre + scale * x0).astype(x0.dtype, copy=False)
+        S = np.asarray(support, dtype=np.float64)
+        frame = self._support_frame(S if S.ndim == 3 else S[None])
+        start = frame.centre + frame.velocity_out(x0 if x0.ndim == 3 else x0[None])
+        return start.reshape(x0.shape).astype(x0.dtype, copy=False)
 
     def _refuse_frameless(self, support: Any) -> None:
         """With per-task normalisation, refuse a support (m, d) or batch (B, m, d) of fewer
@@ -823,7 +829,9 @@ class LearnedFlowSampler(BaseFlowSampler):
 
     def _prepare_flow(self, support: Any, backend: Backend) -> PreparedFlow:
         model = self._model(backend.device)
-        return PreparedFlow(lambda t, x: self._predict(model, x, support, t))
+        # the support's frame and network input once per flow, not at every solver step
+        prepared = self._prepare_support(model, support if support.ndim == 3 else support[None])
+        return PreparedFlow(lambda t, x: self._predict(model, x, support, t, prepared=prepared))
 
     def _network_call(self, X: Any, t: Any, support: Any):
         """Checks of a public call on the network, then ``(model, backend, X, support, t)``
