@@ -192,3 +192,35 @@ def test_empirical_bayes_shrinkage_of_the_class_means_covariance():
     np.testing.assert_allclose(shrunk, _moment_prior(means, counts, W, lw), atol=1e-10)
     np.testing.assert_allclose(plain, _moment_prior(means, counts, W, np.cov(means.T)), atol=1e-10)
     assert not np.allclose(shrunk, plain)
+
+
+@pytest.fixture(scope="module")
+def classes():
+    """20 classes of a rotated anisotropic 3-D hierarchical family."""
+    rng = np.random.default_rng(3)
+    q, _ = np.linalg.qr(rng.standard_normal((3, 3)))
+    fam = HierarchicalTasks(
+        3, prior_cov=(q * [4.0, 1.0, 0.5]) @ q.T, within_cov=np.diag([0.5, 0.2, 0.1])
+    )
+    return fam.make_classes(20, 30, random_state=0)
+
+
+@pytest.mark.parametrize(
+    "arm", [LedoitWolfSampler, PooledGaussianSampler, EmpiricalBayesGaussianSampler]
+)
+def test_predictive_moments_batch_matches_one_support(classes, arm):
+    X, y = classes
+    est = arm().fit(X, y)
+    batch = np.stack([X[y == 0][:6], X[y == 1][:6]])
+    means, covs = est.predictive_moments(batch)
+    for b in range(2):
+        mean, cov = est.predictive_moments(batch[b])
+        np.testing.assert_allclose(means[b], mean)
+        np.testing.assert_allclose(covs[b], cov)
+
+
+def test_predictive_moments_refused_without_a_single_gaussian(classes):
+    X, y = classes
+    best = BestClassicalSampler(support_size=5, n_splits=2, n_repeats=1, random_state=0)
+    with pytest.raises(TypeError, match="no single Gaussian"):
+        best.fit(X, y).predictive_moments(X[:5])

@@ -8,13 +8,9 @@ import pytest
 import torch
 
 from skflow import (
-    BestClassicalSampler,
     EmpiricalBayesGaussianSampler,
     LearnedFlowSampler,
-    LedoitWolfSampler,
-    PooledGaussianSampler,
 )
-from skflow.nn.transformer import CrossAttentionVelocity
 from skflow.samplers._frame import into_frame, predictive_frame
 from skflow.tasks import HierarchicalTasks
 
@@ -39,27 +35,6 @@ def untrained(classes):
     return est.fit(X, y)
 
 
-@pytest.mark.parametrize(
-    "arm", [LedoitWolfSampler, PooledGaussianSampler, EmpiricalBayesGaussianSampler]
-)
-def test_predictive_moments_batch_matches_one_support(classes, arm):
-    X, y = classes
-    est = arm().fit(X, y)
-    batch = np.stack([X[y == 0][:6], X[y == 1][:6]])
-    means, covs = est.predictive_moments(batch)
-    for b in range(2):
-        mean, cov = est.predictive_moments(batch[b])
-        np.testing.assert_allclose(means[b], mean)
-        np.testing.assert_allclose(covs[b], cov)
-
-
-def test_predictive_moments_refused_without_a_single_gaussian(classes):
-    X, y = classes
-    best = BestClassicalSampler(support_size=5, n_splits=2, n_repeats=1, random_state=0)
-    with pytest.raises(TypeError, match="no single Gaussian"):
-        best.fit(X, y).predictive_moments(X[:5])
-
-
 def test_predictive_frame_whitens_the_predictive(classes):
     """In the frame the predictive law is N(0, I): the factor reproduces its covariance, the
     inverse undoes it, and the centre maps to the origin."""
@@ -77,24 +52,6 @@ def test_predictive_frame_whitens_the_predictive(classes):
         torch.as_tensor(X[None, :5].repeat(3, 0)), torch.as_tensor(centre), torch.as_tensor(inverse)
     )
     np.testing.assert_allclose(zt.numpy(), z, rtol=1e-12)
-
-
-def test_gaussian_base_is_the_closed_form_field():
-    """Untrained, a ``base="gaussian"`` network is the path's field toward N(0, I) whatever the
-    support: ``v = (alpha alpha' + sigma sigma') / (alpha^2 + sigma^2) x`` (the scale of
-    ``x_t = sqrt(alpha^2 + sigma^2) eps`` moving in time)."""
-    net = CrossAttentionVelocity(3, d_model=16, n_heads=2, n_layers=1, base="gaussian").double()
-    path = net.path
-    x = torch.randn(2, 9, 3, dtype=torch.float64)
-    for t in (0.0, 0.3, 0.9, 1.0):
-        a, s, da, ds = path.alpha(t), path.sigma(t), path.d_alpha(t), path.d_sigma(t)
-        expected = (a * da + s * ds) / (a * a + s * s) * x
-        for scale in (1.0, 50.0):  # any support, near or far
-            support = scale * torch.randn(2, 5, 3, dtype=torch.float64)
-            with torch.no_grad():
-                torch.testing.assert_close(net(x, support, t), expected)
-    assert net.config["base"] == "gaussian"
-    assert "base" not in CrossAttentionVelocity(3, d_model=16, n_heads=2).config
 
 
 def test_untrained_model_samples_the_chosen_gaussian(untrained):
