@@ -12,8 +12,10 @@ Settings (each task is one unseen class: ``m`` support rows, the others its refe
   training classes 0-6; test classes 7, 8, 9 (no Bayes limit).
 
 Arms, all fitted on the training classes only (``fit(X_train, y_train)``, public API):
-``bayes`` (hierarchical settings), ``ledoit_wolf``, ``pooled``, ``emp_bayes`` (Ledoit-Wolf
-estimate of the class means' covariance), ``emp_bayes_mom`` (its sample covariance), ``gmm_bic``,
+``oracle`` (hierarchical settings: fresh rows of the test class itself, the noise floor of
+the estimator), ``bayes`` (hierarchical settings), ``ledoit_wolf``, ``pooled``, ``emp_bayes``
+(Ledoit-Wolf estimate of the class means' covariance), ``emp_bayes_mom`` (its sample
+covariance), ``gmm_bic``,
 ``best_classical`` (:class:`skflow.BestClassicalSampler`, its default candidates, chosen per
 ``m`` on class-grouped folds of the training classes), ``plugin`` (``sigma_min = 0.01``),
 ``plugin_tuned`` (``sigma_min`` from a grid chosen per ``m`` on the training classes, the same
@@ -26,8 +28,9 @@ the frame of the best Gaussian arm's predictive, and ``pred_no_aug``, the same w
 rotation in that frame).
 
 Scores per task: MMD² (unbiased) with the median-heuristic bandwidth of the reference rows
-(``mmd2_med``), MMD² at a quarter of that bandwidth (``mmd2_q``, sensitive to the covariance)
-and :func:`skflow.metrics.memorization_ratio` (``copy``). The tables give means with 95 %
+(``mmd2_med``), MMD² at a quarter of that bandwidth (``mmd2_q``, sensitive to the covariance),
+at twice it (``mmd2_2x``, the bandwidth-sensitivity table) and
+:func:`skflow.metrics.memorization_ratio` (``copy``). The tables give means with 95 %
 bootstrap intervals over tasks, the percentage by which each arm's mean MMD² is below the tuned
 plug-in's (paired bootstrap interval) and, with a Bayes limit, the excess over Bayes.
 
@@ -117,8 +120,11 @@ def setting_data(name: str, n_tasks: int, seed: int) -> dict:
     if name.startswith("hier"):
         fam = family("gaussian" if name.startswith("hier-gauss") else "student_t")
         X, y = fam.make_classes(training_classes(name), 40, random_state=seed)
-        pools, refs = fam.sample_tasks(n_tasks, max_m, 200, random_state=seed + 1000)
-        return {"X": X, "y": y, "pools": pools, "refs": list(refs), "bayes": fam}
+        pools, refs, means = fam.sample_tasks(
+            n_tasks, max_m, 200, random_state=seed + 1000, return_means=True
+        )
+        return {"X": X, "y": y, "pools": pools, "refs": list(refs), "bayes": fam,
+                "oracle": FreshRows(fam, means)}  # fmt: skip
     Xd, yd = load_digits(return_X_y=True)
     train = yd < 7
     pca = PCA(n_components=D, random_state=0).fit(Xd[train])
@@ -130,15 +136,29 @@ def setting_data(name: str, n_tasks: int, seed: int) -> dict:
         rows = rows[rng.permutation(len(rows))]
         pools.append(rows[:max_m])
         refs.append(rows[max_m:])
-    return {"X": Z[train], "y": yd[train], "pools": np.stack(pools), "refs": refs, "bayes": None}
+    return {"X": Z[train], "y": yd[train], "pools": np.stack(pools), "refs": refs, "bayes": None,
+            "oracle": None}  # fmt: skip
+
+
+class FreshRows:
+    """The ``oracle`` arm of a hierarchical setting: new rows of each test task's own class
+    (``HierarchicalTasks.sample_rows`` around its mean). No generator can do better; its MMD²
+    is the estimator's noise floor (unbiased MMD²: mean about 0, spread the noise)."""
+
+    def __init__(self, family: HierarchicalTasks, means: np.ndarray):
+        self.family, self.means = family, means
+
+    def sample(self, n: int, support: np.ndarray, random_state: int) -> np.ndarray:
+        return self.family.sample_rows(self.means[: len(support)], n, random_state=random_state)
 
 
 def task_scores(gen: np.ndarray, support: np.ndarray, ref: np.ndarray) -> dict:
-    """MMD² at the reference's median bandwidth and at a quarter of it; copy ratio."""
+    """MMD² at the reference's median bandwidth, at a quarter and at twice it; copy ratio."""
     med, h = mmd2(gen, ref, reference=ref, return_bandwidth=True)
     return {
         "mmd2_med": float(med),
         "mmd2_q": float(mmd2(gen, ref, bandwidth=h / 4.0)),
+        "mmd2_2x": float(mmd2(gen, ref, bandwidth=2.0 * h)),
         "copy": float(memorization_ratio(gen, support, ref)),
     }
 
@@ -153,6 +173,10 @@ def fit_learned(X, y, seed: int, max_time: float, **params) -> tuple[LearnedFlow
         "cpu_s": round(time.process_time() - cpu, 1),
         "params": params,
     }
+    frame = getattr(model, "predictive_frame_", None)
+    if frame is not None:  # the Gaussian arm of the frame, per support size
+        names = [type(e).__name__.replace("Sampler", "") for e in frame.best_estimators_]
+        record["frame"] = dict(zip(map(str, frame.support_sizes_.tolist()), names, strict=True))
     return model, record
 
 
@@ -209,7 +233,7 @@ def run_setting(
     records: dict = {}
     arms = fixed_arms(data["X"], data["y"], seed, max_time, max_iter, records, learned)
     if data["bayes"] is not None:
-        arms["bayes"] = data["bayes"]
+        arms["bayes"], arms["oracle"] = data["bayes"], data["oracle"]
     table = {}
     for m in SUPPORT_SIZES:
         t0 = time.perf_counter()
@@ -227,7 +251,8 @@ def run_setting(
 
 
 ORDER = (
-    "bayes", "learned", "learned_pred", "pred_no_aug", "ctx_rotate", "ctx_no_aug", "ctx_recentre",
+    "oracle", "bayes", "learned", "learned_pred", "pred_no_aug", "ctx_rotate", "ctx_no_aug",
+    "ctx_recentre",
     "learned_abs", "prior",
     "best_classical", "emp_bayes", "emp_bayes_mom", "pooled",
     "ledoit_wolf", "gmm_bic", "plugin_tuned", "plugin",
@@ -312,7 +337,7 @@ def bayes_gap_table(runs: list[dict], key: str = "mmd2_med") -> str:
     """Markdown: excess MMD² over the Bayes predictive (x1e3, paired interval)."""
     ms = list(runs[0]["table"])
     lines = ["| arm | " + " | ".join(f"m={m}" for m in ms) + " |", "|" + "---|" * (1 + len(ms))]
-    for arm in ORDER[1:]:
+    for arm in (a for a in ORDER if a != "bayes"):
         cells = []
         for m in ms:
             a, b = _pooled(runs, m, arm, key), _pooled(runs, m, "bayes", key)
@@ -322,6 +347,21 @@ def bayes_gap_table(runs: list[dict], key: str = "mmd2_med") -> str:
             cells.append(f"{1e3 * (a.mean() - b.mean()):+.2f} [{lo:+.2f}, {hi:+.2f}]")
         if cells:
             lines.append(f"| {arm} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def bandwidth_table(runs: list[dict]) -> str:
+    """Markdown: % lower MMD² than the tuned plug-in at a quarter, one and twice the median
+    bandwidth (paired interval): is a ranking an artefact of the bandwidth rule?"""
+    ms = list(runs[0]["table"])
+    keys = ("mmd2_q", "mmd2_med", "mmd2_2x")
+    head = "| arm | " + " | ".join(f"m={m}: ¼ / 1 / 2 × median" for m in ms) + " |"
+    lines = [head, "|" + "---|" * (1 + len(ms))]
+    for arm in ORDER:
+        if arm == "plugin_tuned" or _pooled(runs, ms[0], arm, "mmd2_2x") is None:
+            continue
+        cells = [" / ".join(_cell(runs, m, arm, k, "plugin_tuned")[1] for k in keys) for m in ms]
+        lines.append(f"| {arm} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -341,6 +381,7 @@ def records_text(runs: list[dict]) -> str:
         rec = r["records"]
         learned = [
             f"{k}: {v['n_iter']} iterations, {v['wall_s']} s wall, {v['cpu_s']} s CPU"
+            + (f" (frame per m: {v['frame']})" if "frame" in v else "")
             for k, v in rec.items()
             if "n_iter" in v
         ]
@@ -366,6 +407,12 @@ def section(runs: list[dict], title: str | None = None) -> str:
         "MMD² at a quarter of that bandwidth (covariance-sensitive):\n",
         score_table(runs, "mmd2_q") + "\n",
     ]
+    if _pooled(runs, "5", "plugin", "mmd2_2x") is not None:
+        parts += [
+            "Sensitivity to the MMD bandwidth: % lower MMD² than `plugin_tuned` at a quarter, "
+            "one and twice the reference's median-heuristic bandwidth (paired interval):\n",
+            bandwidth_table(runs) + "\n",
+        ]
     if "bayes" in runs[0]["table"]["5"]:
         parts += [
             "Excess median-bandwidth MMD² over the Bayes predictive (×10³, paired interval; "

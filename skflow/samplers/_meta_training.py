@@ -287,8 +287,9 @@ def fit_predictive_frame(
 
     :class:`~skflow.BestClassicalSampler` chooses among the Gaussian arms
     (:func:`~skflow.samplers.classical.gaussian_candidates`) by few-shot MMD² on class-grouped
-    folds of these classes, at the geometric middle of the support range; the chosen arm,
-    refitted on all of them, is returned.
+    folds of these classes, once per support size of :func:`frame_support_sizes` (which arm
+    wins depends on ``m``: shrinkage toward the training classes pays at small ``m``, the
+    support's own covariance at large ``m``); each chosen arm is refitted on all of them.
 
     Parameters
     ----------
@@ -299,23 +300,48 @@ def fit_predictive_frame(
 
     Returns
     -------
-    fitted LedoitWolfSampler, PooledGaussianSampler or EmpiricalBayesGaussianSampler
+    fitted BestClassicalSampler
+        Its ``predictive_moments(S)`` are those of the arm chosen for ``len(S)`` rows.
 
     Examples
     --------
     >>> import numpy as np
     >>> X, y = np.random.default_rng(0).normal(size=(80, 2)), np.repeat(np.arange(8), 10)
     >>> est = fit_predictive_frame(X, y, (2, 8), np.random.default_rng(0))
-    >>> hasattr(est, "predictive_moments")
-    True
+    >>> est.support_sizes_.tolist(), est.predictive_moments(X[:3])[1].shape
+    ([2, 3, 4, 6, 8], (2, 2))
     """
     from .classical import BestClassicalSampler, gaussian_candidates
 
-    m = int(round(np.sqrt(support_range[0] * support_range[1])))
     best = BestClassicalSampler(
-        gaussian_candidates(), support_size=max(m, 2), random_state=int(rng.integers(2**31 - 1))
+        gaussian_candidates(),
+        support_size=frame_support_sizes(support_range),
+        random_state=int(rng.integers(2**31 - 1)),
     )
-    return best.fit(X, y).best_estimator_
+    return best.fit(X, y)
+
+
+def frame_support_sizes(support_range: tuple[int, int], n_sizes: int = 5) -> list[int]:
+    """Support sizes at which the predictive frame is chosen: ``n_sizes`` geometrically
+    spaced over the range (at least 2 rows: a Gaussian arm needs a spread).
+
+    Parameters
+    ----------
+    support_range : (int, int)
+    n_sizes : int, default=5
+
+    Returns
+    -------
+    sizes : list of int
+        Sorted, distinct.
+
+    Examples
+    --------
+    >>> frame_support_sizes((2, 50)), frame_support_sizes((10, 10))
+    ([2, 4, 10, 22, 50], [10])
+    """
+    lo, hi = max(support_range[0], 2), max(support_range[1], 2)
+    return sorted({int(round(k)) for k in np.geomspace(lo, hi, n_sizes)})
 
 
 def resolve_options(params: TrainingParams, labelled: bool, sizes: np.ndarray | None) -> FitOptions:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import warnings
 from typing import Any
@@ -10,6 +11,7 @@ import numpy as np
 from sklearn.utils.validation import check_array, validate_data
 
 from .._array import resolve_device
+from .._threads import limit_threads
 from .._validation import (
     InvalidParameterError,
     boolean,
@@ -147,10 +149,11 @@ class LearnedFlowSampler(BaseFlowSampler):
         ``exact_head=True`` the untrained model is exactly :class:`~skflow.NWFlowSampler`).
         ``"predictive"`` (``fit(X, y)`` only): the frame of each support is the Gaussian
         predictive law of the best Gaussian arm of :mod:`skflow.samplers.classical` (Ledoit-Wolf,
-        pooled or empirical Bayes, chosen on class-grouped folds of the training classes;
-        ``predictive_frame_``): centred on its mean and whitened by its covariance, so the
-        frame keeps what the training classes say about where a class lies and how it is
-        shaped. The untrained network is that Gaussian (``CrossAttentionVelocity(
+        pooled or empirical Bayes, chosen on class-grouped folds of the training classes at
+        five support sizes spread over ``support_range_``, a support using the choice for the
+        nearest size; ``predictive_frame_``): centred on its mean and whitened by its
+        covariance, so the frame keeps what the training classes say about where a class lies
+        and how it is shaped. The untrained network is that Gaussian (``CrossAttentionVelocity(
         base="gaussian")``) and training learns the correction, toward the support where it
         helps; ``augment="rotate"`` (and ``"auto"``) then rotates each task about the
         frame's origin, where the predictive law is ``N(0, I)``: the network cannot learn the
@@ -242,7 +245,11 @@ class LearnedFlowSampler(BaseFlowSampler):
         Train through ``torch.compile`` (CUDA only).
     random_state : int, RandomState instance or None, default=None
         Seeds the weights, the training tasks, noise and times (through local generators;
-        no global seed is touched) and the sampling noise.
+        no global seed is touched) and the sampling noise. Training on the CPU runs on one
+        Torch and BLAS thread (:func:`skflow._threads.limit_threads`): a float32 reduction
+        splits its work by the thread count, and hundreds of gradient steps amplify its last
+        bits, so this is what makes a seed give the same model on any machine and thread
+        count (a ``max_time`` stop excepted).
     verbose : int, default=0
         When > 0, show a ``tqdm`` progress bar of training and print the training loss (and
         validation loss) every ``validation_interval`` iterations.
@@ -273,8 +280,9 @@ class LearnedFlowSampler(BaseFlowSampler):
         ``(low, high)`` support sizes of the training tasks.
     augment_ : str or None
         The augmentation used.
-    predictive_frame_ : estimator or None
-        With ``normalize="predictive"``: the fitted Gaussian arm whose predictive law is each
+    predictive_frame_ : BestClassicalSampler or None
+        With ``normalize="predictive"``: the fitted choice among the Gaussian arms, per
+        support size (``support_sizes_``, ``best_estimators_``), whose predictive law is each
         support's frame; None otherwise.
     normalize_ : bool
         Whether the flow runs in each support's frame (per-task normalisation).
@@ -654,10 +662,12 @@ class LearnedFlowSampler(BaseFlowSampler):
         rng = check_random_state(self.random_state)
         X, y = self._check_training_data(X, y)
         params = TrainingParams(**self.get_params())
-        tasks = training_tasks(params, X, y, rng)  # the "auto" options resolved
-        warm = self._warm_start()
-        run = TrainingRun(params, tasks, self.n_features_in_, device, rng, warm)
-        self._store(run, run.train(), warm is not None)
+        # one thread on the CPU: the same seed gives the same model whatever the thread count
+        with limit_threads(1) if device.split(":")[0] == "cpu" else contextlib.nullcontext():
+            tasks = training_tasks(params, X, y, rng)  # the "auto" options resolved
+            warm = self._warm_start()
+            run = TrainingRun(params, tasks, self.n_features_in_, device, rng, warm)
+            self._store(run, run.train(), warm is not None)
         return self
 
     # -- support and backend ---------------------------------------------------------------

@@ -160,12 +160,51 @@ class HierarchicalTasks(SyntheticTasks):
         return d, mu0, T, W, within, df
 
     @staticmethod
-    def _draw(rng, B, n, d, mu0, T, W, within, df):
-        means = mu0 + rng.standard_normal((B, d)) @ np.linalg.cholesky(T).T
+    def _within_noise(rng, B, n, d, W, within, df):
+        """Rows around a zero class mean, (B, n, d): Gaussian or Student-t with scale W."""
         e = rng.standard_normal((B, n, d)) @ np.linalg.cholesky(W).T
         if within == "student_t":
             e /= np.sqrt(rng.gamma(df / 2.0, 2.0 / df, size=(B, n, 1)))
-        return means[:, None, :] + e, means
+        return e
+
+    @classmethod
+    def _draw(cls, rng, B, n, d, mu0, T, W, within, df):
+        means = mu0 + rng.standard_normal((B, d)) @ np.linalg.cholesky(T).T
+        return means[:, None, :] + cls._within_noise(rng, B, n, d, W, within, df), means
+
+    def sample_rows(self, means, n_samples, random_state=None):
+        """New rows of known classes: the within-class law around each of ``means``.
+
+        With the means returned by ``sample_tasks(..., return_means=True)`` these are fresh
+        rows of the same classes: a perfect generator, whose MMD² to a task's query rows is the
+        estimator's noise floor.
+
+        Parameters
+        ----------
+        means : array-like of shape (n_classes, n_features)
+        n_samples : int >= 1
+            Rows per class.
+        random_state : None, int, RandomState or Generator, default=None
+
+        Returns
+        -------
+        rows : ndarray of shape (n_classes, n_samples, n_features), float64
+
+        Examples
+        --------
+        >>> tasks = HierarchicalTasks(2, within_cov=0.01)
+        >>> rows = tasks.sample_rows([[5.0, 0.0]], 1000, random_state=0)
+        >>> rows.shape, bool(abs(rows.mean() - 2.5) < 0.01)
+        ((1, 1000, 2), True)
+        """
+        d, _, _, W, within, df = self._validate()
+        M = np.asarray(means, dtype=np.float64)
+        if M.ndim != 2:
+            raise ValueError(f"means must have shape (n_classes, {d}), got {M.shape}.")
+        means = _check_support(M[:, None, :], d)[0][:, 0]
+        n = check_int(n_samples, "n_samples")
+        rng = as_generator(random_state)
+        return means[:, None, :] + self._within_noise(rng, means.shape[0], n, d, W, within, df)
 
     def sample_tasks(self, n_tasks, n_support, n_query, random_state=None, *, return_means=False):
         """Draw a batch of independent classes (new class means every call).

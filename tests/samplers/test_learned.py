@@ -19,7 +19,7 @@ from skflow.nn.training import H_MAX, lr_factor, sample_times
 from skflow.nn.transformer import CrossAttentionVelocity
 from skflow.samplers.learned import LearnedFlowSampler
 from skflow.samplers.nw import NWFlowSampler
-from skflow.tasks import GaussianMixtureTasks, SphericalShellTasks
+from skflow.tasks import GaussianMixtureTasks, HierarchicalTasks, SphericalShellTasks
 
 TINY = dict(
     d_model=8,
@@ -252,6 +252,25 @@ def test_same_seed_same_weights_and_samples(gmm2):
     np.testing.assert_array_equal(
         a.sample(10, support=S, random_state=1), b.sample(10, support=S, random_state=1)
     )
+
+
+def test_same_seed_same_model_on_any_thread_count():
+    """fit on 1 and on 2 Torch/BLAS threads gives the same weights (float32 products split
+    their sums by the thread count; 60 Adam steps of this model amplify the last bits)."""
+    from threadpoolctl import threadpool_limits
+
+    X, y = HierarchicalTasks(8).make_classes(12, 30, random_state=0)
+    params = {"max_iter": 60, "d_model": 64, "validation_fraction": 0, "random_state": 0}
+    states = []
+    for n in (1, 2):
+        saved = torch.get_num_threads()
+        torch.set_num_threads(n)
+        try:
+            with threadpool_limits(limits=n):
+                states.append(LearnedFlowSampler(**params).fit(X, y).model_.state_dict())
+        finally:
+            torch.set_num_threads(saved)
+    assert all(torch.equal(states[0][k], states[1][k]) for k in states[0])
 
 
 def test_global_rngs_untouched(gmm2):

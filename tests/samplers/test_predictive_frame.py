@@ -12,6 +12,7 @@ from skflow import (
     LearnedFlowSampler,
 )
 from skflow.samplers._frame import into_frame, predictive_frame
+from skflow.samplers._meta_training import frame_support_sizes
 from skflow.tasks import HierarchicalTasks
 
 
@@ -104,8 +105,22 @@ def test_frame_fitted_on_training_classes_only(untrained, classes):
     S = X[y == 0][:5]
     for a, b in zip(frame.predictive_moments(S), refit.predictive_moments(S), strict=True):
         np.testing.assert_allclose(a, b)
-    everything = type(frame)().fit(X, y)
+    everything = type(frame)().set_params(**frame.get_params()).fit(X, y)
     assert not np.allclose(frame.predictive_moments(S)[1], everything.predictive_moments(S)[1])
+
+
+def test_frame_chosen_per_support_size(untrained):
+    """The frame's arm is chosen at sizes spanning the training support range, and a support
+    of m rows takes the arm chosen for the nearest of them."""
+    frame = untrained.predictive_frame_
+    lo, hi = untrained.support_range_
+    assert frame.support_sizes_.tolist() == frame_support_sizes((lo, hi))
+    assert frame.support_sizes_[0] == max(lo, 2) and frame.support_sizes_[-1] == hi
+    assert len(frame.best_estimators_) == len(frame.support_sizes_) == 5
+    S = np.random.default_rng(0).normal(size=(hi, 3))
+    for m in (2, hi // 2, hi):
+        want = frame.chosen_estimator(m).predictive_moments(S[:m])
+        np.testing.assert_allclose(frame.predictive_moments(S[:m])[1], want[1])
 
 
 def test_velocity_maps_back_with_the_factor(classes):

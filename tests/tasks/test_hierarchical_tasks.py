@@ -113,6 +113,28 @@ def test_draws_have_the_family_moments(within):
     np.testing.assert_allclose(resid.mean(0), 0.0, atol=0.01)
 
 
+@pytest.mark.parametrize("within", ["gaussian", "student_t"])
+def test_sample_rows_are_fresh_rows_of_the_same_classes(within):
+    """sample_rows around the means of sample_tasks has the law of that call's query rows:
+    the same within-class moments and, for Student-t rows, the heavy tails of a t (excess
+    kurtosis 6 / (df - 4) = 1 at df = 10; 0 for Gaussian rows)."""
+    tasks = HierarchicalTasks(3, prior_mean=MU3, prior_cov=T3, within_cov=W3, within=within, df=10)
+    _, Q, means = tasks.sample_tasks(2000, 1, 40, random_state=0, return_means=True)
+    rows = tasks.sample_rows(means, 40, random_state=1)
+    assert rows.shape == Q.shape
+    resid_q = (Q - means[:, None, :]).reshape(-1, 3)
+    resid_r = (rows - means[:, None, :]).reshape(-1, 3)
+    np.testing.assert_allclose(resid_r.mean(0), 0.0, atol=0.01)
+    np.testing.assert_allclose(np.cov(resid_r.T), tasks.within_covariance(), rtol=0.05, atol=0.01)
+    excess = 1.0 if within == "student_t" else 0.0
+    np.testing.assert_allclose(stats.kurtosis(resid_q, axis=0), excess, atol=0.25)
+    np.testing.assert_allclose(stats.kurtosis(resid_r, axis=0), excess, atol=0.25)
+    same = tasks.sample_rows(means[:2], 5, random_state=3)
+    np.testing.assert_array_equal(same, tasks.sample_rows(means[:2], 5, random_state=3))
+    with pytest.raises(ValueError, match="means must have shape"):
+        tasks.sample_rows(means[0], 5)
+
+
 def test_determinism_and_interface():
     tasks = HierarchicalTasks(2, within="student_t")
     a = tasks.sample_tasks(3, 4, 5, random_state=7)
