@@ -9,7 +9,9 @@ Settings (each task is one unseen class: ``m`` support rows, the others its refe
 * ``hier-gauss-K`` / ``hier-t-K``: the same families with ``K`` training classes instead of 30
   (:func:`training_classes`);
 * ``digits``: scikit-learn's digits, PCA to 16 components and standardisation fitted on the
-  training classes 0-6; test classes 7, 8, 9 (no Bayes limit).
+  training classes 0-6; test classes 7, 8, 9 (no Bayes limit);
+* ``digits-loco``: leave one class out, ten times: trained on nine digits (PCA and scaling
+  fitted on them), tested on the tenth; a tenth of the tasks per held-out digit.
 
 Arms, all fitted on the training classes only (``fit(X_train, y_train)``, public API):
 ``oracle`` (hierarchical settings: fresh rows of the test class itself, the noise floor of
@@ -126,13 +128,14 @@ def setting_data(name: str, n_tasks: int, seed: int) -> dict:
         return {"X": X, "y": y, "pools": pools, "refs": list(refs), "bayes": fam,
                 "oracle": FreshRows(fam, means)}  # fmt: skip
     Xd, yd = load_digits(return_X_y=True)
-    train = yd < 7
+    held = [int(name.rsplit("-", 1)[1])] if name.startswith("digits-loco-") else [7, 8, 9]
+    train = ~np.isin(yd, held)
     pca = PCA(n_components=D, random_state=0).fit(Xd[train])
     Z = StandardScaler().fit(pca.transform(Xd[train])).transform(pca.transform(Xd))
-    rng = np.random.default_rng(seed + 1000)
+    rng = np.random.default_rng(seed + 1000 + 100 * held[0] * (len(held) == 1))
     pools, refs = [], []
     for j in range(n_tasks):
-        rows = Z[yd == 7 + j % 3]
+        rows = Z[yd == held[j % len(held)]]
         rows = rows[rng.permutation(len(rows))]
         pools.append(rows[:max_m])
         refs.append(rows[max_m:])
@@ -228,7 +231,28 @@ def generate(name: str, model, supports: np.ndarray, n: int, seed: int) -> np.nd
 def run_setting(
     name: str, seed: int, n_tasks: int, n_gen: int, max_time: float, max_iter, learned=()
 ) -> dict:
-    """Per m and arm: per-task score lists; plus the training records."""
+    """Per m and arm: per-task score lists; plus the training records. ``digits-loco``: one
+    run per held-out digit (trained on the other nine), ``n_tasks // 10`` tasks each, the
+    tables concatenated."""
+    if name != "digits-loco":
+        return run_one(name, seed, n_tasks, n_gen, max_time, max_iter, learned)
+    folds = [
+        run_one(f"digits-loco-{c}", seed, max(1, n_tasks // 10), n_gen, max_time, max_iter, learned)
+        for c in range(10)
+    ]
+    table = {
+        m: {arm: {k: [v for f in folds for v in f["table"][m][arm][k]] for k in scores}
+            for arm, scores in arms.items()}
+        for m, arms in folds[0]["table"].items()
+    }  # fmt: skip
+    records = {f"{k} (digit {c})": v for c, f in enumerate(folds) for k, v in f["records"].items()}
+    return {"setting": name, "seed": seed, "table": table, "records": records}
+
+
+def run_one(
+    name: str, seed: int, n_tasks: int, n_gen: int, max_time: float, max_iter, learned=()
+) -> dict:
+    """One training set: per m and arm, per-task score lists; plus the training records."""
     data = setting_data(name, n_tasks, seed)
     records: dict = {}
     arms = fixed_arms(data["X"], data["y"], seed, max_time, max_iter, records, learned)
@@ -419,12 +443,13 @@ def section(runs: list[dict], title: str | None = None) -> str:
             "0 is the ceiling):\n",
             bayes_gap_table(runs) + "\n",
         ]
-    if _pooled(runs, "5", "learned", "mmd2_med") is not None:
+    if any(_pooled(runs, "5", arm, "mmd2_med") is not None for arm in LEARNED_ARMS):
         parts += [
             "Learned arms and the prior against `best_classical` (% lower median-bandwidth "
             "MMD², paired interval; > 0: better than the best classical arm):\n",
             versus_best_table(runs) + "\n",
         ]
+    if _pooled(runs, "5", "learned", "mmd2_med") is not None:
         parts += [
             "Ablation: % lower MMD² than `learned` (the default recipe: per-task frame, "
             "rotation), median / quarter bandwidth, paired interval over tasks:\n",
@@ -471,9 +496,13 @@ def main() -> None:
         "--learned-arms", nargs="+", default=list(DEFAULT_LEARNED), choices=list(LEARNED_ARMS)
     )
     args = ap.parse_args()
-    if args.docs_from:
+    if args.docs_from:  # tables from saved runs: printed, or written with --write-docs
         saved = [run for p in args.docs_from for run in json.loads(Path(p).read_text())]
-        write_docs(saved)
+        if args.write_docs:
+            write_docs(saved)
+        else:
+            for runs_name in dict.fromkeys(r["setting"] for r in saved):
+                print(section([r for r in saved if r["setting"] == runs_name]))
         return
     machine = f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start"
     command = "python benchmarks/bench_transfer.py " + " ".join(
