@@ -783,15 +783,21 @@ class BestClassicalSampler(_ClassicalSampler):
         check_is_fitted(self)
         return self.best_estimators_[_nearest_size(self.support_sizes_, int(m))]
 
-    def _moments(self, S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The chosen Gaussian's moments (for :meth:`predictive_moments`; Gaussian choices only)."""
-        est = self.chosen_estimator(S.shape[0])
+    def predictive_moments(self, support: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Moments of the chosen Gaussian for supports of this size (Gaussian choices only).
+
+        One dispatch for a whole batch (its supports share ``m``); the chosen arm validates
+        the support. See :meth:`LedoitWolfSampler.predictive_moments` for shapes.
+        """
+        check_is_fitted(self)
+        m = np.shape(support)[-2] if np.ndim(support) >= 2 else 1
+        est = self.chosen_estimator(m)
         if not hasattr(est, "_moments"):
             raise TypeError(
-                f"the candidate chosen for supports of {S.shape[0]} rows, {type(est).__name__}, "
+                f"the candidate chosen for supports of {m} rows, {type(est).__name__}, "
                 "generates no single Gaussian: no moments."
             )
-        return est._moments(S)
+        return est.predictive_moments(support)
 
     def _draw(self, S: np.ndarray, n: int, rng: np.random.RandomState) -> np.ndarray:
         est = self.chosen_estimator(S.shape[0])

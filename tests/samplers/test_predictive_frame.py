@@ -17,16 +17,6 @@ from skflow.tasks import HierarchicalTasks
 
 
 @pytest.fixture(scope="module")
-def classes():
-    rng = np.random.default_rng(3)
-    q, _ = np.linalg.qr(rng.standard_normal((3, 3)))
-    fam = HierarchicalTasks(
-        3, prior_cov=(q * [4.0, 1.0, 0.5]) @ q.T, within_cov=np.diag([0.5, 0.2, 0.1])
-    )
-    return fam.make_classes(20, 30, random_state=0)
-
-
-@pytest.fixture(scope="module")
 def untrained(classes):
     """A fit of one step at a vanishing learning rate: the network as initialized."""
     X, y = classes
