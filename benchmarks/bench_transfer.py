@@ -26,8 +26,12 @@ selector with plug-in candidates only), ``prior`` (``LearnedFlowSampler.from_pre
 defaults otherwise) and the ablation arms of :data:`LEARNED_ARMS` (the same with one or two
 parameters changed: the network seeing its frame, ``frame_context=True``, with each
 augmentation; ``learned_abs``, no per-task frame; ``learned_pred``, ``normalize="predictive"``,
-the frame of the best Gaussian arm's predictive, and ``pred_no_aug``, the same without the
-rotation in that frame).
+the frame of the best Gaussian arm's predictive, ``pred_no_aug``, the same without the
+rotation in that frame, ``pred_recentre``, with recentring instead of the rotation, and
+``pred_big``, with a wider and deeper network), ``prior_ft`` (the shipped prior fine-tuned on
+the training classes for at most 120 s) and, on the Gaussian hierarchical settings, the oracle
+``eb_true_T`` (empirical Bayes with the family's true between-class covariance: what
+estimating it from the training classes costs).
 
 Scores per task: MMD² (unbiased) with the median-heuristic bandwidth of the reference rows
 (``mmd2_med``), MMD² at a quarter of that bandwidth (``mmd2_q``, sensitive to the covariance),
@@ -41,7 +45,9 @@ Usage::
     python benchmarks/bench_transfer.py --settings hier-gauss --seeds 0 --json out/g.json
     python benchmarks/bench_transfer.py --docs-from out/g.json out/t.json out/d.json --write-docs
 
-``--learned-arms`` picks the learned arms (default: ``learned`` and the ablation arms).
+``--learned-arms`` picks the learned arms (default: ``learned`` and the ablation arms; none
+given: none trained). ``--merge SAVED MORE --json OUT`` adds the arms of run ``MORE`` (the
+same settings and seeds, more learned arms) to run ``SAVED``.
 
 One Torch thread; each learned model is capped by ``--max-time`` seconds of wall time (its CPU
 seconds are recorded). ``--write-docs`` writes the tables into ``docs/transfer.md``.
@@ -71,9 +77,9 @@ from skflow import (
     NWFlowSampler,
     PooledGaussianSampler,
 )
-from skflow._threads import limit_threads
 from skflow.metrics import memorization_ratio, mmd2
 from skflow.tasks import HierarchicalTasks
+from skflow.threads import limit_threads
 
 SUPPORT_SIZES = (5, 10, 20)
 GRID = (0.01, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9)
@@ -89,7 +95,14 @@ LEARNED_ARMS = {
     # the frame of the best Gaussian arm's predictive; the network starts as that Gaussian
     "learned_pred": {"normalize": "predictive"},  # rotated in that frame about its origin
     "pred_no_aug": {"normalize": "predictive", "augment": None},  # ... not rotated
+    "pred_recentre": {"normalize": "predictive", "augment": "recentre"},  # ... new centres instead
+    # ... with twice the width and one more layer (capacity)
+    "pred_big": {"normalize": "predictive", "d_model": 128, "n_layers": 3},
+    # the shipped prior fine-tuned (its card's fine-tuning recipe) for at most PRIOR_FT_SECONDS
+    "prior_ft": {"from_pretrained": "general-16"},
 }
+#: Wall-time cap of the ``prior_ft`` arm (one Torch thread: at most about as many CPU seconds).
+PRIOR_FT_SECONDS = 120.0
 DEFAULT_LEARNED = ("learned", "ctx_rotate", "ctx_no_aug", "ctx_recentre")
 BEGIN, END = "<!-- transfer:begin -->", "<!-- transfer:end -->"
 D = 16
@@ -143,6 +156,17 @@ def setting_data(name: str, n_tasks: int, seed: int) -> dict:
             "oracle": None}  # fmt: skip
 
 
+def true_between_arm(family: HierarchicalTasks, eb) -> HierarchicalTasks:
+    """The ``eb_true_T`` arm (Gaussian hierarchical settings): the empirical-Bayes predictive
+    with the class means' mean and the within-class covariance estimated on the training
+    classes (``eb``, a fitted ``EmpiricalBayesGaussianSampler``) but the family's true
+    between-class covariance ``T``. An oracle, not a user's arm: its gap to ``emp_bayes`` is
+    what estimating ``T`` from the training classes' means costs."""
+    return HierarchicalTasks(
+        D, prior_mean=eb.prior_mean_, prior_cov=family.prior_cov, within_cov=eb.within_covariance_
+    )
+
+
 class FreshRows:
     """The ``oracle`` arm of a hierarchical setting: new rows of each test task's own class
     (``HierarchicalTasks.sample_rows`` around its mean). No generator can do better; its MMD²
@@ -167,14 +191,23 @@ def task_scores(gen: np.ndarray, support: np.ndarray, ref: np.ndarray) -> dict:
 
 
 def fit_learned(X, y, seed: int, max_time: float, **params) -> tuple[LearnedFlowSampler, dict]:
-    """A learned model with a wall-time cap; its record (iterations, seconds, CPU seconds)."""
+    """A learned model with a wall-time cap; its record (iterations, seconds, CPU seconds).
+    ``from_pretrained=NAME``: that prior fine-tuned with its card's recipe, capped at
+    :data:`PRIOR_FT_SECONDS`."""
     wall, cpu = time.perf_counter(), time.process_time()
-    model = LearnedFlowSampler(max_time=max_time, random_state=seed, **params).fit(X, y)
+    prior = params.pop("from_pretrained", None)
+    if prior is None:
+        model = LearnedFlowSampler(max_time=max_time, random_state=seed, **params)
+    else:
+        model = LearnedFlowSampler.from_pretrained(prior, n_features=X.shape[1])
+        model.set_params(max_time=min(max_time, PRIOR_FT_SECONDS), random_state=seed, **params)
+    start = getattr(model, "n_iter_", 0)  # a prior's own training iterations
+    model.fit(X, y)
     record = {
-        "n_iter": int(model.n_iter_),
+        "n_iter": int(model.n_iter_ - start),
         "wall_s": round(time.perf_counter() - wall, 1),
         "cpu_s": round(time.process_time() - cpu, 1),
-        "params": params,
+        "params": params if prior is None else {"from_pretrained": prior, **params},
     }
     frame = getattr(model, "predictive_frame_", None)
     if frame is not None:  # the Gaussian arm of the frame, per support size
@@ -223,7 +256,7 @@ def selected_arms(X, y, m: int, seed: int, records: dict) -> dict:
 
 
 def generate(name: str, model, supports: np.ndarray, n: int, seed: int) -> np.ndarray:
-    if name == "bayes":
+    if name in ("bayes", "eb_true_T"):
         return model.sample_predictive(n, supports, random_state=seed, n_burnin=100)
     return model.sample(n, support=supports, random_state=seed)
 
@@ -258,6 +291,8 @@ def run_one(
     arms = fixed_arms(data["X"], data["y"], seed, max_time, max_iter, records, learned)
     if data["bayes"] is not None:
         arms["bayes"], arms["oracle"] = data["bayes"], data["oracle"]
+        if data["bayes"].within == "gaussian":
+            arms["eb_true_T"] = true_between_arm(data["bayes"], arms["emp_bayes"])
     table = {}
     for m in SUPPORT_SIZES:
         t0 = time.perf_counter()
@@ -275,9 +310,8 @@ def run_one(
 
 
 ORDER = (
-    "oracle", "bayes", "learned", "learned_pred", "pred_no_aug", "ctx_rotate", "ctx_no_aug",
-    "ctx_recentre",
-    "learned_abs", "prior",
+    "oracle", "bayes", "eb_true_T", "learned", "learned_pred", "pred_no_aug", "pred_recentre",
+    "pred_big", "ctx_rotate", "ctx_no_aug", "ctx_recentre", "learned_abs", "prior", "prior_ft",
     "best_classical", "emp_bayes", "emp_bayes_mom", "pooled",
     "ledoit_wolf", "gmm_bic", "plugin_tuned", "plugin",
 )  # fmt: skip
@@ -464,6 +498,32 @@ def section(runs: list[dict], title: str | None = None) -> str:
     return "\n".join(parts)
 
 
+def merge_runs(first: list[dict], second: list[dict]) -> list[dict]:
+    """The runs of ``first`` with the arms of ``second`` added (same setting and seed).
+
+    A second command that trains more learned arms on the same setting and seeds adds them to
+    the saved run. The tasks and every seeded arm are the same in both (one Torch thread):
+    an arm present in both must have identical scores, else a ``ValueError`` (the runs did not
+    see the same tasks, or a change in between altered an arm)."""
+    index = {(r["setting"], r["seed"]): r for r in second}
+    out = []
+    for run in first:
+        other = index.get((run["setting"], run["seed"]))
+        if other is None:
+            raise ValueError(f"no run of {run['setting']} seed {run['seed']} to merge")
+        table = {m: dict(arms) for m, arms in run["table"].items()}
+        for m, arms in other["table"].items():
+            for arm, scores in arms.items():
+                if arm in table[m] and table[m][arm] != scores:
+                    raise ValueError(f"{run['setting']} seed {run['seed']} m={m}: {arm} differs")
+                table[m][arm] = scores
+        meta = dict(run["meta"])
+        meta["command"] = f"{run['meta']['command']}` merged with `{other['meta']['command']}"
+        records = run["records"] | other["records"]
+        out.append({**run, "table": table, "records": records, "meta": meta})
+    return out
+
+
 def write_docs(saved: list[dict], page: Path = PAGE) -> None:
     by_setting: dict[tuple, list] = {}
     for run in saved:  # runs of one setting by another command: a section of their own
@@ -493,9 +553,17 @@ def main() -> None:
     ap.add_argument("--docs-from", nargs="+", default=None, help="saved JSON files")
     ap.add_argument("--write-docs", action="store_true")
     ap.add_argument(
-        "--learned-arms", nargs="+", default=list(DEFAULT_LEARNED), choices=list(LEARNED_ARMS)
+        "--learned-arms", nargs="*", default=list(DEFAULT_LEARNED), choices=list(LEARNED_ARMS)
     )
+    ap.add_argument(
+        "--merge", nargs=2, default=None, metavar=("SAVED", "MORE"),
+        help="add the arms of run MORE to run SAVED (same settings and seeds); write --json",
+    )  # fmt: skip
     args = ap.parse_args()
+    if args.merge:
+        first, second = (json.loads(Path(p).read_text()) for p in args.merge)
+        Path(args.json or args.merge[0]).write_text(json.dumps(merge_runs(first, second)))
+        return
     if args.docs_from:  # tables from saved runs: printed, or written with --write-docs
         saved = [run for p in args.docs_from for run in json.loads(Path(p).read_text())]
         if args.write_docs:

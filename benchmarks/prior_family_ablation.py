@@ -28,10 +28,10 @@ from sklearn.decomposition import PCA
 from sklearn.preprocessing import StandardScaler
 
 from skflow import LearnedFlowSampler, NWFlowSampler
-from skflow._threads import limit_threads
 from skflow.experiments.protocol import scores_both_conventions
 from skflow.metrics import memorization_ratio
 from skflow.priors import RECIPES, PriorTasks
+from skflow.threads import limit_threads
 
 VARIANTS = {
     "all families": None,

@@ -123,6 +123,7 @@ API_MODULES = [
     ("skflow.tasks", "Meta-distributions of tasks."),
     ("skflow.priors", "The shipped priors: stored form, task law, recipes and training run."),
     ("skflow.nn", "Torch modules: exact NW heads and the learned velocity network."),
+    ("skflow.threads", "Thread counts set deliberately: thread-count-independent results."),
 ]
 
 GENERATED = DOCS / "generated"

@@ -21,10 +21,10 @@ from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from . import field as F
 from ._array import resolve_device
-from ._threads import limit_threads
 from ._validation import check_data, check_int, check_random_state, check_real, check_sigma_min
 from .field import NWField
 from .paths import as_path
+from .threads import limit_threads
 
 __all__ = ["FlowProjection", "nw_flow_matching_loss"]
 

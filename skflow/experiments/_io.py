@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from skflow._threads import parallel_map
+from skflow.threads import parallel_map
 
 
 def prepare_output(output_dir: str | Path) -> Path:
@@ -192,7 +192,7 @@ def run_jobs(func: Any, jobs: list[tuple], *, n_jobs: int | None, bar: Any) -> l
 
     Results come back in the order of ``jobs`` (joblib's ordered generator), whatever the
     backend (processes, threads or a Dask cluster under ``joblib.parallel_config``); each
-    worker is held to its share of the cores (:func:`skflow._threads.parallel_map`).
+    worker is held to its share of the cores (:func:`skflow.threads.parallel_map`).
 
     Examples
     --------

@@ -40,8 +40,8 @@ import numpy as np
 from sklearn.decomposition import PCA
 
 from skflow import LearnedFlowSampler, NWFlowSampler, SolverOptions
-from skflow._threads import parallel_map
 from skflow.tasks import SphericalShellTasks
+from skflow.threads import parallel_map
 
 from ._experiment import Experiment, Run
 from ._io import derive_seed, save_figure

@@ -59,9 +59,9 @@ from sklearn.decomposition import PCA
 from sklearn.preprocessing import StandardScaler
 
 from skflow import LearnedFlowSampler, NWFlowSampler
-from skflow._threads import parallel_map
 from skflow.exceptions import MemorizationWarning
 from skflow.metrics import memorization_ratio
+from skflow.threads import parallel_map
 
 from ._experiment import Experiment, Run
 from ._io import (

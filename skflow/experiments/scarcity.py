@@ -66,8 +66,8 @@ from sklearn.decomposition import PCA
 from sklearn.preprocessing import StandardScaler
 
 from skflow import LearnedFlowSampler, NWFlowSampler, SolverOptions
-from skflow._threads import parallel_map
 from skflow.tasks import ClassTasks, RotatedTasks
+from skflow.threads import parallel_map
 
 from ._experiment import Experiment, Run
 from ._io import derive_seed, save_figure

@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 
 from skflow import LearnedFlowSampler
-from skflow._threads import limit_threads
 from skflow.samplers._fitted import fitted_config
+from skflow.threads import limit_threads
 
 from .meta_distribution import PriorTasks
 from .recipes import RECIPES

@@ -28,7 +28,6 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from .._array import NUMPY_BACKEND, resolve_device, to_numpy, torch_backend
-from .._threads import parallel_map
 from .._validation import (
     InvalidParameterError,
     ParameterCheck,
@@ -48,6 +47,7 @@ from .._validation import (
 )
 from ..paths import GaussianPath
 from ..solvers import FIXED_STEP_METHODS, METHODS
+from ..threads import parallel_map
 from ._batch import (
     check_batch_times,
     check_noise,

@@ -11,7 +11,6 @@ import numpy as np
 from sklearn.utils.validation import check_array, validate_data
 
 from .._array import resolve_device
-from .._threads import limit_threads
 from .._validation import (
     InvalidParameterError,
     boolean,
@@ -25,6 +24,7 @@ from .._validation import (
     real,
     satisfies,
 )
+from ..threads import limit_threads
 from ._base import SAMPLER_CONSTRAINTS, Backend, BaseFlowSampler, PreparedFlow, check_path
 from ._batch import check_support_batch, is_support_list
 from ._fitted import FITTED, fitted_config, legacy_pickle, restore
@@ -246,7 +246,7 @@ class LearnedFlowSampler(BaseFlowSampler):
     random_state : int, RandomState instance or None, default=None
         Seeds the weights, the training tasks, noise and times (through local generators;
         no global seed is touched) and the sampling noise. Training on the CPU runs on one
-        Torch and BLAS thread (:func:`skflow._threads.limit_threads`): a float32 reduction
+        Torch and BLAS thread (:func:`skflow.threads.limit_threads`): a float32 reduction
         splits its work by the thread count, and hundreds of gradient steps amplify its last
         bits, so this is what makes a seed give the same model on any machine and thread
         count (a ``max_time`` stop excepted).

@@ -37,6 +37,7 @@ PUBLIC_MODULES = [
     "skflow.diagnostics",
     "skflow.tasks",
     "skflow.nn",
+    "skflow.threads",
 ]
 
 OPTIONFLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE

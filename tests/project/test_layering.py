@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2] / "skflow"
 LAYERS = (
     ("_validation", "helpers"),
     ("_array", "helpers"),
-    ("_threads", "helpers"),
+    ("threads", "helpers"),  # public: limit_threads, parallel_map, worker_threads
     ("exceptions", "helpers"),
     ("paths", "paths"),
     ("tasks", "tasks"),

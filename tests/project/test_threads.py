@@ -7,7 +7,7 @@ import torch
 from joblib import cpu_count, parallel_config
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from skflow._threads import limit_threads, parallel_map, worker_threads
+from skflow.threads import limit_threads, parallel_map, worker_threads
 
 
 @pytest.fixture

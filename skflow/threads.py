@@ -42,7 +42,7 @@ def limit_threads(n_threads: int) -> Iterator[None]:
     Examples
     --------
     >>> import torch
-    >>> from skflow._threads import limit_threads
+    >>> from skflow.threads import limit_threads
     >>> before = torch.get_num_threads()
     >>> with limit_threads(1):
     ...     inside = torch.get_num_threads()
@@ -87,7 +87,7 @@ def worker_threads(n_jobs: int | None) -> int:
     Examples
     --------
     >>> from joblib import cpu_count
-    >>> from skflow._threads import worker_threads
+    >>> from skflow.threads import worker_threads
     >>> worker_threads(1) == cpu_count(), worker_threads(4 * cpu_count())
     (True, 1)
     """
@@ -137,7 +137,7 @@ def parallel_map(
     Examples
     --------
     >>> from operator import add
-    >>> from skflow._threads import parallel_map
+    >>> from skflow.threads import parallel_map
     >>> parallel_map(add, [(1, 2), (3, 4)], n_jobs=1)
     [3, 7]
     """

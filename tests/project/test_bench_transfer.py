@@ -1,0 +1,65 @@
+"""``benchmarks/bench_transfer.py``: merging two saved runs of the same setting and seeds.
+
+The tables of ``docs/transfer.md`` are written from saved runs; a second command that trains
+more learned arms adds them to a saved run with ``--merge``. The merge must keep every arm of
+both, refuse runs whose shared arms differ (they did not see the same tasks), and refuse a run
+with no counterpart.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_transfer.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench_transfer_under_test", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _run(seed: int, arms: dict, command: str) -> dict:
+    table = {m: {a: {"mmd2_med": list(v)} for a, v in arms.items()} for m in ("5", "10")}
+    return {
+        "setting": "hier-t",
+        "seed": seed,
+        "table": table,
+        "records": {a: {"n_iter": seed} for a in arms if a.startswith("learned")},
+        "meta": {"command": command, "n_generated": 200},
+    }
+
+
+def test_merge_adds_the_arms_of_the_second_run(bench):
+    first = [_run(s, {"plugin": [s, 1.0], "learned": [2.0, s]}, "A") for s in (0, 1)]
+    second = [_run(s, {"plugin": [s, 1.0], "learned_big": [3.0, s]}, "B") for s in (1, 0)]
+    merged = bench.merge_runs(first, second)
+    assert [r["seed"] for r in merged] == [0, 1]
+    for run in merged:
+        s = run["seed"]
+        assert set(run["table"]["10"]) == {"plugin", "learned", "learned_big"}
+        assert run["table"]["5"]["learned_big"]["mmd2_med"] == [3.0, s]  # seed matched
+        assert run["table"]["5"]["learned"]["mmd2_med"] == [2.0, s]
+        assert set(run["records"]) == {"learned", "learned_big"}
+        assert "A" in run["meta"]["command"] and "B" in run["meta"]["command"]
+    assert "learned_big" not in first[0]["table"]["5"]  # inputs untouched
+
+
+def test_merge_refuses_shared_arms_that_differ(bench):
+    first = [_run(0, {"plugin": [0.0, 1.0]}, "A")]
+    second = copy.deepcopy(first)
+    second[0]["table"]["10"]["plugin"]["mmd2_med"][1] = 1.5
+    with pytest.raises(ValueError, match="m=10: plugin differs"):
+        bench.merge_runs(first, second)
+
+
+def test_merge_refuses_a_run_without_counterpart(bench):
+    first = [_run(0, {"plugin": [0.0]}, "A"), _run(2, {"plugin": [0.0]}, "A")]
+    with pytest.raises(ValueError, match="seed 2"):
+        bench.merge_runs(first, [_run(0, {"plugin": [0.0]}, "B")])
