@@ -46,8 +46,9 @@ Usage::
     python benchmarks/bench_transfer.py --docs-from out/g.json out/t.json out/d.json --write-docs
 
 ``--learned-arms`` picks the learned arms (default: ``learned`` and the ablation arms; none
-given: none trained). ``--merge SAVED MORE --json OUT`` adds the arms of run ``MORE`` (the
-same settings and seeds, more learned arms) to run ``SAVED``.
+given: none trained). ``--merge SAVED MORE [MORE ...] --json OUT`` adds the arms of the runs
+in the ``MORE`` files (the same settings and seeds, more learned arms; one file per seed is
+fine) to the runs of ``SAVED``.
 
 One Torch thread; each learned model is capped by ``--max-time`` seconds of wall time (its CPU
 seconds are recorded). ``--write-docs`` writes the tables into ``docs/transfer.md``.
@@ -105,6 +106,7 @@ LEARNED_ARMS = {
 PRIOR_FT_SECONDS = 120.0
 DEFAULT_LEARNED = ("learned", "ctx_rotate", "ctx_no_aug", "ctx_recentre")
 BEGIN, END = "<!-- transfer:begin -->", "<!-- transfer:end -->"
+MERGED = "` merged with `"  # joins the commands of merged runs (the docs quote each)
 D = 16
 
 
@@ -360,17 +362,20 @@ def score_table(runs: list[dict], key: str) -> str:
     return "\n".join(lines)
 
 
-def ablation_table(runs: list[dict]) -> str:
-    """Markdown: each learned arm against ``learned`` (the default recipe; % lower MMD², paired
-    interval), at the median bandwidth and at a quarter of it."""
+def ablation_table(runs: list[dict], base: str = "learned") -> str:
+    """Markdown: each learned arm against ``base`` (% lower MMD², paired interval), at the
+    median bandwidth and at a quarter of it. ``base="learned_pred"``: only the arms that change
+    one thing of ``normalize="predictive"``."""
     ms = list(runs[0]["table"])
     head = "| arm | parameters | " + " | ".join(f"m={m}: median / quarter bw" for m in ms) + " |"
     lines = [head, "|" + "---|" * (2 + len(ms))]
     for arm, params in LEARNED_ARMS.items():
-        if arm == "learned" or _pooled(runs, ms[0], arm, "mmd2_med") is None:
+        if arm == base or _pooled(runs, ms[0], arm, "mmd2_med") is None:
+            continue
+        if base == "learned_pred" and params.get("normalize") != "predictive":
             continue
         cells = [
-            " / ".join(_cell(runs, m, arm, key, "learned")[1] for key in ("mmd2_med", "mmd2_q"))
+            " / ".join(_cell(runs, m, arm, key, base)[1] for key in ("mmd2_med", "mmd2_q"))
             for m in ms
         ]
         text = ", ".join(f"{k}={v!r}" for k, v in params.items()) or "defaults"
@@ -457,7 +462,7 @@ def section(runs: list[dict], title: str | None = None) -> str:
         f"{len(runs)} seed(s) ({', '.join(str(r['seed']) for r in runs)}), {n_tasks} tasks in "
         f"all, {meta['n_generated']} generated rows per task; learned models capped at "
         f"{meta['max_time']} s wall and {meta.get('max_iter') or 2000} iterations each, "
-        f"1 Torch thread. Command: `{meta['command']}`; "
+        f"1 Torch thread. Command: `{'` merged with `'.join(_run_commands(runs))}`; "
         f"machine: {meta['machine']}.\n",
         "MMD² at the reference's median-heuristic bandwidth (mean ×10³ [95 % interval over "
         'tasks]; "vs tuned plug-in": % lower MMD² than `plugin_tuned`, paired interval):\n',
@@ -489,6 +494,13 @@ def section(runs: list[dict], title: str | None = None) -> str:
             "rotation), median / quarter bandwidth, paired interval over tasks:\n",
             ablation_table(runs) + "\n",
         ]
+    variants = [a for a, p in LEARNED_ARMS.items() if p.get("normalize") == "predictive"]
+    if sum(_pooled(runs, "5", a, "mmd2_med") is not None for a in variants) > 1:
+        parts += [
+            "Ablation of the predictive frame: % lower MMD² than `learned_pred`, median / "
+            "quarter bandwidth, paired interval over tasks:\n",
+            ablation_table(runs, "learned_pred") + "\n",
+        ]
     parts += [
         "Memorisation ratio (median over tasks; about 1 = new points, near 0 = copies):\n",
         copy_table(runs) + "\n",
@@ -498,43 +510,69 @@ def section(runs: list[dict], title: str | None = None) -> str:
     return "\n".join(parts)
 
 
+def _commands(run: dict) -> list[str]:
+    """The commands behind a run: its own, then those of the runs merged into it."""
+    return run["meta"]["command"].split(MERGED)
+
+
+def _run_commands(runs: list[dict]) -> list[str]:
+    """The commands behind the runs of a section, each once, in order (merged runs of one
+    seed per command each add theirs)."""
+    return list(dict.fromkeys(c for run in runs for c in _commands(run)))
+
+
 def merge_runs(first: list[dict], second: list[dict]) -> list[dict]:
-    """The runs of ``first`` with the arms of ``second`` added (same setting and seed).
+    """The runs of ``first`` with the arms of the runs of ``second`` added (same setting and
+    seed; ``second`` may hold several runs of one setting and seed, from several commands).
 
     A second command that trains more learned arms on the same setting and seeds adds them to
-    the saved run. The tasks and every seeded arm are the same in both (one Torch thread):
-    an arm present in both must have identical scores, else a ``ValueError`` (the runs did not
-    see the same tasks, or a change in between altered an arm)."""
-    index = {(r["setting"], r["seed"]): r for r in second}
-    out = []
-    for run in first:
-        other = index.get((run["setting"], run["seed"]))
-        if other is None:
-            raise ValueError(f"no run of {run['setting']} seed {run['seed']} to merge")
-        table = {m: dict(arms) for m, arms in run["table"].items()}
+    the saved run. The tasks and every seeded arm are the same in both (one Torch thread): an
+    arm present in both must have identical scores, else a ``ValueError`` (the runs did not see
+    the same tasks, or a change in between altered an arm); so does a run of either list
+    without a counterpart in the other."""
+    index: dict[tuple, list[dict]] = {}
+    for other in second:
+        index.setdefault((other["setting"], other["seed"]), []).append(other)
+    missing = set(index) - {(r["setting"], r["seed"]) for r in first}
+    if missing:
+        raise ValueError(f"no saved run to merge {sorted(missing)} into")
+    return [_merged(run, index.get((run["setting"], run["seed"]), [])) for run in first]
+
+
+def _merged(run: dict, others: list[dict]) -> dict:
+    if not others:
+        raise ValueError(f"no run of {run['setting']} seed {run['seed']} to merge")
+    table = {m: dict(arms) for m, arms in run["table"].items()}
+    records, commands = dict(run["records"]), [run["meta"]["command"]]
+    for other in others:
         for m, arms in other["table"].items():
             for arm, scores in arms.items():
                 if arm in table[m] and table[m][arm] != scores:
                     raise ValueError(f"{run['setting']} seed {run['seed']} m={m}: {arm} differs")
                 table[m][arm] = scores
-        meta = dict(run["meta"])
-        meta["command"] = f"{run['meta']['command']}` merged with `{other['meta']['command']}"
-        records = run["records"] | other["records"]
-        out.append({**run, "table": table, "records": records, "meta": meta})
-    return out
+        records |= other["records"]
+        commands.append(other["meta"]["command"])
+    meta = run["meta"] | {"command": MERGED.join(commands)}
+    return {**run, "table": table, "records": records, "meta": meta}
 
 
-def write_docs(saved: list[dict], page: Path = PAGE) -> None:
+def sections(saved: list[dict]) -> dict[str, list[dict]]:
+    """Title -> runs of one section: the runs of one setting by one first command (a run with
+    runs merged into it is grouped by its own command, whatever the merged ones were)."""
     by_setting: dict[tuple, list] = {}
     for run in saved:  # runs of one setting by another command: a section of their own
-        by_setting.setdefault((run["setting"], run["meta"]["command"]), []).append(run)
+        by_setting.setdefault((run["setting"], _commands(run)[0]), []).append(run)
     names = [name for name, _ in by_setting]
     seen: dict[str, int] = {}
     titles = []
     for name, _ in by_setting:
         seen[name] = seen.get(name, 0) + 1
         titles.append(name if names.count(name) == 1 else f"{name} ({seen[name]})")
-    block = "\n".join(section(runs, t) for t, runs in zip(titles, by_setting.values(), strict=True))
+    return dict(zip(titles, by_setting.values(), strict=True))
+
+
+def write_docs(saved: list[dict], page: Path = PAGE) -> None:
+    block = "\n".join(section(runs, t) for t, runs in sections(saved).items())
     text = page.read_text() if page.exists() else ""
     if BEGIN in text:
         text = text[: text.index(BEGIN)] + text[text.index(END) + len(END) :].lstrip("\n")
@@ -556,13 +594,17 @@ def main() -> None:
         "--learned-arms", nargs="*", default=list(DEFAULT_LEARNED), choices=list(LEARNED_ARMS)
     )
     ap.add_argument(
-        "--merge", nargs=2, default=None, metavar=("SAVED", "MORE"),
-        help="add the arms of run MORE to run SAVED (same settings and seeds); write --json",
+        "--merge", nargs="+", default=None, metavar="SAVED MORE",
+        help="add the arms of the runs MORE (one or more files, same settings and seeds) to "
+        "the runs SAVED; written to --json, else over SAVED",
     )  # fmt: skip
     args = ap.parse_args()
     if args.merge:
-        first, second = (json.loads(Path(p).read_text()) for p in args.merge)
-        Path(args.json or args.merge[0]).write_text(json.dumps(merge_runs(first, second)))
+        if len(args.merge) < 2:
+            ap.error("--merge needs SAVED and at least one MORE")
+        first, *more = (json.loads(Path(p).read_text()) for p in args.merge)
+        merged = merge_runs(first, [run for runs in more for run in runs])
+        Path(args.json or args.merge[0]).write_text(json.dumps(merged))
         return
     if args.docs_from:  # tables from saved runs: printed, or written with --write-docs
         saved = [run for p in args.docs_from for run in json.loads(Path(p).read_text())]

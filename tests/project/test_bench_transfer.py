@@ -63,3 +63,30 @@ def test_merge_refuses_a_run_without_counterpart(bench):
     first = [_run(0, {"plugin": [0.0]}, "A"), _run(2, {"plugin": [0.0]}, "A")]
     with pytest.raises(ValueError, match="seed 2"):
         bench.merge_runs(first, [_run(0, {"plugin": [0.0]}, "B")])
+
+
+def test_merge_takes_several_runs_of_one_seed_and_one_file_per_seed(bench):
+    first = [_run(s, {"plugin": [s, 1.0]}, "A") for s in (0, 1)]
+    more = [_run(1, {"learned_b": [4.0, 1]}, "B1"), _run(0, {"learned_b": [4.0, 0]}, "B0")]
+    more.append(_run(0, {"learned_c": [5.0, 0]}, "C0"))
+    merged = bench.merge_runs(first, more)
+    assert set(merged[0]["table"]["5"]) == {"plugin", "learned_b", "learned_c"}
+    assert set(merged[1]["table"]["5"]) == {"plugin", "learned_b"}
+    assert merged[0]["meta"]["command"].count("merged with") == 2
+
+
+def test_merge_refuses_a_run_with_nothing_to_merge_into(bench):
+    first = [_run(0, {"plugin": [0.0]}, "A")]
+    more = [_run(0, {"learned_b": [1.0]}, "B"), _run(5, {"learned_b": [1.0]}, "B")]
+    with pytest.raises(ValueError, match="no saved run"):
+        bench.merge_runs(first, more)
+
+
+def test_runs_merged_with_one_command_per_seed_stay_one_section(bench):
+    first = [_run(s, {"plugin": [s]}, "A") for s in (0, 1)]
+    more = [_run(s, {"learned_b": [1.0]}, f"B --seeds {s}") for s in (0, 1)]
+    other = _run(0, {"plugin": [0.0]}, "C")  # the same setting by another command
+    groups = bench.sections([*bench.merge_runs(first, more), other])
+    assert list(groups) == ["hier-t (1)", "hier-t (2)"]
+    assert [r["seed"] for r in groups["hier-t (1)"]] == [0, 1]
+    assert bench._run_commands(groups["hier-t (1)"]) == ["A", "B --seeds 0", "B --seeds 1"]
