@@ -257,8 +257,8 @@ def selected_arms(X, y, m: int, seed: int, records: dict) -> dict:
     return out
 
 
-def generate(name: str, model, supports: np.ndarray, n: int, seed: int) -> np.ndarray:
-    if name in ("bayes", "eb_true_T"):
+def generate(model, supports: np.ndarray, n: int, seed: int) -> np.ndarray:
+    if isinstance(model, HierarchicalTasks):  # bayes, eb_true_T: a family's exact predictive
         return model.sample_predictive(n, supports, random_state=seed, n_burnin=100)
     return model.sample(n, support=supports, random_state=seed)
 
@@ -304,7 +304,7 @@ def run_one(
         for arm, model in all_arms.items():
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                gen = generate(arm, model, S, n_gen, seed + 7 * m)
+                gen = generate(model, S, n_gen, seed + 7 * m)
             rows = [task_scores(g, s, r) for g, s, r in zip(gen, S, data["refs"], strict=True)]
             table[str(m)][arm] = {k: [r[k] for r in rows] for k in rows[0]}
         print(f"{name} seed {seed} m={m}: {time.perf_counter() - t0:.0f} s", flush=True)
@@ -462,7 +462,7 @@ def section(runs: list[dict], title: str | None = None) -> str:
         f"{len(runs)} seed(s) ({', '.join(str(r['seed']) for r in runs)}), {n_tasks} tasks in "
         f"all, {meta['n_generated']} generated rows per task; learned models capped at "
         f"{meta['max_time']} s wall and {meta.get('max_iter') or 2000} iterations each, "
-        f"1 Torch thread. Command: `{'` merged with `'.join(_run_commands(runs))}`; "
+        f"1 Torch thread. Command: `{MERGED.join(_run_commands(runs))}`; "
         f"machine: {meta['machine']}.\n",
         "MMD² at the reference's median-heuristic bandwidth (mean ×10³ [95 % interval over "
         'tasks]; "vs tuned plug-in": % lower MMD² than `plugin_tuned`, paired interval):\n',
