@@ -7,22 +7,14 @@ whose switch did nothing would report two equal rows) and be reproducible.
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
 from sklearn.datasets import load_digits
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "loco_projection_leak.py"
-
 
 @pytest.fixture(scope="module")
-def leak():
-    spec = importlib.util.spec_from_file_location("loco_projection_leak_under_test", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def leak(load_benchmark):
+    return load_benchmark("loco_projection_leak")
 
 
 def test_the_leak_switch_changes_the_projection_and_the_scores(leak):
