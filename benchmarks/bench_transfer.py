@@ -8,6 +8,10 @@ Settings (each task is one unseen class: ``m`` support rows, the others its refe
 * ``hier-t``: the same with Student-t rows (``df = 4``); Bayes predictive by Gibbs sampling;
 * ``hier-gauss-K`` / ``hier-t-K``: the same families with ``K`` training classes instead of 30
   (:func:`training_classes`);
+* ``mixtures``: 30 training classes, each a task of
+  :class:`skflow.tasks.GaussianMixtureTasks` (``d = 16``: 2 to 8 anisotropic components in
+  a box), test classes fresh tasks of it: classes that share a law of shapes, not a
+  location or a covariance (no Bayes limit);
 * ``digits``: scikit-learn's digits, PCA to 16 components and standardisation fitted on the
   training classes 0-6; test classes 7, 8, 9 (no Bayes limit);
 * ``digits-loco``: leave one class out, ten times: trained on nine digits (PCA and scaling
@@ -23,7 +27,10 @@ covariance), ``gmm_bic``,
 ``plugin_tuned`` (``sigma_min`` from a grid chosen per ``m`` on the training classes, the same
 selector with plug-in candidates only), ``prior`` (``LearnedFlowSampler.from_pretrained(
 "general-16")`` zero-shot), ``learned`` (``LearnedFlowSampler(max_time=...).fit(X, y)``,
-defaults otherwise) and the ablation arms of :data:`LEARNED_ARMS` (the same with one or two
+defaults otherwise: with 10 classes or more the predictive frame, as ``learned_pred``),
+``learned_support`` (each support's own frame, ``normalize=True``: the default with fewer
+classes, and with any number before the predictive frame became the default) and the ablation
+arms of :data:`LEARNED_ARMS` (the same with one or two
 parameters changed: the network seeing its frame, ``frame_context=True``, with each
 augmentation; ``learned_abs``, no per-task frame; ``learned_pred``, ``normalize="predictive"``,
 the frame of the best Gaussian arm's predictive, ``pred_no_aug``, the same without the
@@ -44,11 +51,14 @@ Usage::
 
     python benchmarks/bench_transfer.py --settings hier-gauss --seeds 0 --json out/g.json
     python benchmarks/bench_transfer.py --docs-from out/g.json out/t.json out/d.json --write-docs
+    python benchmarks/bench_transfer.py --docs-from --write-docs  # the saved runs of the docs
 
 ``--learned-arms`` picks the learned arms (default: ``learned`` and the ablation arms; none
 given: none trained). ``--merge SAVED MORE [MORE ...] --json OUT`` adds the arms of the runs
 in the ``MORE`` files (the same settings and seeds, more learned arms; one file per seed is
-fine) to the runs of ``SAVED``.
+fine) to the runs of ``SAVED``; ``--rename OLD=NEW`` first renames an arm of the saved runs
+(an arm whose definition changed since, e.g. ``learned=learned_support`` for runs saved when
+the default was the support's frame), recorded in the runs and the docs.
 
 One Torch thread; each learned model is capped by ``--max-time`` seconds of wall time (its CPU
 seconds are recorded). ``--write-docs`` writes the tables into ``docs/transfer.md``.
@@ -79,7 +89,7 @@ from skflow import (
     PooledGaussianSampler,
 )
 from skflow.metrics import memorization_ratio, mmd2
-from skflow.tasks import HierarchicalTasks
+from skflow.tasks import GaussianMixtureTasks, HierarchicalTasks
 from skflow.threads import limit_threads
 
 SUPPORT_SIZES = (5, 10, 20)
@@ -88,7 +98,9 @@ PAGE = Path(__file__).resolve().parents[1] / "docs" / "transfer.md"
 #: Learned arms: name -> parameters of ``LearnedFlowSampler`` besides the budget and the seed.
 #: ``learned`` is the default recipe; the others change one thing each (the ablation).
 LEARNED_ARMS = {
-    "learned": {},  # per-task frame, rotation augmentation
+    # the defaults: with >= 10 classes the predictive frame (rotated in it), else the support's
+    "learned": {},
+    "learned_support": {"normalize": True},  # each support's own frame, rotation augmentation
     "ctx_rotate": {"frame_context": True},  # the network also sees its frame
     "ctx_no_aug": {"frame_context": True, "augment": None},  # ... without augmentation
     "ctx_recentre": {"frame_context": True, "augment": "recentre"},  # ... recentring instead
@@ -106,6 +118,11 @@ LEARNED_ARMS = {
 PRIOR_FT_SECONDS = 120.0
 DEFAULT_LEARNED = ("learned", "ctx_rotate", "ctx_no_aug", "ctx_recentre")
 BEGIN, END = "<!-- transfer:begin -->", "<!-- transfer:end -->"
+RESULTS = Path(__file__).resolve().parent / "results" / "transfer"
+#: The saved runs behind the tables of ``docs/transfer.md``, in the page's order
+#: (``--docs-from`` with no file).
+DOCS_RUNS = ("hier-gauss", "hier-gauss-300", "hier-t", "hier-t-300", "mixtures", "digits",
+             "digits-loco")  # fmt: skip
 MERGED = "` merged with `"  # joins the commands of merged runs (the docs quote each)
 D = 16
 
@@ -134,6 +151,8 @@ def training_classes(name: str) -> int:
 def setting_data(name: str, n_tasks: int, seed: int) -> dict:
     """Training rows and labels, support pools (B, 20, d), references, the Bayes sampler."""
     max_m = max(SUPPORT_SIZES)
+    if name == "mixtures":
+        return mixtures_data(n_tasks, seed)
     if name.startswith("hier"):
         fam = family("gaussian" if name.startswith("hier-gauss") else "student_t")
         X, y = fam.make_classes(training_classes(name), 40, random_state=seed)
@@ -155,6 +174,17 @@ def setting_data(name: str, n_tasks: int, seed: int) -> dict:
         pools.append(rows[:max_m])
         refs.append(rows[max_m:])
     return {"X": Z[train], "y": yd[train], "pools": np.stack(pools), "refs": refs, "bayes": None,
+            "oracle": None}  # fmt: skip
+
+
+def mixtures_data(n_tasks: int, seed: int, n_classes: int = 30) -> dict:
+    """The ``mixtures`` setting: training classes and test tasks, each a Gaussian mixture of
+    :class:`skflow.tasks.GaussianMixtureTasks` (its own components, weights and covariances)."""
+    source = GaussianMixtureTasks(n_features=D)
+    S, _ = source.sample_tasks(n_classes, 40, 1, random_state=seed)
+    y = np.repeat(np.arange(n_classes), S.shape[1])
+    pools, refs = source.sample_tasks(n_tasks, max(SUPPORT_SIZES), 200, random_state=seed + 1000)
+    return {"X": S.reshape(-1, D), "y": y, "pools": pools, "refs": list(refs), "bayes": None,
             "oracle": None}  # fmt: skip
 
 
@@ -211,6 +241,9 @@ def fit_learned(X, y, seed: int, max_time: float, **params) -> tuple[LearnedFlow
         "cpu_s": round(time.process_time() - cpu, 1),
         "params": params if prior is None else {"from_pretrained": prior, **params},
     }
+    scores = getattr(model, "frame_validation_mmd2_", None)
+    if scores is not None:  # normalize="auto": both frames' validation MMD² per size
+        record["frame_validation_mmd2"] = {k: [round(v, 5) for v in vs] for k, vs in scores.items()}
     frame = getattr(model, "predictive_frame_", None)
     if frame is not None:  # the Gaussian arm of the frame, per support size
         names = [type(e).__name__.replace("Sampler", "") for e in frame.best_estimators_]
@@ -312,8 +345,9 @@ def run_one(
 
 
 ORDER = (
-    "oracle", "bayes", "eb_true_T", "learned", "learned_pred", "pred_no_aug", "pred_recentre",
-    "pred_big", "ctx_rotate", "ctx_no_aug", "ctx_recentre", "learned_abs", "prior", "prior_ft",
+    "oracle", "bayes", "eb_true_T", "learned", "learned_support", "learned_pred", "pred_no_aug",
+    "pred_recentre", "pred_big", "ctx_rotate", "ctx_no_aug", "ctx_recentre", "learned_abs",
+    "prior", "prior_ft",
     "best_classical", "emp_bayes", "emp_bayes_mom", "pooled",
     "ledoit_wolf", "gmm_bic", "plugin_tuned", "plugin",
 )  # fmt: skip
@@ -321,11 +355,18 @@ N_BOOT = 2000
 
 
 def _boot(values: np.ndarray, stat, seed: int = 12345) -> list[float]:
-    """95 % percentile interval of ``stat`` over a bootstrap of the tasks (axis -1)."""
+    """95 % percentile interval of ``stat`` over a bootstrap of the tasks (axis -1).
+
+    ``stat`` maps an array whose last axis holds the tasks to its value along that axis
+    (``values[..., idx]`` with ``idx`` of shape (N_BOOT, n): all replicates at once)."""
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, values.shape[-1], size=(N_BOOT, values.shape[-1]))
-    reps = np.array([stat(values[..., i]) for i in idx])
+    reps = stat(values[..., idx])
     return [float(np.percentile(reps, 2.5)), float(np.percentile(reps, 97.5))]
+
+
+def _mean(v: np.ndarray) -> np.ndarray:
+    return v.mean(axis=-1)
 
 
 def _pooled(runs: list[dict], m: str, arm: str, key: str) -> np.ndarray | None:
@@ -339,12 +380,10 @@ def _cell(runs, m, arm, key, base) -> tuple[str, str]:
     a = _pooled(runs, m, arm, key)
     if a is None:
         return "", ""
-    mean = (
-        f"{1e3 * a.mean():.2f} [{1e3 * _boot(a, np.mean)[0]:.2f}, {1e3 * _boot(a, np.mean)[1]:.2f}]"
-    )
+    mean = f"{1e3 * a.mean():.2f} [{1e3 * _boot(a, _mean)[0]:.2f}, {1e3 * _boot(a, _mean)[1]:.2f}]"
     b = _pooled(runs, m, base, key)
     pair = np.stack([a, b])
-    lo, hi = _boot(pair, lambda v: 100 * (1 - v[0].mean() / v[1].mean()))
+    lo, hi = _boot(pair, lambda v: 100 * (1 - _mean(v[0]) / _mean(v[1])))
     pct = 100 * (1 - a.mean() / b.mean())
     return mean, f"{pct:+.0f} % [{lo:+.0f}, {hi:+.0f}]"
 
@@ -406,7 +445,7 @@ def bayes_gap_table(runs: list[dict], key: str = "mmd2_med") -> str:
             a, b = _pooled(runs, m, arm, key), _pooled(runs, m, "bayes", key)
             if a is None:
                 break
-            lo, hi = _boot(np.stack([a, b]), lambda v: 1e3 * (v[0].mean() - v[1].mean()))
+            lo, hi = _boot(np.stack([a, b]), lambda v: 1e3 * (_mean(v[0]) - _mean(v[1])))
             cells.append(f"{1e3 * (a.mean() - b.mean()):+.2f} [{lo:+.2f}, {hi:+.2f}]")
         if cells:
             lines.append(f"| {arm} | " + " | ".join(cells) + " |")
@@ -445,6 +484,11 @@ def records_text(runs: list[dict]) -> str:
         learned = [
             f"{k}: {v['n_iter']} iterations, {v['wall_s']} s wall, {v['cpu_s']} s CPU"
             + (f" (frame per m: {v['frame']})" if "frame" in v else "")
+            + (
+                f" (validation MMD² per size, each frame: {v['frame_validation_mmd2']})"
+                if "frame_validation_mmd2" in v
+                else ""
+            )
             for k, v in rec.items()
             if "n_iter" in v
         ]
@@ -463,7 +507,7 @@ def section(runs: list[dict], title: str | None = None) -> str:
         f"all, {meta['n_generated']} generated rows per task; learned models capped at "
         f"{meta['max_time']} s wall and {meta.get('max_iter') or 2000} iterations each, "
         f"1 Torch thread. Command: `{MERGED.join(_run_commands(runs))}`; "
-        f"machine: {meta['machine']}.\n",
+        f"machine: {meta['machine']}.{_renamed_text(meta)}\n",
         "MMD² at the reference's median-heuristic bandwidth (mean ×10³ [95 % interval over "
         'tasks]; "vs tuned plug-in": % lower MMD² than `plugin_tuned`, paired interval):\n',
         score_table(runs, "mmd2_med") + "\n",
@@ -490,8 +534,8 @@ def section(runs: list[dict], title: str | None = None) -> str:
         ]
     if _pooled(runs, "5", "learned", "mmd2_med") is not None:
         parts += [
-            "Ablation: % lower MMD² than `learned` (the default recipe: per-task frame, "
-            "rotation), median / quarter bandwidth, paired interval over tasks:\n",
+            "Ablation: % lower MMD² than `learned` (the defaults of `fit(X, y)`), median / "
+            "quarter bandwidth, paired interval over tasks:\n",
             ablation_table(runs) + "\n",
         ]
     variants = [a for a, p in LEARNED_ARMS.items() if p.get("normalize") == "predictive"]
@@ -519,6 +563,45 @@ def _run_commands(runs: list[dict]) -> list[str]:
     """The commands behind the runs of a section, each once, in order (merged runs of one
     seed per command each add theirs)."""
     return list(dict.fromkeys(c for run in runs for c in _commands(run)))
+
+
+def _renamed_text(meta: dict) -> str:
+    renamed = meta.get("renamed") or {}
+    if not renamed:
+        return ""
+    pairs = ", ".join(f"`{old}` as `{new}`" for old, new in renamed.items())
+    return f" Arms saved under another name (`--rename`, their definition changed since): {pairs}."
+
+
+def rename_arms(runs: list[dict], mapping: dict[str, str]) -> list[dict]:
+    """The runs with arms renamed (``{old: new}``): scores, training records (``"old"`` and
+    ``"old (digit c)"``) and ``meta["renamed"]``. An arm saved under a name whose definition
+    changed since keeps its scores under the name of what it was.
+
+    >>> run = {"table": {"5": {"learned": [1]}}, "records": {"learned (digit 0)": {}},
+    ...        "meta": {"command": "c"}}
+    >>> out = rename_arms([run], {"learned": "learned_support"})[0]
+    >>> list(out["table"]["5"]), list(out["records"]), out["meta"]["renamed"]
+    (['learned_support'], ['learned_support (digit 0)'], {'learned': 'learned_support'})
+    """
+
+    def new_key(key: str) -> str:
+        head, sep, tail = key.partition(" (")
+        return mapping.get(head, head) + sep + tail
+
+    if not mapping:
+        return runs
+    out = []
+    for run in runs:
+        for old, new in mapping.items():
+            if any(new in arms for arms in run["table"].values()):
+                raise ValueError(f"{run['setting']}: arm {new} exists; cannot rename {old} to it")
+        table = {m: {new_key(a): v for a, v in arms.items()} for m, arms in run["table"].items()}
+        records = {new_key(k): v for k, v in run["records"].items()}
+        renamed = (run["meta"].get("renamed") or {}) | mapping
+        meta = run["meta"] | {"renamed": renamed}
+        out.append({**run, "table": table, "records": records, "meta": meta})
+    return out
 
 
 def merge_runs(first: list[dict], second: list[dict]) -> list[dict]:
@@ -571,6 +654,11 @@ def sections(saved: list[dict]) -> dict[str, list[dict]]:
     return dict(zip(titles, by_setting.values(), strict=True))
 
 
+def saved_runs(paths) -> list[dict]:
+    """The runs of saved JSON files, in order."""
+    return [run for p in paths for run in json.loads(Path(p).read_text())]
+
+
 def write_docs(saved: list[dict], page: Path = PAGE) -> None:
     block = "\n".join(section(runs, t) for t, runs in sections(saved).items())
     text = page.read_text() if page.exists() else ""
@@ -588,7 +676,10 @@ def main() -> None:
     ap.add_argument("--max-time", type=float, default=180.0)
     ap.add_argument("--max-iter", type=int, default=None, help="else the default (2000)")
     ap.add_argument("--json", default=None, help="write the runs here (after every run)")
-    ap.add_argument("--docs-from", nargs="+", default=None, help="saved JSON files")
+    ap.add_argument(
+        "--docs-from", nargs="*", default=None,
+        help="saved JSON files (none: the runs of docs/transfer.md, DOCS_RUNS)",
+    )  # fmt: skip
     ap.add_argument("--write-docs", action="store_true")
     ap.add_argument(
         "--learned-arms", nargs="*", default=list(DEFAULT_LEARNED), choices=list(LEARNED_ARMS)
@@ -598,16 +689,21 @@ def main() -> None:
         help="add the arms of the runs MORE (one or more files, same settings and seeds) to "
         "the runs SAVED; written to --json, else over SAVED",
     )  # fmt: skip
+    ap.add_argument(
+        "--rename", nargs="+", default=[], metavar="OLD=NEW",
+        help="with --merge: rename these arms of SAVED first (their definition changed since)",
+    )  # fmt: skip
     args = ap.parse_args()
     if args.merge:
-        if len(args.merge) < 2:
-            ap.error("--merge needs SAVED and at least one MORE")
+        if len(args.merge) < 2 and not args.rename:
+            ap.error("--merge needs SAVED and at least one MORE (or --rename)")
         first, *more = (json.loads(Path(p).read_text()) for p in args.merge)
-        merged = merge_runs(first, [run for runs in more for run in runs])
+        first = rename_arms(first, dict(pair.split("=", 1) for pair in args.rename))
+        merged = merge_runs(first, [run for runs in more for run in runs]) if more else first
         Path(args.json or args.merge[0]).write_text(json.dumps(merged))
         return
-    if args.docs_from:  # tables from saved runs: printed, or written with --write-docs
-        saved = [run for p in args.docs_from for run in json.loads(Path(p).read_text())]
+    if args.docs_from is not None:  # tables from saved runs: printed, or written
+        saved = saved_runs(args.docs_from or [RESULTS / f"{n}.json" for n in DOCS_RUNS])
         if args.write_docs:
             write_docs(saved)
         else:

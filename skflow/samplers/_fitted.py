@@ -52,6 +52,7 @@ FITTED = {
     "validation_scores_": (_optional_list, None),
     "best_validation_score_": (_copy, None),
     "validation_classes_": (_copy, None),
+    "frame_validation_mmd2_": (_copy, None),
 }
 
 

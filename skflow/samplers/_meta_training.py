@@ -40,6 +40,8 @@ __all__ = [
     "TrainingTasks",
     "WarmStart",
     "check_target",
+    "fewshot_validation_mmd2",
+    "predictive_frame_wins",
     "resolve_options",
     "source_n_features",
     "training_tasks",
@@ -124,6 +126,9 @@ class TrainingTasks:
         With ``normalize="predictive"``: the Gaussian whose per-support frame
         (:func:`~skflow.samplers._frame.predictive_frame`) every task is mapped into, chosen
         and fitted on the training classes only.
+    alternative : TrainingTasks or None
+        ``normalize="auto"`` with held-out classes: the same tasks in each support's own
+        frame, trained too; the validation classes choose between the two models.
     """
 
     source: Any
@@ -133,6 +138,7 @@ class TrainingTasks:
     labelled: bool = False
     validation_classes: np.ndarray | None = None
     predictive_frame: Any = None
+    alternative: TrainingTasks | None = None
 
 
 @dataclass(frozen=True)
@@ -181,7 +187,11 @@ def source_n_features(source: Any) -> int:
 
 
 def training_tasks(
-    params: TrainingParams, X: Any, y: np.ndarray | None, rng: np.random.RandomState
+    params: TrainingParams,
+    X: Any,
+    y: np.ndarray | None,
+    rng: np.random.RandomState,
+    warm_base: str | None = None,
 ) -> TrainingTasks:
     """The task sources of ``fit(X, y)``, ``fit(X)`` or ``fit(task_source)``.
 
@@ -195,6 +205,9 @@ def training_tasks(
     rng : numpy.random.RandomState
         The fit's random state: ``fit(X)`` draws its default support from it, ``fit(X, y)``
         the seed of its held-out classes or rows.
+    warm_base : {"nw", "gaussian"} or None, default=None
+        The ``base`` of the network a warm start continues: ``normalize="auto"`` keeps the
+        frame that network was trained in (``"gaussian"``: the predictive frame).
 
     Returns
     -------
@@ -213,7 +226,8 @@ def training_tasks(
     from ..tasks import SingleDatasetTasks
 
     if y is not None:
-        return _labelled_tasks(params, X, y, np.random.default_rng(rng.randint(2**31 - 1)))
+        seed = np.random.default_rng(rng.randint(2**31 - 1))
+        return _labelled_tasks(params, X, y, seed, warm_base)
     options = resolve_options(params, labelled=False, sizes=None)
     source, default = X, None
     if not is_task_source(X):  # fit(X): X is one task, split at random into support and targets
@@ -236,14 +250,19 @@ def _augmented(source: Any, options: FitOptions) -> Any:
 
 
 def _labelled_tasks(
-    params: TrainingParams, X: np.ndarray, y: np.ndarray, rng: np.random.Generator
+    params: TrainingParams,
+    X: np.ndarray,
+    y: np.ndarray,
+    rng: np.random.Generator,
+    warm_base: str | None = None,
 ) -> TrainingTasks:
     """Training and validation :class:`~skflow.tasks.FewShotClassTasks` of ``fit(X, y)``.
 
     ``validation_fraction="auto"`` holds out whole classes (a fifth, at least 2) when there
     are at least ``MIN_CLASSES_FOR_VALIDATION``: validation on classes never trained on is
     what a user's test on new classes is. A float holds out that fraction of the rows of
-    every class.
+    every class. ``normalize="auto"`` is the predictive frame when classes are held out (a
+    warm start: the frame of the network it continues), the support's own frame otherwise.
     """
     from ..tasks import FewShotClassTasks
 
@@ -253,7 +272,6 @@ def _labelled_tasks(
     if isinstance(share, str) and labels.size >= MIN_CLASSES_FOR_VALIDATION:  # "auto"
         n_val = max(2, int(round(0.2 * labels.size)))
         held_classes = np.sort(rng.choice(labels, n_val, replace=False))
-    options = resolve_options(params, labelled=True, sizes=everything.class_sizes_)
     train, validation = everything, None
     held = np.zeros(len(y), dtype=bool)  # rows the training tasks never see
     if held_classes is not None:
@@ -266,22 +284,34 @@ def _labelled_tasks(
             held[rng.choice(rows, int(round(share * rows.size)), replace=False)] = True
         train = FewShotClassTasks(X[~held], y[~held], classes=labels)
         validation = FewShotClassTasks(X[held], y[held])
-    frame = None
+    # the support range fits the rows the training tasks keep (held-out rows excepted)
+    sizes = everything.class_sizes_ if held_classes is not None else train.class_sizes_
+    by_classes = held_classes is not None if warm_base is None else warm_base == "gaussian"
+    options = resolve_options(params, labelled=True, sizes=sizes, held_out_classes=by_classes)
+    frame, alternative = None, None
     if options.predictive:
-        frame = fit_predictive_frame(X[~held], y[~held], options.support_range, rng)
-    train = _augmented(train, options)
+        seed = int(rng.integers(2**31 - 1))
+        frame = fit_predictive_frame(X[~held], y[~held], options.support_range, seed)
+    if options.predictive and params.normalize == "auto" and warm_base is None:
+        # "auto" trains each support's own frame too; the validation classes choose
+        support = replace(options, predictive=False)
+        alternative = TrainingTasks(
+            _augmented(train, support), validation, support, labelled=True,
+            validation_classes=held_classes,
+        )  # fmt: skip
     return TrainingTasks(
-        train,
+        _augmented(train, options),
         validation,
         options,
         labelled=True,
         validation_classes=held_classes,
         predictive_frame=frame,
+        alternative=alternative,
     )
 
 
 def fit_predictive_frame(
-    X: np.ndarray, y: np.ndarray, support_range: tuple[int, int], rng: np.random.Generator
+    X: np.ndarray, y: np.ndarray, support_range: tuple[int, int], random_state: int
 ) -> Any:
     """The Gaussian predictive of ``normalize="predictive"``, fitted on training rows.
 
@@ -296,7 +326,8 @@ def fit_predictive_frame(
     X : ndarray of shape (n_samples, n_features)
     y : ndarray of shape (n_samples,)
     support_range : (int, int)
-    rng : numpy.random.Generator
+    random_state : int
+        The selector's (its folds and tasks).
 
     Returns
     -------
@@ -307,7 +338,7 @@ def fit_predictive_frame(
     --------
     >>> import numpy as np
     >>> X, y = np.random.default_rng(0).normal(size=(80, 2)), np.repeat(np.arange(8), 10)
-    >>> est = fit_predictive_frame(X, y, (2, 8), np.random.default_rng(0))
+    >>> est = fit_predictive_frame(X, y, (2, 8), random_state=0)
     >>> est.support_sizes_.tolist(), est.predictive_moments(X[:3])[1].shape
     ([2, 3, 4, 6, 8], (2, 2))
     """
@@ -316,9 +347,101 @@ def fit_predictive_frame(
     best = BestClassicalSampler(
         gaussian_candidates(),
         support_size=frame_support_sizes(support_range),
-        random_state=int(rng.integers(2**31 - 1)),
+        random_state=random_state,
     )
     return best.fit(X, y)
+
+
+def validation_sizes(support_range: tuple[int, int], source: Any) -> np.ndarray:
+    """Up to 3 support sizes spread over the range (log scale), at most what the largest
+    class of ``source`` allows with 2 target rows (held-out classes may be smaller).
+
+    Examples
+    --------
+    >>> validation_sizes((2, 50), None).tolist()
+    [2, 10, 50]
+    """
+    lo, hi = support_range
+    class_sizes = getattr(source, "class_sizes_", None)
+    if class_sizes is not None:
+        hi = max(1, min(hi, int(np.max(class_sizes)) - 2))
+        lo = min(lo, hi)
+    return np.unique(np.round(np.geomspace(lo, hi, 3)).astype(int))
+
+
+def fewshot_validation_mmd2(
+    sampler: Any, source: Any, support_range: tuple[int, int], seed: int, n_tasks: int = 16
+) -> np.ndarray:
+    """Mean few-shot MMD² of a fitted sampler on tasks of the validation classes, per size.
+
+    At 3 support sizes spread over the range (up to half the smallest class), ``n_tasks``
+    tasks of ``source`` (a support, and as the reference the distinct rows among 128 drawn
+    from the rest of its class); 128 generated rows per task; MMD² with the reference's
+    median-heuristic bandwidth. What ``normalize="auto"`` compares its two
+    models by: a score in data units, where their flow-matching losses (each in its own
+    frame) cannot be compared.
+
+    Parameters
+    ----------
+    sampler : fitted sampler
+        With ``sample(n, support=(B, m, d), random_state=...)``.
+    source : task source
+        The validation classes (:class:`~skflow.tasks.FewShotClassTasks`).
+    support_range : (int, int)
+    seed : int
+        Tasks and noise: the same for every sampler scored with it.
+    n_tasks : int, default=16
+
+    Returns
+    -------
+    ndarray of shape (n_sizes,)
+        The mean over the tasks of each size, smallest size first.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skflow import LedoitWolfSampler
+    >>> from skflow.tasks import FewShotClassTasks
+    >>> X, y = np.random.default_rng(0).normal(size=(60, 2)), np.repeat(np.arange(3), 20)
+    >>> est = LedoitWolfSampler().fit(X, y)
+    >>> fewshot_validation_mmd2(est, FewShotClassTasks(X, y), (2, 10), seed=0).round(3)
+    array([0.205, 0.097, 0.019])
+    """
+    from ..metrics import mmd2
+
+    rng, n = np.random.default_rng(seed), 128
+    lo, hi = support_range
+    class_sizes = getattr(source, "class_sizes_", None)
+    if class_sizes is not None:  # at least half of every class's rows are its reference
+        hi = max(min(lo, 2), min(hi, int(np.min(class_sizes)) // 2))
+    means = []
+    for m in validation_sizes((min(lo, hi), hi), None):
+        S, Q = source.sample_tasks(n_tasks, int(m), n, random_state=rng)
+        gen = sampler.sample(n, support=S, random_state=int(rng.integers(2**31 - 1)))
+        scores = []
+        for g, q in zip(gen, Q, strict=True):  # the reference: the distinct rows drawn
+            ref = np.unique(q, axis=0)
+            scores.append(mmd2(g, ref, reference=ref))
+        means.append(np.mean(scores))
+    return np.asarray(means)
+
+
+def predictive_frame_wins(predictive: np.ndarray, support: np.ndarray) -> bool:
+    """Whether the predictive frame's model validates better: the geometric mean over the
+    support sizes of its MMD² over the support-frame model's is at most 1 (every size counts
+    the same; a plain mean would be the smallest size's, whose MMD² is the largest). MMD²
+    below 1e-4, about the unbiased estimator's noise with 128 rows, counts as 1e-4.
+
+    Examples
+    --------
+    >>> predictive_frame_wins(np.array([0.10, 0.05, 0.03]), np.array([0.20, 0.04, 0.025]))
+    True
+    >>> predictive_frame_wins(np.array([0.10, 0.06, 0.04]), np.array([0.11, 0.04, 0.02]))
+    False
+    """
+    floor = 1e-4
+    ratio = np.maximum(predictive, floor) / np.maximum(support, floor)
+    return bool(np.mean(np.log(ratio)) <= 0.0)
 
 
 def frame_support_sizes(support_range: tuple[int, int], n_sizes: int = 5) -> list[int]:
@@ -344,12 +467,22 @@ def frame_support_sizes(support_range: tuple[int, int], n_sizes: int = 5) -> lis
     return sorted({int(round(k)) for k in np.geomspace(lo, hi, n_sizes)})
 
 
-def resolve_options(params: TrainingParams, labelled: bool, sizes: np.ndarray | None) -> FitOptions:
+def resolve_options(
+    params: TrainingParams,
+    labelled: bool,
+    sizes: np.ndarray | None,
+    held_out_classes: bool = False,
+) -> FitOptions:
     """The ``"auto"`` options of a fit.
 
     On labelled data (``fit(X, y)``): support sizes from 2 to the size the classes allow
-    (at most 50), rotation augmentation and per-task normalisation. On one data set or a task
-    source: a fixed support of 50 rows, no augmentation, no normalisation.
+    (at most 50), rotation augmentation and per-task normalisation, in the frame of the
+    Gaussian predictive of the training classes when whole classes are held out for
+    validation (``held_out_classes``: the validation decides whether the trained network
+    beats that Gaussian, and the Gaussian's choice among Ledoit-Wolf, pooled and empirical
+    Bayes whether the training classes say anything about a new one), else in each support's
+    own frame. On one data set or a task source: a fixed support of 50 rows, no
+    augmentation, no normalisation.
 
     Parameters
     ----------
@@ -358,6 +491,9 @@ def resolve_options(params: TrainingParams, labelled: bool, sizes: np.ndarray | 
         Whether the fit is ``fit(X, y)``.
     sizes : ndarray of shape (n_classes,) or None
         Rows per class (labelled data only).
+    held_out_classes : bool, default=False
+        Whether validation holds out whole classes (``normalize="auto"`` is then the
+        predictive frame, unless ``frame_context``).
 
     Returns
     -------
@@ -387,7 +523,9 @@ def resolve_options(params: TrainingParams, labelled: bool, sizes: np.ndarray | 
                 UserWarning,
                 stacklevel=_OPTIONS_STACKLEVEL,
             )
-    predictive = params.normalize == "predictive"
+    predictive = params.normalize == "predictive" or (
+        params.normalize == "auto" and labelled and held_out_classes and not params.frame_context
+    )
     if predictive and not labelled:
         raise ValueError(
             "normalize='predictive' fits a Gaussian predictive on the training classes: it "
@@ -588,12 +726,7 @@ class TrainingRun:
 
     def _validation_tasks(self, source: Any, rng: np.random.Generator) -> list:
         """Fixed validation batches at up to 3 support sizes spread over the range."""
-        lo, hi = self.tasks.options.support_range
-        class_sizes = getattr(source, "class_sizes_", None)
-        if class_sizes is not None:  # held-out classes may be smaller than the training ones
-            hi = max(1, min(hi, int(np.max(class_sizes)) - 2))
-            lo = min(lo, hi)
-        sizes = np.unique(np.round(np.geomspace(lo, hi, 3)).astype(int))
+        sizes = validation_sizes(self.tasks.options.support_range, source)
         return [self._draw(source, rng, m=int(m)) for m in sizes]
 
     def _task_scale(self, seed: int) -> float:

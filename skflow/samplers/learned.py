@@ -36,6 +36,8 @@ from ._meta_training import (
     TrainingParams,
     TrainingRun,
     WarmStart,
+    fewshot_validation_mmd2,
+    predictive_frame_wins,
     source_n_features,
     training_tasks,
 )
@@ -145,8 +147,16 @@ class LearnedFlowSampler(BaseFlowSampler):
         divided by its per-coordinate standard deviation), from standard noise there, and the
         samples are mapped back, so a model is not tied to its training data's units and
         the noise starts where the support lies. ``velocity`` is the velocity of that flow in
-        data units. ``"auto"``: True for ``fit(X, y)``, False otherwise (with False and
-        ``exact_head=True`` the untrained model is exactly :class:`~skflow.NWFlowSampler`).
+        data units. ``"auto"``: for ``fit(X, y)`` with whole classes held out for validation
+        (at least 10 classes under ``validation_fraction="auto"``, ``frame_context=False``),
+        two models are trained, one in the ``"predictive"`` frame and one with True, and the
+        one with the lower few-shot MMD² on the validation classes is kept
+        (``frame_validation_mmd2_``; the training time doubles): where the classes share a
+        law of means and covariances the predictive frame wins, where each class is a
+        mixture of its own the support's frame does (``docs/transfer.md``). Otherwise True
+        for ``fit(X, y)`` (a warm start keeps the frame its network was trained in), False
+        for ``fit(X)`` and task sources (with False and ``exact_head=True`` the untrained
+        model is exactly :class:`~skflow.NWFlowSampler`).
         ``"predictive"`` (``fit(X, y)`` only): the frame of each support is the Gaussian
         predictive law of the best Gaussian arm of :mod:`skflow.samplers.classical` (Ledoit-Wolf,
         pooled or empirical Bayes, chosen on class-grouped folds of the training classes at
@@ -293,6 +303,11 @@ class LearnedFlowSampler(BaseFlowSampler):
         per-task normalisation (1.0 without it).
     validation_classes_ : ndarray or None
         Classes held out for validation by ``validation_fraction="auto"`` (labelled data).
+    frame_validation_mmd2_ : dict or None
+        ``normalize="auto"`` with held-out classes: the mean few-shot MMD² on the validation
+        classes of the model trained in each frame, at 3 support sizes,
+        ``{"predictive": [...], "support": [...]}``; the kept model has the lower geometric
+        mean of the ratios (``predictive_frame_`` is None when it is the support's).
 
     See Also
     --------
@@ -607,7 +622,9 @@ class LearnedFlowSampler(BaseFlowSampler):
             self.model_, getattr(self, "task_scale_", None), getattr(self, "_warm", None)
         )
 
-    def _store(self, run: TrainingRun, result: Any, warm: bool) -> None:
+    def _store(
+        self, run: TrainingRun, result: Any, warm: bool, frame_scores: dict | None = None
+    ) -> None:
         """The fitted attributes of a training run (accumulated on a warm start), set by
         :func:`~skflow.samplers._fitted.restore` like those of a prior or a pickle."""
         tasks = run.tasks
@@ -627,6 +644,7 @@ class LearnedFlowSampler(BaseFlowSampler):
             "loss_curve_": result.loss_curve,
             "training_time_": result.elapsed,
             "validation_scores_": scores,
+            "frame_validation_mmd2_": frame_scores,
             "n_features_in_": self.n_features_in_,
         }
         if warm:
@@ -664,11 +682,32 @@ class LearnedFlowSampler(BaseFlowSampler):
         params = TrainingParams(**self.get_params())
         # one thread on the CPU: the same seed gives the same model whatever the thread count
         with limit_threads(1) if device.split(":")[0] == "cpu" else contextlib.nullcontext():
-            tasks = training_tasks(params, X, y, rng)  # the "auto" options resolved
             warm = self._warm_start()
+            base = None if warm is None else getattr(warm.model, "base", "nw")
+            tasks = training_tasks(params, X, y, rng, base)  # the "auto" options resolved
             run = TrainingRun(params, tasks, self.n_features_in_, device, rng, warm)
-            self._store(run, run.train(), warm is not None)
+            trained, scores = (run, run.train()), None
+            if tasks.alternative is not None:
+                trained, scores = self._choose_frame(trained, tasks, params, device, rng)
+            self._store(*trained, warm is not None, scores)
         return self
+
+    def _choose_frame(self, trained: tuple, tasks: Any, params: Any, device: str, rng: Any):
+        """``normalize="auto"`` with held-out classes: the model of the predictive frame
+        (``trained``) or one trained in each support's own frame (``tasks.alternative``),
+        whichever has the lower few-shot MMD² on the validation classes
+        (:func:`predictive_frame_wins`); returns it and both models' MMD² per size."""
+        second = TrainingRun(params, tasks.alternative, self.n_features_in_, device, rng)
+        candidates = {"predictive": trained, "support": (second, second.train())}
+        seed = int(rng.randint(2**31 - 1))  # the same tasks and noise for both
+        scores = {}
+        for name, (run, result) in candidates.items():
+            self._store(run, result, False)
+            scores[name] = fewshot_validation_mmd2(
+                self, tasks.validation, tasks.options.support_range, seed
+            ).tolist()
+        wins = predictive_frame_wins(*(np.asarray(scores[k]) for k in ("predictive", "support")))
+        return candidates["predictive" if wins else "support"], scores
 
     # -- support and backend ---------------------------------------------------------------
     def _check_support(self, support: Any) -> np.ndarray:

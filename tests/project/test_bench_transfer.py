@@ -83,3 +83,34 @@ def test_runs_merged_with_one_command_per_seed_stay_one_section(bench):
     assert list(groups) == ["hier-t (1)", "hier-t (2)"]
     assert [r["seed"] for r in groups["hier-t (1)"]] == [0, 1]
     assert bench._run_commands(groups["hier-t (1)"]) == ["A", "B --seeds 0", "B --seeds 1"]
+
+
+def test_renamed_arm_is_checked_against_its_new_run(bench):
+    """``--rename learned=learned_support``: the saved arm's scores and records move to the
+    new name, are compared with a new run of that name, and the new ``learned`` is added."""
+    first = [_run(0, {"plugin": [0.0, 1.0], "learned": [2.0, 0.5]}, "A")]
+    renamed = bench.rename_arms(first, {"learned": "learned_support"})
+    assert set(renamed[0]["table"]["5"]) == {"plugin", "learned_support"}
+    assert set(renamed[0]["records"]) == {"learned_support"}
+    new = _run(0, {"learned_support": [2.0, 0.5], "learned": [1.0, 0.25]}, "B")
+    merged = bench.merge_runs(renamed, [new])
+    assert merged[0]["table"]["10"]["learned"]["mmd2_med"] == [1.0, 0.25]
+    assert merged[0]["meta"]["renamed"] == {"learned": "learned_support"}
+    assert "`learned` as `learned_support`" in bench._renamed_text(merged[0]["meta"])
+    assert "learned" in first[0]["table"]["5"]  # inputs untouched
+    new["table"]["5"]["learned_support"]["mmd2_med"][0] = 2.5  # not what was saved
+    with pytest.raises(ValueError, match="learned_support differs"):
+        bench.merge_runs(renamed, [new])
+    with pytest.raises(ValueError, match="exists"):
+        bench.rename_arms(first, {"learned": "plugin"})
+
+
+def test_docs_tables_are_written_from_the_saved_runs(bench, tmp_path):
+    """The block of ``docs/transfer.md`` is what ``--docs-from --write-docs`` writes from the
+    saved runs: no number on the page is typed by hand or left from an older run."""
+    page = tmp_path / "transfer.md"
+    page.write_text("")
+    bench.write_docs(bench.saved_runs(bench.RESULTS / f"{n}.json" for n in bench.DOCS_RUNS), page)
+    written = page.read_text()
+    block = written[written.index(bench.BEGIN) :]
+    assert block in bench.PAGE.read_text()

@@ -51,8 +51,8 @@ def _class_of(X, y, rows):
 def test_every_class_is_used_and_no_support_row_is_a_target(monkeypatch, validation):
     X, y, sizes = _scarce()
     rec = _Recorder(monkeypatch)
-    lf = LearnedFlowSampler(
-        **TINY, max_iter=40, validation_fraction=validation, random_state=0
+    lf = LearnedFlowSampler(  # one frame: "auto" would also train the predictive one
+        **TINY, max_iter=40, validation_fraction=validation, normalize=True, random_state=0
     ).fit(X, y)
     assert lf.support_range_ == (2, int(np.percentile(sizes, 75)) - 2)
     assert lf.augment_ == "rotate" and lf.normalize_
@@ -163,8 +163,8 @@ def test_fit_conditions_on_the_support_argument():
 
 def test_normalised_fit_is_the_plug_in_of_the_support_frame():
     X, y, _ = _scarce()
-    lf = LearnedFlowSampler(**TINY, max_iter=0, random_state=0).fit(X, y)
-    assert lf.normalize_
+    lf = LearnedFlowSampler(**TINY, max_iter=0, normalize=True, random_state=0).fit(X, y)
+    assert lf.normalize_ and lf.predictive_frame_ is None
     rng = np.random.default_rng(2)
     S2 = rng.normal(-1.0, 3.0, size=(8, 3))
     Xq = rng.normal(size=(5, 3))
@@ -180,7 +180,13 @@ def test_normalised_fit_is_the_plug_in_of_the_support_frame():
 def test_progress_reports_an_early_stop(capsys):
     X, y, _ = _scarce()
     LearnedFlowSampler(
-        **TINY, max_iter=100, validation_interval=5, tol=1e9, verbose=1, random_state=0
+        **TINY,
+        max_iter=100,
+        validation_interval=5,
+        tol=1e9,
+        verbose=1,
+        normalize=True,
+        random_state=0,
     ).fit(X, y)
     out = capsys.readouterr()
     text = out.out + out.err
@@ -202,3 +208,13 @@ def test_support_size_options_are_validated():
         LearnedFlowSampler(**TINY, normalize="yes", max_iter=1).fit(X, y)
     lf = LearnedFlowSampler(**TINY, support_size=(3, 7), max_iter=2, random_state=0).fit(X, y)
     assert lf.support_range_ == (3, 7)
+
+
+def test_row_validation_sizes_the_support_range_on_the_rows_kept():
+    """validation_fraction=0.2 holds out a fifth of every class's rows: the largest support
+    leaves 2 target rows among those kept (16 of 20), not among all 20."""
+    X = np.random.default_rng(0).normal(size=(80, 3)) + np.repeat(np.eye(3)[[0, 1, 2, 0]], 20, 0)
+    y = np.repeat(np.arange(4), 20)
+    lf = LearnedFlowSampler(**TINY, max_iter=2, validation_fraction=0.2, random_state=0)
+    lf.fit(X, y)
+    assert lf.support_range_[1] == 14

@@ -12,7 +12,7 @@ from skflow import (
     LearnedFlowSampler,
 )
 from skflow.samplers._frame import into_frame, predictive_frame
-from skflow.samplers._meta_training import frame_support_sizes
+from skflow.samplers._meta_training import frame_support_sizes, predictive_frame_wins
 from skflow.tasks import HierarchicalTasks
 
 
@@ -175,4 +175,85 @@ def test_no_training_without_validation_data():
     kw = dict(max_iter=4, validation_interval=2, random_state=0)
     est = LearnedFlowSampler(normalize="predictive", **kw).fit(X, y)
     assert est.n_iter_ == 4 and len(est.validation_scores_) == 3  # iteration 0, 2 and 4
-    assert len(LearnedFlowSampler(**kw).fit(X, y).validation_scores_) == 2
+    assert len(LearnedFlowSampler(normalize=True, **kw).fit(X, y).validation_scores_) == 2
+
+
+def _frame_of(est):
+    return "predictive" if est.predictive_frame_ is not None else "support"
+
+
+TINY_FIT = dict(d_model=8, n_layers=1, batch_tasks=2, n_targets=4, random_state=0)
+
+
+@pytest.mark.parametrize(
+    "n_classes, params",
+    [
+        (9, {}),  # fewer than 10 classes: no held-out classes
+        (12, {"validation_fraction": 0.2}),  # rows held out, not classes
+        (12, {"validation_fraction": 0.0}),
+        (12, {"frame_context": True}),  # the context describes the support's own frame
+        (12, {"normalize": True}),
+    ],
+)
+def test_auto_frame_is_the_supports_without_held_out_classes(n_classes, params):
+    fam = HierarchicalTasks(3, prior_cov=4.0, within_cov=0.25)
+    X, y = fam.make_classes(n_classes, 20, random_state=0)
+    est = LearnedFlowSampler(**TINY_FIT, max_iter=2, **params).fit(X, y)
+    assert _frame_of(est) == "support" and est.normalize_ and est.model_.base == "nw"
+    assert est.frame_validation_mmd2_ is None
+
+
+def test_auto_frame_keeps_the_predictive_model_when_it_validates_better(classes):
+    """Held-out classes: both frames are trained and scored on them; here the predictive one
+    (the Gaussian, barely trained) beats a support-frame network that copies its support,
+    and the model kept is exactly ``normalize="predictive"``'s."""
+    X, y = classes
+    auto = LearnedFlowSampler(**TINY_FIT, max_iter=3).fit(X, y)
+    scores = auto.frame_validation_mmd2_
+    assert set(scores) == {"predictive", "support"} and len(scores["support"]) == 3
+    assert predictive_frame_wins(np.array(scores["predictive"]), np.array(scores["support"]))
+    assert _frame_of(auto) == "predictive" and auto.model_.base == "gaussian"
+    pred = LearnedFlowSampler(**TINY_FIT, max_iter=3, normalize="predictive").fit(X, y)
+    S = X[y == 3][:6]
+    np.testing.assert_array_equal(
+        auto.sample(5, support=S, random_state=1), pred.sample(5, support=S, random_state=1)
+    )
+    assert pred.frame_validation_mmd2_ is None
+
+
+def test_auto_frame_keeps_the_support_model_when_it_validates_better():
+    """Classes of two far-apart tight clusters: a Gaussian fills the gap between them, the
+    support's own frame (its kernel estimate, barely trained) does not, and is kept."""
+    rng = np.random.default_rng(0)
+    centres, sides = 2.0 * rng.normal(size=(12, 1, 2)), rng.normal(size=(12, 1, 2))
+    sign = np.where(rng.random((12, 30, 1)) < 0.5, -1.0, 1.0)
+    X = (centres + 4.0 * sign * sides + 0.05 * rng.normal(size=(12, 30, 2))).reshape(-1, 2)
+    y = np.repeat(np.arange(12), 30)
+    est = LearnedFlowSampler(**TINY_FIT, max_iter=3).fit(X, y)
+    scores = est.frame_validation_mmd2_
+    assert not predictive_frame_wins(np.array(scores["predictive"]), np.array(scores["support"]))
+    assert _frame_of(est) == "support" and est.model_.base == "nw" and est.normalize_
+
+
+@pytest.mark.parametrize("first, frame", [(20, "predictive"), (6, "support")])
+def test_auto_frame_warm_start_keeps_the_networks_frame(first, frame):
+    """A warm start continues its network in the frame it was trained in, whatever the number
+    of classes of the new data."""
+    fam = HierarchicalTasks(3, prior_cov=4.0, within_cov=0.25)
+    kw = dict(d_model=8, n_layers=1, max_iter=2, batch_tasks=2, n_targets=4, random_state=0)
+    est = LearnedFlowSampler(warm_start=True, **kw).fit(
+        *fam.make_classes(first, 20, random_state=0)
+    )
+    assert _frame_of(est) == frame
+    second = 6 if first == 20 else 20
+    est.fit(*fam.make_classes(second, 20, random_state=1))
+    assert _frame_of(est) == frame and est.model_.base == ("gaussian" if first == 20 else "nw")
+
+
+def test_frame_choice_weighs_every_support_size_alike():
+    """The smallest size's MMD² is the largest: a plain mean would let it decide alone."""
+    predictive, support = np.array([0.10, 0.05, 0.03]), np.array([0.13, 0.04, 0.024])
+    assert predictive.mean() < support.mean()
+    assert not predictive_frame_wins(predictive, support)  # ratios 0.77, 1.25, 1.25
+    assert predictive_frame_wins(support, predictive)
+    assert predictive_frame_wins(np.zeros(3), np.full(3, 1e-5))  # both at the noise: a tie
