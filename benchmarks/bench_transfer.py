@@ -401,15 +401,17 @@ def score_table(runs: list[dict], key: str) -> str:
     return "\n".join(lines)
 
 
-def ablation_table(runs: list[dict], base: str = "learned") -> str:
-    """Markdown: each learned arm against ``base`` (% lower MMD², paired interval), at the
-    median bandwidth and at a quarter of it. ``base="learned_pred"``: only the arms that change
-    one thing of ``normalize="predictive"``."""
+def ablation_table(runs: list[dict], base: str = "learned", only=None) -> str:
+    """Markdown: each learned arm (``only``: these) against ``base`` (% lower MMD², paired
+    interval), at the median bandwidth and at a quarter of it. ``base="learned_pred"``: only
+    the arms that change one thing of ``normalize="predictive"``."""
     ms = list(runs[0]["table"])
     head = "| arm | parameters | " + " | ".join(f"m={m}: median / quarter bw" for m in ms) + " |"
     lines = [head, "|" + "---|" * (2 + len(ms))]
     for arm, params in LEARNED_ARMS.items():
         if arm == base or _pooled(runs, ms[0], arm, "mmd2_med") is None:
+            continue
+        if only is not None and arm not in only:
             continue
         if base == "learned_pred" and params.get("normalize") != "predictive":
             continue
@@ -544,6 +546,12 @@ def section(runs: list[dict], title: str | None = None) -> str:
             "Ablation of the predictive frame: % lower MMD² than `learned_pred`, median / "
             "quarter bandwidth, paired interval over tasks:\n",
             ablation_table(runs, "learned_pred") + "\n",
+        ]
+    if all(_pooled(runs, "5", a, "mmd2_med") is not None for a in ("learned_support", "prior_ft")):
+        parts += [
+            "The fine-tuned prior against the same recipe trained from scratch "
+            "(`learned_support`, each support's own frame), median / quarter bandwidth:\n",
+            ablation_table(runs, "learned_support", only=("prior_ft",)) + "\n",
         ]
     parts += [
         "Memorisation ratio (median over tasks; about 1 = new points, near 0 = copies):\n",
