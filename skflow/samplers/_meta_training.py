@@ -261,8 +261,10 @@ def _labelled_tasks(
     ``validation_fraction="auto"`` holds out whole classes (a fifth, at least 2) when there
     are at least ``MIN_CLASSES_FOR_VALIDATION``: validation on classes never trained on is
     what a user's test on new classes is. A float holds out that fraction of the rows of
-    every class. ``normalize="auto"`` is the predictive frame when classes are held out (a
-    warm start: the frame of the network it continues), the support's own frame otherwise.
+    every class. ``normalize="auto"`` with classes held out resolves to the predictive frame
+    and adds the same tasks in each support's own frame as ``alternative`` (the fit trains
+    both; a warm start keeps the frame of the network it continues, with no alternative);
+    otherwise each support's own frame.
     """
     from ..tasks import FewShotClassTasks
 
@@ -475,14 +477,12 @@ def resolve_options(
 ) -> FitOptions:
     """The ``"auto"`` options of a fit.
 
-    On labelled data (``fit(X, y)``): support sizes from 2 to the size the classes allow
-    (at most 50), rotation augmentation and per-task normalisation, in the frame of the
-    Gaussian predictive of the training classes when whole classes are held out for
-    validation (``held_out_classes``: the validation decides whether the trained network
-    beats that Gaussian, and the Gaussian's choice among Ledoit-Wolf, pooled and empirical
-    Bayes whether the training classes say anything about a new one), else in each support's
-    own frame. On one data set or a task source: a fixed support of 50 rows, no
-    augmentation, no normalisation.
+    On labelled data (``fit(X, y)``): support sizes from 2 to the size the classes allow (at
+    most 50), rotation augmentation and per-task normalisation, in the frame of the Gaussian
+    predictive of the training classes when whole classes are held out for validation
+    (``held_out_classes``; the fit then trains each support's own frame too and keeps the model
+    the validation classes prefer), else in each support's own frame. On one data set or a task
+    source: a fixed support of 50 rows, no augmentation, no normalisation.
 
     Parameters
     ----------
@@ -492,8 +492,9 @@ def resolve_options(
     sizes : ndarray of shape (n_classes,) or None
         Rows per class (labelled data only).
     held_out_classes : bool, default=False
-        Whether validation holds out whole classes (``normalize="auto"`` is then the
-        predictive frame, unless ``frame_context``).
+        Whether validation holds out whole classes (``normalize="auto"`` then resolves to the
+        predictive frame, unless ``frame_context``; :func:`training_tasks` adds each support's
+        own frame as the alternative the fit also trains).
 
     Returns
     -------
