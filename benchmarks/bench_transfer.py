@@ -27,7 +27,10 @@ covariance), ``gmm_bic``,
 ``plugin_tuned`` (``sigma_min`` from a grid chosen per ``m`` on the training classes, the same
 selector with plug-in candidates only), ``prior`` (``LearnedFlowSampler.from_pretrained(
 "general-16")`` zero-shot), ``learned`` (``LearnedFlowSampler(max_time=...).fit(X, y)``,
-defaults otherwise: with 10 classes or more the predictive frame, as ``learned_pred``),
+defaults otherwise: with 10 classes or more a model in the predictive frame, as
+``learned_pred``, and one in each support's own frame, each support size served by the one
+that validated better at the nearest size; ``learned_one_frame`` in runs saved before that:
+one of the two for every size),
 ``learned_support`` (each support's own frame, ``normalize=True``: the default with fewer
 classes, and with any number before the predictive frame became the default) and the ablation
 arms of :data:`LEARNED_ARMS` (the same with one or two
@@ -244,6 +247,11 @@ def fit_learned(X, y, seed: int, max_time: float, **params) -> tuple[LearnedFlow
     scores = getattr(model, "frame_validation_mmd2_", None)
     if scores is not None:  # normalize="auto": both frames' validation MMD² per size
         record["frame_validation_mmd2"] = {k: [round(v, 5) for v in vs] for k, vs in scores.items()}
+        record["frame_by_size"] = dict(
+            zip(
+                map(str, model.frame_by_size_["sizes"]), model.frame_by_size_["frames"], strict=True
+            )
+        )
     frame = getattr(model, "predictive_frame_", None)
     if frame is not None:  # the Gaussian arm of the frame, per support size
         names = [type(e).__name__.replace("Sampler", "") for e in frame.best_estimators_]
@@ -345,7 +353,8 @@ def run_one(
 
 
 ORDER = (
-    "oracle", "bayes", "eb_true_T", "learned", "learned_support", "learned_pred", "pred_no_aug",
+    "oracle", "bayes", "eb_true_T", "learned", "learned_one_frame", "learned_support",
+    "learned_pred", "pred_no_aug",
     "pred_recentre", "pred_big", "ctx_rotate", "ctx_no_aug", "ctx_recentre", "learned_abs",
     "prior", "prior_ft",
     "best_classical", "emp_bayes", "emp_bayes_mom", "pooled",
@@ -491,6 +500,7 @@ def records_text(runs: list[dict]) -> str:
                 if "frame_validation_mmd2" in v
                 else ""
             )
+            + (f" (frame chosen per size: {v['frame_by_size']})" if "frame_by_size" in v else "")
             for k, v in rec.items()
             if "n_iter" in v
         ]

@@ -53,6 +53,8 @@ FITTED = {
     "best_validation_score_": (_copy, None),
     "validation_classes_": (_copy, None),
     "frame_validation_mmd2_": (_copy, None),
+    "frame_by_size_": (_copy, None),
+    "support_frame_sampler_": (_copy, None),
 }
 
 

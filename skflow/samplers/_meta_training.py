@@ -40,8 +40,6 @@ __all__ = [
     "TrainingTasks",
     "WarmStart",
     "check_target",
-    "fewshot_validation_mmd2",
-    "predictive_frame_wins",
     "resolve_options",
     "source_n_features",
     "training_tasks",
@@ -369,81 +367,6 @@ def validation_sizes(support_range: tuple[int, int], source: Any) -> np.ndarray:
         hi = max(1, min(hi, int(np.max(class_sizes)) - 2))
         lo = min(lo, hi)
     return np.unique(np.round(np.geomspace(lo, hi, 3)).astype(int))
-
-
-def fewshot_validation_mmd2(
-    sampler: Any, source: Any, support_range: tuple[int, int], seed: int, n_tasks: int = 16
-) -> np.ndarray:
-    """Mean few-shot MMD² of a fitted sampler on tasks of the validation classes, per size.
-
-    At 3 support sizes spread over the range (up to half the smallest class), ``n_tasks``
-    tasks of ``source`` (a support, and as the reference the distinct rows among 128 drawn
-    from the rest of its class); 128 generated rows per task; MMD² with the reference's
-    median-heuristic bandwidth. What ``normalize="auto"`` compares its two
-    models by: a score in data units, where their flow-matching losses (each in its own
-    frame) cannot be compared.
-
-    Parameters
-    ----------
-    sampler : fitted sampler
-        With ``sample(n, support=(B, m, d), random_state=...)``.
-    source : task source
-        The validation classes (:class:`~skflow.tasks.FewShotClassTasks`).
-    support_range : (int, int)
-    seed : int
-        Tasks and noise: the same for every sampler scored with it.
-    n_tasks : int, default=16
-
-    Returns
-    -------
-    ndarray of shape (n_sizes,)
-        The mean over the tasks of each size, smallest size first.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from skflow import LedoitWolfSampler
-    >>> from skflow.tasks import FewShotClassTasks
-    >>> X, y = np.random.default_rng(0).normal(size=(60, 2)), np.repeat(np.arange(3), 20)
-    >>> est = LedoitWolfSampler().fit(X, y)
-    >>> fewshot_validation_mmd2(est, FewShotClassTasks(X, y), (2, 10), seed=0).round(3)
-    array([0.205, 0.097, 0.019])
-    """
-    from ..metrics import mmd2
-
-    rng, n = np.random.default_rng(seed), 128
-    lo, hi = support_range
-    class_sizes = getattr(source, "class_sizes_", None)
-    if class_sizes is not None:  # at least half of every class's rows are its reference
-        hi = max(min(lo, 2), min(hi, int(np.min(class_sizes)) // 2))
-    means = []
-    for m in validation_sizes((min(lo, hi), hi), None):
-        S, Q = source.sample_tasks(n_tasks, int(m), n, random_state=rng)
-        gen = sampler.sample(n, support=S, random_state=int(rng.integers(2**31 - 1)))
-        scores = []
-        for g, q in zip(gen, Q, strict=True):  # the reference: the distinct rows drawn
-            ref = np.unique(q, axis=0)
-            scores.append(mmd2(g, ref, reference=ref))
-        means.append(np.mean(scores))
-    return np.asarray(means)
-
-
-def predictive_frame_wins(predictive: np.ndarray, support: np.ndarray) -> bool:
-    """Whether the predictive frame's model validates better: the geometric mean over the
-    support sizes of its MMD² over the support-frame model's is at most 1 (every size counts
-    the same; a plain mean would be the smallest size's, whose MMD² is the largest). MMD²
-    below 1e-4, about the unbiased estimator's noise with 128 rows, counts as 1e-4.
-
-    Examples
-    --------
-    >>> predictive_frame_wins(np.array([0.10, 0.05, 0.03]), np.array([0.20, 0.04, 0.025]))
-    True
-    >>> predictive_frame_wins(np.array([0.10, 0.06, 0.04]), np.array([0.11, 0.04, 0.02]))
-    False
-    """
-    floor = 1e-4
-    ratio = np.maximum(predictive, floor) / np.maximum(support, floor)
-    return bool(np.mean(np.log(ratio)) <= 0.0)
 
 
 def frame_support_sizes(support_range: tuple[int, int], n_sizes: int = 5) -> list[int]:

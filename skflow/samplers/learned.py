@@ -8,6 +8,7 @@ import warnings
 from typing import Any
 
 import numpy as np
+from sklearn.base import clone
 from sklearn.utils.validation import check_array, validate_data
 
 from .._array import resolve_device
@@ -32,12 +33,17 @@ from ._frame import FrameMap, is_task_source
 from ._frame import predictive_frame as _predictive_frame
 from ._frame import support_bounds as _support_bounds  # the inference half's former names
 from ._frame import task_frame as _task_frame
+from ._frame_choice import (
+    FRAMES,
+    choice_support_sizes,
+    fewshot_validation_mmd2,
+    frame_for_size,
+    frames_by_size,
+)
 from ._meta_training import (
     TrainingParams,
     TrainingRun,
     WarmStart,
-    fewshot_validation_mmd2,
-    predictive_frame_wins,
     source_n_features,
     training_tasks,
 )
@@ -149,11 +155,14 @@ class LearnedFlowSampler(BaseFlowSampler):
         the noise starts where the support lies. ``velocity`` is the velocity of that flow in
         data units. ``"auto"``: for ``fit(X, y)`` with whole classes held out for validation
         (at least 10 classes under ``validation_fraction="auto"``, ``frame_context=False``),
-        two models are trained, one in the ``"predictive"`` frame and one with True, and the
-        one with the lower few-shot MMD² on the validation classes is kept
-        (``frame_validation_mmd2_``; the training time doubles): where the classes share a
-        law of means and covariances the predictive frame wins, where each class is a
-        mixture of its own the support's frame does (``docs/transfer.md``). Otherwise True
+        two models are trained, one in the ``"predictive"`` frame and one with True, both
+        are scored by few-shot MMD² on the validation classes at 4 support sizes
+        (``frame_validation_mmd2_``), and each size takes the frame that scored lower there
+        (``frame_by_size_``; a support uses the choice of the nearest size; the training
+        time doubles). Where the classes share a law of means and covariances the
+        predictive frame wins at every size; where each class is a mixture of its own, the
+        support's frame wins as the support grows (``docs/transfer.md``). When the sizes
+        disagree, the support-frame model is kept as ``support_frame_sampler_``. Otherwise True
         for ``fit(X, y)`` (a warm start keeps the frame its network was trained in), False
         for ``fit(X)`` and task sources (with False and ``exact_head=True`` the untrained
         model is exactly :class:`~skflow.NWFlowSampler`).
@@ -305,9 +314,18 @@ class LearnedFlowSampler(BaseFlowSampler):
         Classes held out for validation by ``validation_fraction="auto"`` (labelled data).
     frame_validation_mmd2_ : dict or None
         ``normalize="auto"`` with held-out classes: the mean few-shot MMD² on the validation
-        classes of the model trained in each frame, at 3 support sizes,
-        ``{"predictive": [...], "support": [...]}``; the kept model has the lower geometric
-        mean of the ratios (``predictive_frame_`` is None when it is the support's).
+        classes of the model trained in each frame, at the sizes of ``frame_by_size_``,
+        ``{"predictive": [...], "support": [...]}``; None otherwise.
+    frame_by_size_ : dict or None
+        ``normalize="auto"`` with held-out classes: ``{"sizes": [...], "frames": [...]}``,
+        the frame (``"predictive"`` or ``"support"``) with the lower validation MMD² at each
+        size; a support of ``m`` rows is served in the frame of the nearest size (log
+        scale). None otherwise.
+    support_frame_sampler_ : LearnedFlowSampler or None
+        When ``frame_by_size_`` holds both frames: the model trained in each support's own
+        frame (``normalize=True``), which serves the sizes where that frame won (this
+        sampler, in the predictive frame, serves the others). None otherwise; a warm start
+        continues this sampler's network only and drops it.
 
     See Also
     --------
@@ -622,11 +640,11 @@ class LearnedFlowSampler(BaseFlowSampler):
             self.model_, getattr(self, "task_scale_", None), getattr(self, "_warm", None)
         )
 
-    def _store(
-        self, run: TrainingRun, result: Any, warm: bool, frame_scores: dict | None = None
-    ) -> None:
+    def _store(self, run: TrainingRun, result: Any, warm: bool, frames: dict | None = None) -> None:
         """The fitted attributes of a training run (accumulated on a warm start), set by
-        :func:`~skflow.samplers._fitted.restore` like those of a prior or a pickle."""
+        :func:`~skflow.samplers._fitted.restore` like those of a prior or a pickle;
+        ``frames``: the frame choice of ``normalize="auto"`` (:meth:`_choose_frames`)."""
+        frames = frames or {}
         tasks = run.tasks
         scores = result.validation_scores if run.validation is not None else None
         fitted = {
@@ -644,7 +662,9 @@ class LearnedFlowSampler(BaseFlowSampler):
             "loss_curve_": result.loss_curve,
             "training_time_": result.elapsed,
             "validation_scores_": scores,
-            "frame_validation_mmd2_": frame_scores,
+            "frame_validation_mmd2_": frames.get("scores"),
+            "frame_by_size_": frames.get("choice"),
+            "support_frame_sampler_": frames.get("other"),
             "n_features_in_": self.n_features_in_,
         }
         if warm:
@@ -686,28 +706,58 @@ class LearnedFlowSampler(BaseFlowSampler):
             base = None if warm is None else getattr(warm.model, "base", "nw")
             tasks = training_tasks(params, X, y, rng, base)  # the "auto" options resolved
             run = TrainingRun(params, tasks, self.n_features_in_, device, rng, warm)
-            trained, scores = (run, run.train()), None
+            trained, frames = (run, run.train()), None
             if tasks.alternative is not None:
-                trained, scores = self._choose_frame(trained, tasks, params, device, rng)
-            self._store(*trained, warm is not None, scores)
+                trained, frames = self._choose_frames(trained, tasks, params, device, rng)
+            self._store(*trained, warm is not None, frames)
         return self
 
-    def _choose_frame(self, trained: tuple, tasks: Any, params: Any, device: str, rng: Any):
-        """``normalize="auto"`` with held-out classes: the model of the predictive frame
-        (``trained``) or one trained in each support's own frame (``tasks.alternative``),
-        whichever has the lower few-shot MMD² on the validation classes
-        (:func:`predictive_frame_wins`); returns it and both models' MMD² per size."""
+    def _choose_frames(self, trained: tuple, tasks: Any, params: Any, device: str, rng: Any):
+        """``normalize="auto"`` with held-out classes: train each support's own frame too
+        (``tasks.alternative``), score both models on the validation classes at a few
+        support sizes and choose a frame per size (:mod:`._frame_choice`). Returns the run
+        to store (the predictive one unless the support's frame wins at every size) and
+        ``{"scores", "choice", "other"}``: ``other`` is the support-frame model, fitted,
+        when the frames differ between sizes (else None)."""
         second = TrainingRun(params, tasks.alternative, self.n_features_in_, device, rng)
-        candidates = {"predictive": trained, "support": (second, second.train())}
+        candidates = dict(zip(FRAMES, (trained, (second, second.train())), strict=True))
         seed = int(rng.randint(2**31 - 1))  # the same tasks and noise for both
+        sizes = choice_support_sizes(tasks.options.support_range, tasks.validation)
         scores = {}
         for name, (run, result) in candidates.items():
             self._store(run, result, False)
-            scores[name] = fewshot_validation_mmd2(
-                self, tasks.validation, tasks.options.support_range, seed
-            ).tolist()
-        wins = predictive_frame_wins(*(np.asarray(scores[k]) for k in ("predictive", "support")))
-        return candidates["predictive" if wins else "support"], scores
+            scores[name] = fewshot_validation_mmd2(self, tasks.validation, sizes, seed).tolist()
+        frames = frames_by_size(*(scores[k] for k in FRAMES))
+        choice = {"sizes": sizes.tolist(), "frames": frames}
+        other = None
+        if len(set(frames)) > 1:  # the support's frame serves the sizes where it won
+            other = clone(self).set_params(normalize=True, warm_start=False)
+            other.n_features_in_ = self.n_features_in_
+            if hasattr(self, "feature_names_in_"):  # a DataFrame support is matched alike
+                other.feature_names_in_ = self.feature_names_in_
+            other._store(*candidates["support"], False)
+            del other._warm  # its training generators: no warm start continues it
+        kept = candidates["support" if set(frames) == {"support"} else "predictive"]
+        return kept, {"scores": scores, "choice": choice, "other": other}
+
+    def _for_support(self, support: Any) -> LearnedFlowSampler:
+        """The sampler that serves a support (m, d) or batch (B, m, d): this one, or, for
+        a support size at which ``normalize="auto"`` chose each support's own frame while
+        this one runs in the predictive frame, ``support_frame_sampler_`` (given this
+        sampler's current parameters, e.g. the solver's)."""
+        other = getattr(self, "support_frame_sampler_", None)
+        try:
+            shape = np.shape(support) if support is not None else ()
+        except ValueError:  # ragged: refused by the usual checks
+            shape = ()
+        if other is None or len(shape) < 2:
+            return self
+        if frame_for_size(self.frame_by_size_, int(shape[-2])) != "support":
+            return self
+        params = self.get_params(deep=False)
+        return other.set_params(
+            **{k: v for k, v in params.items() if k not in ("normalize", "warm_start")}
+        )
 
     # -- support and backend ---------------------------------------------------------------
     def _check_support(self, support: Any) -> np.ndarray:
@@ -876,6 +926,14 @@ class LearnedFlowSampler(BaseFlowSampler):
         hi = getattr(self, "support_range_", _support_bounds(self.support_size))[1]
         return few_shot_support_size(max(1, min(hi, n_rows // 2)), n_rows, label)
 
+    def _integrate(self, backend: Backend, support, x0, grid, trajectory):
+        """The base integration, by the sampler that serves this support size
+        (:meth:`_for_support`): every sample and trajectory of one support size comes here."""
+        served = self._for_support(support)
+        if served is not self:
+            return served._integrate(backend, support, x0, grid, trajectory)
+        return super()._integrate(backend, support, x0, grid, trajectory)
+
     def _prepare_flow(self, support: Any, backend: Backend) -> PreparedFlow:
         model = self._model(backend.device)
         # the support's frame and network input once per flow, not at every solver step
@@ -947,6 +1005,9 @@ class LearnedFlowSampler(BaseFlowSampler):
         V : ndarray of shape (n, n_features)
             float32 when ``X`` and the support are float32, float64 otherwise.
         """
+        served = self._for_support(support)
+        if served is not self:
+            return served.velocity(X, t, support=support)
         model, backend, X, support, t = self._network_call(X, t, support)
         # huge inputs (e.g. 1e30) overflow inside the network: say so instead of NaN
         return check_finite_output(
@@ -968,6 +1029,9 @@ class LearnedFlowSampler(BaseFlowSampler):
             Rows are probability vectors over the support; compare them with
             ``NWFlowSampler.weights`` (e.g. :func:`skflow.metrics.nw_weight_correlation`).
         """
+        served = self._for_support(support)
+        if served is not self:
+            return served.attention_weights(X, t, support=support)
         model, backend, X, support, t = self._network_call(X, t, support)
         _, attn = self._predict(model, X, support, t, return_attention=True)
         dtype = backend.to_numpy(X[:0]).dtype  # the weights in the inputs' dtype

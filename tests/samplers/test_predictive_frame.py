@@ -12,7 +12,7 @@ from skflow import (
     LearnedFlowSampler,
 )
 from skflow.samplers._frame import into_frame, predictive_frame
-from skflow.samplers._meta_training import frame_support_sizes, predictive_frame_wins
+from skflow.samplers._meta_training import frame_support_sizes
 from skflow.tasks import HierarchicalTasks
 
 
@@ -200,7 +200,7 @@ def test_auto_frame_is_the_supports_without_held_out_classes(n_classes, params):
     X, y = fam.make_classes(n_classes, 20, random_state=0)
     est = LearnedFlowSampler(**TINY_FIT, max_iter=2, **params).fit(X, y)
     assert _frame_of(est) == "support" and est.normalize_ and est.model_.base == "nw"
-    assert est.frame_validation_mmd2_ is None
+    assert est.frame_validation_mmd2_ is None and est.frame_by_size_ is None
 
 
 def test_auto_frame_keeps_the_predictive_model_when_it_validates_better(classes):
@@ -210,9 +210,11 @@ def test_auto_frame_keeps_the_predictive_model_when_it_validates_better(classes)
     X, y = classes
     auto = LearnedFlowSampler(**TINY_FIT, max_iter=3).fit(X, y)
     scores = auto.frame_validation_mmd2_
-    assert set(scores) == {"predictive", "support"} and len(scores["support"]) == 3
-    assert predictive_frame_wins(np.array(scores["predictive"]), np.array(scores["support"]))
+    assert set(scores) == {"predictive", "support"} and len(scores["support"]) == 4
+    assert auto.frame_by_size_["frames"] == ["predictive"] * 4
+    assert np.all(np.array(scores["predictive"]) <= np.array(scores["support"]))
     assert _frame_of(auto) == "predictive" and auto.model_.base == "gaussian"
+    assert auto.support_frame_sampler_ is None
     pred = LearnedFlowSampler(**TINY_FIT, max_iter=3, normalize="predictive").fit(X, y)
     S = X[y == 3][:6]
     np.testing.assert_array_equal(
@@ -231,7 +233,8 @@ def test_auto_frame_keeps_the_support_model_when_it_validates_better():
     y = np.repeat(np.arange(12), 30)
     est = LearnedFlowSampler(**TINY_FIT, max_iter=3).fit(X, y)
     scores = est.frame_validation_mmd2_
-    assert not predictive_frame_wins(np.array(scores["predictive"]), np.array(scores["support"]))
+    assert np.all(np.array(scores["predictive"]) > np.array(scores["support"]))
+    assert est.frame_by_size_["frames"] == ["support"] * 4 and est.support_frame_sampler_ is None
     assert _frame_of(est) == "support" and est.model_.base == "nw" and est.normalize_
 
 
@@ -248,12 +251,3 @@ def test_auto_frame_warm_start_keeps_the_networks_frame(first, frame):
     second = 6 if first == 20 else 20
     est.fit(*fam.make_classes(second, 20, random_state=1))
     assert _frame_of(est) == frame and est.model_.base == ("gaussian" if first == 20 else "nw")
-
-
-def test_frame_choice_weighs_every_support_size_alike():
-    """The smallest size's MMD² is the largest: a plain mean would let it decide alone."""
-    predictive, support = np.array([0.10, 0.05, 0.03]), np.array([0.13, 0.04, 0.024])
-    assert predictive.mean() < support.mean()
-    assert not predictive_frame_wins(predictive, support)  # ratios 0.77, 1.25, 1.25
-    assert predictive_frame_wins(support, predictive)
-    assert predictive_frame_wins(np.zeros(3), np.full(3, 1e-5))  # both at the noise: a tie
