@@ -120,6 +120,11 @@ LEARNED_ARMS = {
 #: Wall-time cap of the ``prior_ft`` arm (one Torch thread: at most about as many CPU seconds).
 PRIOR_FT_SECONDS = 120.0
 DEFAULT_LEARNED = ("learned", "ctx_rotate", "ctx_no_aug", "ctx_recentre")
+# Learned arms of saved runs only (an arm renamed by ``--rename`` when its definition changed):
+# name -> what it was, for the tables that compare learned arms.
+SAVED_ONLY_ARMS = {
+    "learned_one_frame": "the former defaults: one frame for every support size",
+}
 BEGIN, END = "<!-- transfer:begin -->", "<!-- transfer:end -->"
 RESULTS = Path(__file__).resolve().parent / "results" / "transfer"
 #: The saved runs behind the tables of ``docs/transfer.md``, in the page's order
@@ -417,18 +422,24 @@ def ablation_table(runs: list[dict], base: str = "learned", only=None) -> str:
     ms = list(runs[0]["table"])
     head = "| arm | parameters | " + " | ".join(f"m={m}: median / quarter bw" for m in ms) + " |"
     lines = [head, "|" + "---|" * (2 + len(ms))]
-    for arm, params in LEARNED_ARMS.items():
+    for arm, params in (LEARNED_ARMS | SAVED_ONLY_ARMS).items():
         if arm == base or _pooled(runs, ms[0], arm, "mmd2_med") is None:
             continue
         if only is not None and arm not in only:
             continue
-        if base == "learned_pred" and params.get("normalize") != "predictive":
+        if base == "learned_pred" and (
+            isinstance(params, str) or params.get("normalize") != "predictive"
+        ):
             continue
         cells = [
             " / ".join(_cell(runs, m, arm, key, base)[1] for key in ("mmd2_med", "mmd2_q"))
             for m in ms
         ]
-        text = ", ".join(f"{k}={v!r}" for k, v in params.items()) or "defaults"
+        text = (
+            params
+            if isinstance(params, str)
+            else ", ".join(f"{k}={v!r}" for k, v in params.items()) or "defaults"
+        )
         lines.append(f"| {arm} | {text} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -438,7 +449,7 @@ def versus_best_table(runs: list[dict]) -> str:
     median bandwidth, paired interval; > 0: the learned arm wins)."""
     ms = list(runs[0]["table"])
     lines = ["| arm | " + " | ".join(f"m={m}" for m in ms) + " |", "|" + "---|" * (1 + len(ms))]
-    for arm in [*LEARNED_ARMS, "prior"]:
+    for arm in [*LEARNED_ARMS, *SAVED_ONLY_ARMS, "prior"]:
         if _pooled(runs, ms[0], arm, "mmd2_med") is None:
             continue
         cells = [_cell(runs, m, arm, "mmd2_med", "best_classical")[1] for m in ms]
