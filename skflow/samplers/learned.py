@@ -325,7 +325,9 @@ class LearnedFlowSampler(BaseFlowSampler):
         When ``frame_by_size_`` holds both frames: the model trained in each support's own
         frame (``normalize=True``), which serves the sizes where that frame won (this
         sampler, in the predictive frame, serves the others). None otherwise; a warm start
-        continues this sampler's network only and drops it.
+        continues this sampler's network only and drops it. Hooks on ``model_`` (e.g.
+        :class:`~skflow.inspection.AttentionRecorder`) see the calls of the sizes this
+        sampler serves; for the others, record ``support_frame_sampler_.model_``.
 
     See Also
     --------
