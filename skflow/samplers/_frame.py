@@ -23,6 +23,7 @@ __all__ = [
     "build_model",
     "into_frame",
     "is_task_source",
+    "log_spaced_sizes",
     "predictive_frame",
     "support_bounds",
     "task_frame",
@@ -69,6 +70,18 @@ def support_bounds(support_size: Any) -> tuple[int, int]:
         return lo, hi
     k = check_int(support_size, "support_size")
     return k, k
+
+
+def log_spaced_sizes(lo: int, hi: int, n_sizes: int) -> np.ndarray:
+    """Up to ``n_sizes`` support sizes from ``lo`` to ``hi``, evenly spaced on a log scale and
+    rounded: the sizes that validation and the frame choices look at.
+
+    Examples
+    --------
+    >>> log_spaced_sizes(2, 50, 4).tolist(), log_spaced_sizes(5, 5, 3).tolist()
+    ([2, 6, 17, 50], [5])
+    """
+    return np.unique(np.round(np.geomspace(lo, hi, n_sizes)).astype(int))
 
 
 def task_frame(supports: Any, fallback: float) -> tuple[Any, Any]:

@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from ._frame import log_spaced_sizes
+
 __all__ = [
     "FRAMES",
     "choice_support_sizes",
@@ -63,7 +65,7 @@ def choice_support_sizes(
     if class_sizes is not None:
         hi = max(min(lo, 2), min(hi, int(np.min(class_sizes)) // 2))
     lo = min(lo, hi)
-    return np.unique(np.round(np.geomspace(lo, hi, n_sizes)).astype(int))
+    return log_spaced_sizes(lo, hi, n_sizes)
 
 
 def fewshot_validation_mmd2(

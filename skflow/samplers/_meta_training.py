@@ -28,6 +28,7 @@ from ._frame import (
     build_model,
     into_frame,
     is_task_source,
+    log_spaced_sizes,
     predictive_frame,
     support_bounds,
     task_frame,
@@ -366,7 +367,7 @@ def validation_sizes(support_range: tuple[int, int], source: Any) -> np.ndarray:
     if class_sizes is not None:
         hi = max(1, min(hi, int(np.max(class_sizes)) - 2))
         lo = min(lo, hi)
-    return np.unique(np.round(np.geomspace(lo, hi, 3)).astype(int))
+    return log_spaced_sizes(lo, hi, 3)
 
 
 def frame_support_sizes(support_range: tuple[int, int], n_sizes: int = 5) -> list[int]:
@@ -389,7 +390,7 @@ def frame_support_sizes(support_range: tuple[int, int], n_sizes: int = 5) -> lis
     ([2, 4, 10, 22, 50], [10])
     """
     lo, hi = max(support_range[0], 2), max(support_range[1], 2)
-    return sorted({int(round(k)) for k in np.geomspace(lo, hi, n_sizes)})
+    return log_spaced_sizes(lo, hi, n_sizes).tolist()
 
 
 def resolve_options(
