@@ -39,7 +39,10 @@ augmentation; ``learned_abs``, no per-task frame; ``learned_pred``, ``normalize=
 the frame of the best Gaussian arm's predictive, ``pred_no_aug``, the same without the
 rotation in that frame, ``pred_recentre``, with recentring instead of the rotation, and
 ``pred_big``, with a wider and deeper network), ``prior_ft`` (the shipped prior fine-tuned on
-the training classes for at most 120 s) and, on the Gaussian hierarchical settings, the oracle
+the training classes with its card's recipe, a training budget of 120 s: with 10 classes or
+more split between the prior, continued, and a new predictive-frame model, chosen per support
+size as in ``learned``; ``prior_ft_support`` in runs saved before the card set
+``normalize="auto"``: the prior alone) and, on the Gaussian hierarchical settings, the oracle
 ``eb_true_T`` (empirical Bayes with the family's true between-class covariance: what
 estimating it from the training classes costs).
 
@@ -114,16 +117,21 @@ LEARNED_ARMS = {
     "pred_recentre": {"normalize": "predictive", "augment": "recentre"},  # ... new centres instead
     # ... with twice the width and one more layer (capacity)
     "pred_big": {"normalize": "predictive", "d_model": 128, "n_layers": 3},
-    # the shipped prior fine-tuned (its card's fine-tuning recipe) for at most PRIOR_FT_SECONDS
+    # the shipped prior fine-tuned (its card's fine-tuning recipe, normalize="auto") with a
+    # training budget of PRIOR_FT_SECONDS
     "prior_ft": {"from_pretrained": "general-16"},
+    # ... with the learning rate and warmup of a fit from scratch instead of the card's
+    "prior_ft_lr": {"from_pretrained": "general-16", "learning_rate": 1e-3, "warmup": 100},
 }
-#: Wall-time cap of the ``prior_ft`` arm (one Torch thread: at most about as many CPU seconds).
+#: ``max_time`` of the ``prior_ft`` arm: the training's wall-time budget, both models'
+#: with 10 classes or more (one Torch thread: at most about as many CPU seconds).
 PRIOR_FT_SECONDS = 120.0
 DEFAULT_LEARNED = ("learned", "ctx_rotate", "ctx_no_aug", "ctx_recentre")
 # Learned arms of saved runs only (an arm renamed by ``--rename`` when its definition changed):
 # name -> what it was, for the tables that compare learned arms.
 SAVED_ONLY_ARMS = {
     "learned_one_frame": "the former defaults: one frame for every support size",
+    "prior_ft_support": "the prior fine-tuned in its own frame only (the former card recipe)",
 }
 BEGIN, END = "<!-- transfer:begin -->", "<!-- transfer:end -->"
 RESULTS = Path(__file__).resolve().parent / "results" / "transfer"
@@ -243,12 +251,16 @@ def fit_learned(X, y, seed: int, max_time: float, **params) -> tuple[LearnedFlow
         model.set_params(max_time=min(max_time, PRIOR_FT_SECONDS), random_state=seed, **params)
     start = getattr(model, "n_iter_", 0)  # a prior's own training iterations
     model.fit(X, y)
+    # a network of each support's frame continues the prior's; a predictive-frame one is new
+    ran = {m: int(m.n_iter_ - (start if m.model_.base == "nw" else 0)) for m in _models(model)}
     record = {
-        "n_iter": int(model.n_iter_ - start),
+        "n_iter": ran[model],
         "wall_s": round(time.perf_counter() - wall, 1),
         "cpu_s": round(time.process_time() - cpu, 1),
         "params": params if prior is None else {"from_pretrained": prior, **params},
     }
+    if len(ran) > 1:  # the support-frame model of the sizes where that frame won
+        record["n_iter_support_frame"] = ran[model.support_frame_sampler_]
     scores = getattr(model, "frame_validation_mmd2_", None)
     if scores is not None:  # normalize="auto": both frames' validation MMD² per size
         record["frame_validation_mmd2"] = {k: [round(v, 5) for v in vs] for k, vs in scores.items()}
@@ -262,6 +274,12 @@ def fit_learned(X, y, seed: int, max_time: float, **params) -> tuple[LearnedFlow
         names = [type(e).__name__.replace("Sampler", "") for e in frame.best_estimators_]
         record["frame"] = dict(zip(map(str, frame.support_sizes_.tolist()), names, strict=True))
     return model, record
+
+
+def _models(model: LearnedFlowSampler) -> list[LearnedFlowSampler]:
+    """The fitted model and, when the frames differ between sizes, its support-frame model."""
+    other = getattr(model, "support_frame_sampler_", None)
+    return [model] if other is None else [model, other]
 
 
 def fixed_arms(X, y, seed: int, max_time: float, max_iter, records: dict, learned=()) -> dict:
@@ -361,7 +379,7 @@ ORDER = (
     "oracle", "bayes", "eb_true_T", "learned", "learned_one_frame", "learned_support",
     "learned_pred", "pred_no_aug",
     "pred_recentre", "pred_big", "ctx_rotate", "ctx_no_aug", "ctx_recentre", "learned_abs",
-    "prior", "prior_ft",
+    "prior", "prior_ft", "prior_ft_lr", "prior_ft_support",
     "best_classical", "emp_bayes", "emp_bayes_mom", "pooled",
     "ledoit_wolf", "gmm_bic", "plugin_tuned", "plugin",
 )  # fmt: skip
@@ -562,17 +580,19 @@ def section(runs: list[dict], title: str | None = None) -> str:
             ablation_table(runs) + "\n",
         ]
     variants = [a for a, p in LEARNED_ARMS.items() if p.get("normalize") == "predictive"]
-    if sum(_pooled(runs, "5", a, "mmd2_med") is not None for a in variants) > 1:
+    present = [a for a in variants if _pooled(runs, "5", a, "mmd2_med") is not None]
+    if "learned_pred" in present and len(present) > 1:  # the base and an arm against it
         parts += [
             "Ablation of the predictive frame: % lower MMD² than `learned_pred`, median / "
             "quarter bandwidth, paired interval over tasks:\n",
             ablation_table(runs, "learned_pred") + "\n",
         ]
-    if all(_pooled(runs, "5", a, "mmd2_med") is not None for a in ("learned_support", "prior_ft")):
+    support_ft = ("learned_support", "prior_ft_support")
+    if all(_pooled(runs, "5", a, "mmd2_med") is not None for a in support_ft):
         parts += [
-            "The fine-tuned prior against the same recipe trained from scratch "
-            "(`learned_support`, each support's own frame), median / quarter bandwidth:\n",
-            ablation_table(runs, "learned_support", only=("prior_ft",)) + "\n",
+            "The prior fine-tuned in its own frame only (the former recipe) against the same "
+            "frame trained from scratch (`learned_support`), median / quarter bandwidth:\n",
+            ablation_table(runs, "learned_support", only=support_ft[1:]) + "\n",
         ]
     parts += [
         "Memorisation ratio (median over tasks; about 1 = new points, near 0 = copies):\n",

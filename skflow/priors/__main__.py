@@ -3,7 +3,9 @@
 Examples: ``python -m skflow.priors general-16`` (the recipe's budget, about half an hour on
 one core), ``python -m skflow.priors general-16 --max-iter 500 --out /tmp/prior`` (a short
 run elsewhere), ``--resume`` to continue an interrupted run from its checkpoint,
-``--write-docs`` to rewrite ``docs/pretrained.md`` from the shipped model cards.
+``--write-docs`` to rewrite ``docs/pretrained.md`` from the shipped model cards,
+``--refresh-finetune`` to write a recipe's fine-tuning parameters into its shipped card (the
+weights untouched: they do not depend on them).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import argparse
 
 from .model_card import write_docs
 from .recipes import RECIPES
+from .store import update_finetune_params
 from .training import train_prior
 
 
@@ -26,7 +29,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--write-docs", action="store_true", help="write docs/pretrained.md from the cards"
     )
+    parser.add_argument(
+        "--refresh-finetune",
+        action="store_true",
+        help="write the recipe's fine-tuning parameters into its card (the shipped one, or "
+        "the one in --out), no training",
+    )
     args = parser.parse_args(argv)
+    if args.refresh_finetune:
+        if args.name is None:
+            parser.error("name the recipe whose card to refresh")
+        finetune = RECIPES[args.name]["finetune"]
+        print(f"wrote {update_finetune_params(args.name, finetune, args.out)}")
+        return 0
     if args.write_docs:
         print(f"wrote {write_docs()}")
         if args.name is None:

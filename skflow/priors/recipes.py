@@ -21,8 +21,9 @@ __all__ = ["RECIPES"]
 
 #: name -> {"description", "sampler" (LearnedFlowSampler params), "tasks" (PriorTasks
 #: params), "finetune" (the estimator parameters ``from_pretrained`` sets: a warm start with
-#: the few-shot defaults and a short, gentler schedule), "max_iter", "chunk" (iterations
-#: between checkpoints)}.
+#: the few-shot defaults and a short, gentler schedule; ``normalize="auto"``: with 10 classes
+#: or more the predictive frame is trained beside the prior and chosen per support size),
+#: "max_iter", "chunk" (iterations between checkpoints)}.
 RECIPES: dict[str, dict[str, Any]] = {
     "general-16": {
         "description": (
@@ -53,6 +54,7 @@ RECIPES: dict[str, dict[str, Any]] = {
         },
         "finetune": {
             "warm_start": True,
+            "normalize": "auto",
             "support_size": "auto",
             "augment": "auto",
             "validation_fraction": "auto",

@@ -28,6 +28,7 @@ __all__ = [
     "load_prior",
     "pretrained_cards",
     "read_prior",
+    "update_finetune_params",
     "write_prior",
 ]
 
@@ -220,5 +221,43 @@ def write_prior(
         "training": training,
     }
     path = folder / f"{name}.json"
+    path.write_text(json.dumps(card, indent=1, sort_keys=True) + "\n")
+    return path
+
+
+def update_finetune_params(
+    name: str, finetune_params: dict, folder: str | Path | None = None
+) -> Path:
+    """Rewrite the fine-tuning parameters of a stored model card, nothing else.
+
+    The weights, their hash and the training record do not depend on the parameters
+    :meth:`~skflow.LearnedFlowSampler.from_pretrained` sets for fine-tuning, so a changed
+    recipe (``RECIPES[name]["finetune"]``) reaches the card without retraining.
+
+    Parameters
+    ----------
+    name : str
+        File stem of the prior.
+    finetune_params : dict
+        The new fine-tuning parameters (e.g. ``RECIPES[name]["finetune"]``).
+    folder : str or Path, optional
+        Folder of the card (default: the shipped priors).
+
+    Returns
+    -------
+    card_path : Path
+
+    Examples
+    --------
+    >>> import shutil, tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     _ = shutil.copy(PRIORS_DIR / "general-16.json", folder)
+    ...     path = update_finetune_params("general-16", {"warm_start": True}, folder)
+    ...     json.loads(path.read_text())["finetune_params"]
+    {'warm_start': True}
+    """
+    path = Path(PRIORS_DIR if folder is None else folder) / f"{name}.json"
+    card = json.loads(path.read_text())
+    card["finetune_params"] = dict(finetune_params)
     path.write_text(json.dumps(card, indent=1, sort_keys=True) + "\n")
     return path

@@ -153,11 +153,15 @@ class WarmStart:
     state : dict or None
         :meth:`TrainingRun.warm_state` of the previous fit; None after unpickling (the
         weights continue with fresh generators and optimizer).
+    frame : {"support", "predictive", "none"}, default="support"
+        The frame the network was trained in (each support's own, a Gaussian predictive's,
+        or none): ``normalize="auto"`` continues it in that frame.
     """
 
     model: Any
     task_scale: float | None = None
     state: dict | None = None
+    frame: str = "support"
 
 
 def source_n_features(source: Any) -> int:
@@ -190,7 +194,7 @@ def training_tasks(
     X: Any,
     y: np.ndarray | None,
     rng: np.random.RandomState,
-    warm_base: str | None = None,
+    warm_frame: str | None = None,
 ) -> TrainingTasks:
     """The task sources of ``fit(X, y)``, ``fit(X)`` or ``fit(task_source)``.
 
@@ -204,9 +208,11 @@ def training_tasks(
     rng : numpy.random.RandomState
         The fit's random state: ``fit(X)`` draws its default support from it, ``fit(X, y)``
         the seed of its held-out classes or rows.
-    warm_base : {"nw", "gaussian"} or None, default=None
-        The ``base`` of the network a warm start continues: ``normalize="auto"`` keeps the
-        frame that network was trained in (``"gaussian"``: the predictive frame).
+    warm_frame : {"support", "predictive", "none"} or None, default=None
+        The frame of the network a warm start continues (:attr:`WarmStart.frame`):
+        ``normalize="auto"`` keeps it. With held-out classes, a network of each support's
+        own frame (a shipped prior) is continued and the predictive frame trained as the
+        ``alternative``.
 
     Returns
     -------
@@ -226,8 +232,8 @@ def training_tasks(
 
     if y is not None:
         seed = np.random.default_rng(rng.randint(2**31 - 1))
-        return _labelled_tasks(params, X, y, seed, warm_base)
-    options = resolve_options(params, labelled=False, sizes=None)
+        return _labelled_tasks(params, X, y, seed, warm_frame)
+    options = resolve_options(params, labelled=False, sizes=None, warm_frame=warm_frame)
     source, default = X, None
     if not is_task_source(X):  # fit(X): X is one task, split at random into support and targets
         source = SingleDatasetTasks(X)
@@ -253,7 +259,7 @@ def _labelled_tasks(
     X: np.ndarray,
     y: np.ndarray,
     rng: np.random.Generator,
-    warm_base: str | None = None,
+    warm_frame: str | None = None,
 ) -> TrainingTasks:
     """Training and validation :class:`~skflow.tasks.FewShotClassTasks` of ``fit(X, y)``.
 
@@ -262,7 +268,8 @@ def _labelled_tasks(
     what a user's test on new classes is. A float holds out that fraction of the rows of
     every class. ``normalize="auto"`` with classes held out resolves to the predictive frame
     and adds the same tasks in each support's own frame as ``alternative`` (the fit trains
-    both; a warm start keeps the frame of the network it continues, with no alternative);
+    both); a warm start keeps the frame of the network it continues, and one of each
+    support's own frame (a shipped prior) gets the predictive frame as ``alternative``;
     otherwise each support's own frame.
     """
     from ..tasks import FewShotClassTasks
@@ -287,18 +294,22 @@ def _labelled_tasks(
         validation = FewShotClassTasks(X[held], y[held])
     # the support range fits the rows the training tasks keep (held-out rows excepted)
     sizes = everything.class_sizes_ if held_classes is not None else train.class_sizes_
-    by_classes = held_classes is not None if warm_base is None else warm_base == "gaussian"
-    options = resolve_options(params, labelled=True, sizes=sizes, held_out_classes=by_classes)
-    frame, alternative = None, None
-    if options.predictive:
+    by_classes = held_classes is not None if warm_frame is None else warm_frame == "predictive"
+    options = resolve_options(
+        params, labelled=True, sizes=sizes, held_out_classes=by_classes, warm_frame=warm_frame
+    )
+    # "auto" with held-out classes trains the other frame too; the validation classes choose
+    other = _alternative_frame(params, options, held_classes is not None, warm_frame)
+    frame = None
+    if options.predictive or other == "predictive":
         seed = int(rng.integers(2**31 - 1))
         frame = fit_predictive_frame(X[~held], y[~held], options.support_range, seed)
-    if options.predictive and params.normalize == "auto" and warm_base is None:
-        # "auto" trains each support's own frame too; the validation classes choose
-        support = replace(options, predictive=False)
+    alternative = None
+    if other is not None:
+        alt = replace(options, predictive=other == "predictive")
         alternative = TrainingTasks(
-            _augmented(train, support), validation, support, labelled=True,
-            validation_classes=held_classes,
+            _augmented(train, alt), validation, alt, labelled=True,
+            validation_classes=held_classes, predictive_frame=frame if alt.predictive else None,
         )  # fmt: skip
     return TrainingTasks(
         _augmented(train, options),
@@ -306,9 +317,23 @@ def _labelled_tasks(
         options,
         labelled=True,
         validation_classes=held_classes,
-        predictive_frame=frame,
+        predictive_frame=frame if options.predictive else None,
         alternative=alternative,
     )
+
+
+def _alternative_frame(
+    params: TrainingParams, options: FitOptions, held_out_classes: bool, warm_frame: str | None
+) -> str | None:
+    """The frame ``normalize="auto"`` also trains (``"support"``, ``"predictive"``) or None:
+    with classes held out, the one the main run is not in; on a warm start only when it
+    continues a network of each support's own frame (the predictive one then starts as its
+    Gaussian), since a predictive-frame network continued has nothing to choose against."""
+    if params.normalize != "auto" or not held_out_classes or options.frame_context:
+        return None
+    if warm_frame is None:
+        return "support" if options.predictive else None
+    return "predictive" if warm_frame == "support" else None
 
 
 def fit_predictive_frame(
@@ -398,6 +423,7 @@ def resolve_options(
     labelled: bool,
     sizes: np.ndarray | None,
     held_out_classes: bool = False,
+    warm_frame: str | None = None,
 ) -> FitOptions:
     """The ``"auto"`` options of a fit.
 
@@ -419,6 +445,9 @@ def resolve_options(
         Whether validation holds out whole classes (``normalize="auto"`` then resolves to the
         predictive frame, unless ``frame_context``; :func:`training_tasks` adds each support's
         own frame as the alternative the fit also trains).
+    warm_frame : {"support", "predictive", "none"} or None, default=None
+        The frame of the network a warm start continues: ``normalize="auto"`` normalises
+        unless it is ``"none"``, whatever the data.
 
     Returns
     -------
@@ -459,7 +488,8 @@ def resolve_options(
     auto = params.augment == "auto"
     augment = ("rotate" if labelled else None) if auto else params.augment
     norm = params.normalize
-    normalize = bool(labelled) if norm == "auto" else bool(norm)
+    auto_normalize = bool(labelled) if warm_frame is None else warm_frame != "none"
+    normalize = auto_normalize if norm == "auto" else bool(norm)
     context = bool(params.frame_context)
     if predictive and context:
         raise ValueError(

@@ -50,11 +50,21 @@ from ._meta_training import (
 
 __all__ = ["LearnedFlowSampler"]
 
+
 # Queries per forward pass at inference, over all tasks of a batch (bounds the (n, width)
 # blocks): 256 tasks x 256 samples is one pass per stage. The (n, m) attention of a head is
 # also bounded: queries x support points x heads <= _INFERENCE_SCORES (64 MiB of float32).
 _INFERENCE_CHUNK = 65536
 _INFERENCE_SCORES = 2**24
+
+
+def _with_budget(params: TrainingParams, share: float, spent: float = 0.0) -> TrainingParams:
+    """``params`` with ``share`` of its ``max_time`` less ``spent`` seconds as the budget of
+    one training run (unchanged without ``max_time``)."""
+    if params.max_time is None:
+        return params
+    budget = max(share * float(params.max_time) - spent, 0.0)
+    return TrainingParams(**{**vars(params), "max_time": budget})
 
 
 def _check_normalize(value: Any, name: str) -> None:
@@ -122,7 +132,10 @@ class LearnedFlowSampler(BaseFlowSampler):
         with ``exact_head=True`` that is exactly the plug-in NW field.
     max_time : float, optional
         Wall-clock training budget in seconds; training stops at ``max_iter`` or ``max_time``,
-        whichever comes first. The learning-rate schedule follows the iterations only: a run
+        whichever comes first. It bounds the whole fit's training: when ``normalize="auto"``
+        trains two models, the first gets half and the second what the first left (the
+        validation that chooses between them comes on top). The learning-rate schedule
+        follows the iterations only: a run
         that reaches ``max_iter`` first is identical, bit for bit, to the same run without
         ``max_time``; a run stopped by the budget depends on the machine's speed and stops
         before the cosine has decayed to 0.
@@ -162,10 +175,13 @@ class LearnedFlowSampler(BaseFlowSampler):
         time doubles). Where the classes share a law of means and covariances the
         predictive frame wins at every size; where each class is a mixture of its own, the
         support's frame wins as the support grows (``docs/transfer.md``). When the sizes
-        disagree, the support-frame model is kept as ``support_frame_sampler_``. Otherwise True
-        for ``fit(X, y)`` (a warm start keeps the frame its network was trained in), False
-        for ``fit(X)`` and task sources (with False and ``exact_head=True`` the untrained
-        model is exactly :class:`~skflow.NWFlowSampler`).
+        disagree, the support-frame model is kept as ``support_frame_sampler_``. A warm start
+        keeps the frame its network was trained in; one of each support's own frame (e.g. a
+        shipped prior, whose card sets ``"auto"`` for fine-tuning) continued on 10 classes or
+        more is the support-frame model of that choice, beside a new predictive-frame one.
+        Otherwise True for ``fit(X, y)``, False for ``fit(X)`` and task sources (with False
+        and ``exact_head=True`` the untrained model is exactly :class:`~skflow.NWFlowSampler`),
+        and on a warm start whatever its network was trained with.
         ``"predictive"`` (``fit(X, y)`` only): the frame of each support is the Gaussian
         predictive law of the best Gaussian arm of :mod:`skflow.samplers.classical` (Ledoit-Wolf,
         pooled or empirical Bayes, chosen on class-grouped folds of the training classes at
@@ -219,7 +235,8 @@ class LearnedFlowSampler(BaseFlowSampler):
         If True and the estimator is fitted, ``fit`` continues training the fitted network
         for ``max_iter`` more iterations: from its last training weights, AdamW moments and
         EMA, with the task, noise and time streams continuing, without a second warmup;
-        ``n_iter_``, ``loss_curve_`` and ``training_time_`` accumulate. The data must have the
+        ``n_iter_``, ``loss_curve_`` and ``training_time_`` accumulate (of the continued
+        network: see ``normalize`` for the model trained beside it). The data must have the
         same number of features; the network's architecture parameters are ignored. A warm
         start after unpickling continues from ``model_``'s weights with a fresh optimizer.
     validation_fraction : float in [0, 1) or "auto", default="auto"
@@ -324,7 +341,8 @@ class LearnedFlowSampler(BaseFlowSampler):
     support_frame_sampler_ : LearnedFlowSampler or None
         When ``frame_by_size_`` holds both frames: the model trained in each support's own
         frame (``normalize=True``), which serves the sizes where that frame won (this
-        sampler, in the predictive frame, serves the others). None otherwise; a warm start
+        sampler, in the predictive frame, serves the others); after a warm start of a
+        support-frame network, that network continued. None otherwise; a warm start
         continues this sampler's network only and drops it. Hooks on ``model_`` (e.g.
         :class:`~skflow.inspection.AttentionRecorder`) see the calls of the sizes this
         sampler serves; for the others, record ``support_frame_sampler_.model_``.
@@ -485,8 +503,11 @@ class LearnedFlowSampler(BaseFlowSampler):
         sampler : LearnedFlowSampler
             Fitted, with per-task normalisation: ``sample(n, support=S)``, ``velocity``,
             ``attention_weights``, ``score`` and pickling work at once. Its parameters are
-            the card's fine-tuning parameters (``warm_start=True``): ``fit(X, y)`` or
-            ``fit(task_source)`` continues training the prior on your data.
+            the card's fine-tuning parameters (``warm_start=True``, ``normalize="auto"``):
+            ``fit(X, y)`` or ``fit(task_source)`` continues training the prior on your data;
+            with 10 classes or more, a predictive-frame model is trained beside it and the
+            held-out classes choose between the two per support size (``max_time``
+            split between them).
 
         Examples
         --------
@@ -638,14 +659,25 @@ class LearnedFlowSampler(BaseFlowSampler):
         """What ``fit`` continues with ``warm_start=True`` on a fitted estimator, else None."""
         if not (self.warm_start and hasattr(self, "model_")):
             return None
+        frame = "support" if getattr(self, "normalize_", True) else "none"
+        if self._has_predictive_frame():
+            frame = "predictive"
         return WarmStart(
-            self.model_, getattr(self, "task_scale_", None), getattr(self, "_warm", None)
+            self.model_, getattr(self, "task_scale_", None), getattr(self, "_warm", None), frame
         )
 
-    def _store(self, run: TrainingRun, result: Any, warm: bool, frames: dict | None = None) -> None:
+    def _store(
+        self,
+        run: TrainingRun,
+        result: Any,
+        warm: bool,
+        frames: dict | None = None,
+        prior: tuple | None = None,
+    ) -> None:
         """The fitted attributes of a training run (accumulated on a warm start), set by
         :func:`~skflow.samplers._fitted.restore` like those of a prior or a pickle;
-        ``frames``: the frame choice of ``normalize="auto"`` (:meth:`_choose_frames`)."""
+        ``frames``: the frame choice of ``normalize="auto"`` (:meth:`_choose_frames`);
+        ``prior``: the ``(name, width)`` of the shipped prior the fit started from."""
         frames = frames or {}
         tasks = run.tasks
         scores = result.validation_scores if run.validation is not None else None
@@ -675,7 +707,6 @@ class LearnedFlowSampler(BaseFlowSampler):
             fitted["training_time_"] += self.training_time_
             if scores is not None and self.validation_scores_ is not None:
                 fitted["validation_scores_"] = self.validation_scores_ + scores
-        prior = getattr(self, "_prior", None) if warm else None  # a fine-tuned prior
         config = {"network": dict(run.model.config), "fitted": fitted, "prior": prior}
         restore(self, config, run.model.state_dict())
         self._warm = run.warm_state(result)  # generators and optimizer: never pickled
@@ -705,42 +736,68 @@ class LearnedFlowSampler(BaseFlowSampler):
         # one thread on the CPU: the same seed gives the same model whatever the thread count
         with limit_threads(1) if device.split(":")[0] == "cpu" else contextlib.nullcontext():
             warm = self._warm_start()
-            base = None if warm is None else getattr(warm.model, "base", "nw")
-            tasks = training_tasks(params, X, y, rng, base)  # the "auto" options resolved
-            run = TrainingRun(params, tasks, self.n_features_in_, device, rng, warm)
-            trained, frames = (run, run.train()), None
-            if tasks.alternative is not None:
-                trained, frames = self._choose_frames(trained, tasks, params, device, rng)
-            self._store(*trained, warm is not None, frames)
+            frame = None if warm is None else warm.frame
+            tasks = training_tasks(params, X, y, rng, frame)  # the "auto" options resolved
+            two = tasks.alternative is not None  # then half of max_time for the first run
+            first = _with_budget(params, 0.5) if two else params
+            run = TrainingRun(first, tasks, self.n_features_in_, device, rng, warm)
+            trained, continued, frames = (run, run.train()), warm is not None, None
+            if two:
+                trained, continued, frames = self._choose_frames(
+                    trained, continued, tasks, params, device, rng
+                )
+            prior = getattr(self, "_prior", None) if warm is not None else None
+            self._store(*trained, continued, frames, prior)
         return self
 
-    def _choose_frames(self, trained: tuple, tasks: Any, params: Any, device: str, rng: Any):
-        """``normalize="auto"`` with held-out classes: train each support's own frame too
-        (``tasks.alternative``), score both models on the validation classes at a few
-        support sizes and choose a frame per size (:mod:`._frame_choice`). Returns the run
-        to store (the predictive one unless the support's frame wins at every size) and
-        ``{"scores", "choice", "other"}``: ``other`` is the support-frame model, fitted,
-        when the frames differ between sizes (else None)."""
-        second = TrainingRun(params, tasks.alternative, self.n_features_in_, device, rng)
-        candidates = dict(zip(FRAMES, (trained, (second, second.train())), strict=True))
+    def _choose_frames(
+        self, trained: tuple, continued: bool, tasks: Any, params: Any, device: str, rng: Any
+    ) -> tuple:
+        """``normalize="auto"`` with held-out classes: train the other frame too
+        (``tasks.alternative``: each support's own, or the predictive one when a warm start
+        continues a network of each support's own frame), score both models on the
+        validation classes at a few support sizes and choose a frame per size
+        (:mod:`._frame_choice`). ``continued``: whether ``trained`` continues this sampler's
+        network. Returns the run to store (the predictive one unless the support's frame wins
+        at every size), whether it is the continued one, and ``{"scores", "choice",
+        "other"}``: ``other`` is the support-frame model, fitted, when the frames differ
+        between sizes (else None). The second run gets what is left of ``max_time``."""
+        main = "predictive" if tasks.options.predictive else "support"
+        rest = _with_budget(params, 1.0, spent=trained[1].elapsed)
+        second = TrainingRun(rest, tasks.alternative, self.n_features_in_, device, rng)
+        other_frame = "support" if main == "predictive" else "predictive"
+        runs = {main: trained, other_frame: (second, second.train())}
         seed = int(rng.randint(2**31 - 1))  # the same tasks and noise for both
         sizes = choice_support_sizes(tasks.options.support_range, tasks.validation)
-        scores = {}
-        for name, (run, result) in candidates.items():
-            self._store(run, result, False)
-            scores[name] = fewshot_validation_mmd2(self, tasks.validation, sizes, seed).tolist()
+        models = {k: self._trained_copy(*runs[k], continued and k == main) for k in FRAMES}
+        scores = {
+            name: fewshot_validation_mmd2(models[name], tasks.validation, sizes, seed).tolist()
+            for name in FRAMES
+        }
         frames = frames_by_size(*(scores[k] for k in FRAMES))
+        kept = "support" if set(frames) == {"support"} else "predictive"
+        other = models["support"] if len(set(frames)) > 1 else None
         choice = {"sizes": sizes.tolist(), "frames": frames}
-        other = None
-        if len(set(frames)) > 1:  # the support's frame serves the sizes where it won
-            other = clone(self).set_params(normalize=True, warm_start=False)
-            other.n_features_in_ = self.n_features_in_
-            if hasattr(self, "feature_names_in_"):  # a DataFrame support is matched alike
-                other.feature_names_in_ = self.feature_names_in_
-            other._store(*candidates["support"], False)
-            del other._warm  # its training generators: no warm start continues it
-        kept = candidates["support" if set(frames) == {"support"} else "predictive"]
-        return kept, {"scores": scores, "choice": choice, "other": other}
+        frames = {"scores": scores, "choice": choice, "other": other}
+        return runs[kept], continued and kept == main, frames
+
+    def _trained_copy(self, run: TrainingRun, result: Any, continued: bool) -> LearnedFlowSampler:
+        """A new sampler with this one's parameters and the network of ``run`` (its frame in
+        ``normalize``), fitted, with no warm start to continue; ``continued``: ``run``
+        continued this sampler's network, whose training history (and prior) it extends."""
+        frame = "predictive" if run.tasks.options.predictive else True
+        copy = clone(self).set_params(normalize=frame, warm_start=False)
+        copy.n_features_in_ = self.n_features_in_
+        if hasattr(self, "feature_names_in_"):  # a DataFrame support is matched alike
+            copy.feature_names_in_ = self.feature_names_in_
+        history = ("n_iter_", "loss_curve_", "training_time_", "validation_scores_")
+        for name in history if continued else ():
+            setattr(copy, name, getattr(self, name))
+        copy._store(
+            run, result, continued, prior=getattr(self, "_prior", None) if continued else None
+        )
+        del copy._warm  # its training generators: no warm start continues it
+        return copy
 
     def _for_support(self, support: Any) -> LearnedFlowSampler:
         """The sampler that serves a support (m, d) or batch (B, m, d): this one, or, for

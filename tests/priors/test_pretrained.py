@@ -380,3 +380,27 @@ def test_former_pretrain_name_still_works(tmp_path, monkeypatch):
     monkeypatch.setattr(model_card, "DOCS_PAGE", tmp_path / "new.md")
     assert skflow.priors.__main__.main(["--write-docs"]) == 0
     assert (tmp_path / "old.md").read_text() == (tmp_path / "new.md").read_text()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_card_finetune_params_are_the_recipes(name):
+    """The card says what ``from_pretrained`` sets: the recipe's fine-tuning parameters
+    (``python -m skflow.priors NAME --refresh-finetune`` writes them after a change)."""
+    from skflow.priors import RECIPES
+
+    assert CARDS[name]["finetune_params"] == json.loads(json.dumps(RECIPES[name]["finetune"]))
+    assert LearnedFlowSampler.from_pretrained(name).normalize == "auto"
+
+
+def test_refresh_finetune_rewrites_only_the_cards_finetune_params(tmp_path, monkeypatch):
+    from skflow.priors import RECIPES
+    from skflow.priors.__main__ import main
+
+    card = json.loads((PRIORS_DIR / "general-16.json").read_text())
+    stale = {**card, "finetune_params": {"warm_start": True}}
+    (tmp_path / "general-16.json").write_text(json.dumps(stale))
+    monkeypatch.setitem(RECIPES["general-16"], "finetune", {"warm_start": True, "max_iter": 7})
+    assert main(["general-16", "--refresh-finetune", "--out", str(tmp_path)]) == 0
+    fresh = json.loads((tmp_path / "general-16.json").read_text())
+    assert fresh == {**card, "finetune_params": {"warm_start": True, "max_iter": 7}}
+    assert not list(tmp_path.glob("*.npz"))  # no weights written: nothing was trained

@@ -114,3 +114,22 @@ def test_docs_tables_are_written_from_the_saved_runs(bench, tmp_path):
     written = page.read_text()
     block = written[written.index(bench.BEGIN) :]
     assert block in bench.PAGE.read_text()
+
+
+def test_a_section_without_learned_pred_has_no_table_against_it(bench):
+    """Two predictive-frame variants but not ``learned_pred`` itself: the section is written
+    without the ablation table of the predictive frame (it has no base to compare with)."""
+    arms = {a: [1.0, 2.0] for a in ("plugin", "plugin_tuned", "best_classical")}
+    arms |= {"pred_no_aug": [0.5, 1.0], "pred_big": [0.4, 1.1]}
+    runs = [_run(s, arms, "A") for s in (0, 1)]
+    for run in runs:
+        run["meta"] |= {"max_time": 60.0, "machine": "2 cores"}
+        for m in run["table"]:
+            for arm in run["table"][m].values():
+                arm |= {k: list(arm["mmd2_med"]) for k in ("mmd2_q", "mmd2_2x", "copy")}
+    text = bench.section(runs)
+    assert "| pred_big |" in text and "than `learned_pred`" not in text
+    for run in runs:  # with it, the table is there
+        for m in run["table"]:
+            run["table"][m]["learned_pred"] = copy.deepcopy(run["table"][m]["pred_big"])
+    assert "than `learned_pred`" in bench.section(runs)

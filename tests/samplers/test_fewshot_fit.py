@@ -191,10 +191,14 @@ def test_progress_reports_an_early_stop(capsys):
     out = capsys.readouterr()
     text = out.out + out.err
     assert "stopped at iteration 55 of 100: no improvement" in text
-    LearnedFlowSampler(**TINY, max_iter=10**6, max_time=0.5, verbose=1, random_state=0).fit(X, y)
+    kw = dict(max_iter=10**6, verbose=1, random_state=0)
+    LearnedFlowSampler(**TINY, **kw, max_time=0.5, normalize=True).fit(X, y)
     out = capsys.readouterr()
     assert "max_time 0.5 s" in out.err  # the cap is in the bar
     assert "max_time reached (max_time=0.5 s)" in out.out + out.err
+    LearnedFlowSampler(**TINY, **kw, max_time=0.5).fit(X, y)  # two models: half each at most
+    out = capsys.readouterr()
+    assert "max_time 0.25 s" in out.err and "max_time 0.5 s" not in out.err
 
 
 def test_support_size_options_are_validated():

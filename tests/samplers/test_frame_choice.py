@@ -180,3 +180,85 @@ def test_a_dataframe_support_is_checked_by_name_at_every_size(two_cluster_classe
         np.testing.assert_array_equal(got, est.velocity(x.to_numpy(), 0.3, support=S))
         with pytest.raises(ValueError, match="same order"):
             est.velocity(x, 0.3, support=pd.DataFrame(S[:, ::-1], columns=["b", "a"]))
+
+
+def test_a_warm_start_of_a_support_frame_network_trains_the_predictive_frame_too(
+    two_cluster_classes,
+):
+    """A network of each support's own frame, continued on 10 classes or more: it keeps its
+    frame and its history (iterations accumulate), a predictive-frame model is trained from
+    the Gaussian beside it, and the validation classes choose per size."""
+    X, y = two_cluster_classes
+    est = LearnedFlowSampler(**TINY_FIT, max_iter=3, normalize=True, warm_start=True)
+    est.fit(X[y < 6], y[y < 6])  # 6 classes: no validation, the support's frame
+    first = {k: v.clone() for k, v in est.model_.state_dict().items()}
+    est.set_params(normalize="auto").fit(X, y)
+    assert set(est.frame_validation_mmd2_) == {"predictive", "support"}
+    assert est.frame_by_size_["frames"] == ["predictive", "predictive", "support", "support"]
+    assert est.model_.base == "gaussian" and est.n_iter_ == 3  # a new network
+    other = est.support_frame_sampler_
+    assert other.model_.base == "nw" and other.n_iter_ == 6 and len(other.loss_curve_) == 6
+    assert any(not np.array_equal(first[k], v) for k, v in other.model_.state_dict().items())
+    assert est.normalize == "auto" and other.normalize is True  # params; fitted: both frames
+
+
+def test_a_warm_start_kept_in_its_own_frame_continues_its_history(two_cluster_classes):
+    """Where the support's frame wins at every size, the continued network is the one kept,
+    with its iterations accumulated; a warm start of a predictive-frame network trains no
+    second model."""
+    rng = np.random.default_rng(0)  # far-apart tight clusters: a Gaussian fills the gap
+    centres, sides = 2.0 * rng.normal(size=(12, 1, 2)), rng.normal(size=(12, 1, 2))
+    sign = np.where(rng.random((12, 30, 1)) < 0.5, -1.0, 1.0)
+    X = (centres + 4.0 * sign * sides + 0.05 * rng.normal(size=(12, 30, 2))).reshape(-1, 2)
+    y = np.repeat(np.arange(12), 30)
+    est = LearnedFlowSampler(**TINY_FIT, max_iter=3, normalize=True, warm_start=True)
+    est.fit(X[y < 6], y[y < 6]).set_params(normalize="auto").fit(X, y)
+    assert est.frame_by_size_["frames"] == ["support"] * 4
+    assert est.model_.base == "nw" and est.n_iter_ == 6 and est.support_frame_sampler_ is None
+    pred = LearnedFlowSampler(**TINY_FIT, max_iter=3, normalize="predictive", warm_start=True)
+    pred.fit(*two_cluster_classes).set_params(normalize="auto").fit(*two_cluster_classes)
+    assert pred.frame_validation_mmd2_ is None and pred.n_iter_ == 6
+    assert pred.model_.base == "gaussian" and pred.support_frame_sampler_ is None
+
+
+def test_the_prior_fine_tuned_on_many_classes_chooses_its_frame_per_size(two_cluster_classes):
+    """``from_pretrained(...).fit(X, y)`` with the card's recipe (``normalize="auto"``): the
+    prior is continued in its frame beside a new predictive-frame model; the prior's name
+    and width stay with both, so a support of another width gets the prior's message."""
+    X, y = two_cluster_classes
+    prior = LearnedFlowSampler.from_pretrained("general-16", n_features=2)
+    n0 = prior.n_iter_
+    prior.set_params(max_iter=3, random_state=0).fit(X, y)
+    assert prior.frame_by_size_["frames"] == ["predictive", "support", "support", "support"]
+    other = prior.support_frame_sampler_
+    assert prior.model_.base == "gaussian" and prior.n_iter_ == 3
+    assert other.model_.base == "nw" and other.n_iter_ == n0 + 3
+    for model in (prior, other):
+        with pytest.raises(ValueError, match=r"from_pretrained\('general-16', n_features=3\)"):
+            model.sample(2, support=np.ones((5, 3)))
+    back = pickle.loads(pickle.dumps(prior))
+    with pytest.raises(ValueError, match=r"from_pretrained\('general-16', n_features=3\)"):
+        back.support_frame_sampler_.sample(2, support=np.ones((5, 3)))
+
+
+def test_max_time_is_the_budget_of_the_whole_fit(two_cluster_classes, monkeypatch):
+    """With two trainings the first gets half of ``max_time`` and the second what is left."""
+    from skflow.samplers import _meta_training
+    from skflow.samplers.learned import _with_budget
+
+    params = _meta_training.TrainingParams(**LearnedFlowSampler(max_time=10.0).get_params())
+    assert _with_budget(params, 0.5).max_time == 5.0 and params.max_time == 10.0
+    assert _with_budget(params, 1.0, spent=4.0).max_time == 6.0
+    assert _with_budget(params, 1.0, spent=12.0).max_time == 0.0
+    assert _with_budget(_meta_training.TrainingParams(max_time=None), 0.5).max_time is None
+    budgets, train = [], _meta_training.TrainingRun.train
+
+    def spy(run):
+        budgets.append(run.params.max_time)
+        result = train(run)
+        result.elapsed = 1.5  # the first run's seconds, as the second one's budget sees them
+        return result
+
+    monkeypatch.setattr(_meta_training.TrainingRun, "train", spy)
+    LearnedFlowSampler(**TINY_FIT, max_iter=2, max_time=10.0).fit(*two_cluster_classes)
+    assert budgets == [5.0, 8.5]

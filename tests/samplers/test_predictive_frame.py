@@ -241,13 +241,29 @@ def test_auto_frame_keeps_the_support_model_when_it_validates_better():
 @pytest.mark.parametrize("first, frame", [(20, "predictive"), (6, "support")])
 def test_auto_frame_warm_start_keeps_the_networks_frame(first, frame):
     """A warm start continues its network in the frame it was trained in, whatever the number
-    of classes of the new data."""
+    of classes of the new data (a support-frame network continued on 10 classes or more also
+    gets a predictive-frame model beside it: ``test_frame_choice.py``)."""
     fam = HierarchicalTasks(3, prior_cov=4.0, within_cov=0.25)
     kw = dict(d_model=8, n_layers=1, max_iter=2, batch_tasks=2, n_targets=4, random_state=0)
     est = LearnedFlowSampler(warm_start=True, **kw).fit(
         *fam.make_classes(first, 20, random_state=0)
     )
     assert _frame_of(est) == frame
-    second = 6 if first == 20 else 20
+    second = 6 if first == 20 else 8
     est.fit(*fam.make_classes(second, 20, random_state=1))
     assert _frame_of(est) == frame and est.model_.base == ("gaussian" if first == 20 else "nw")
+
+
+@pytest.mark.parametrize("normalize", [True, False])
+def test_auto_frame_warm_start_keeps_the_networks_normalisation(normalize):
+    """``normalize="auto"`` on a warm start normalises as the continued network was trained,
+    whether the new data are labelled or one data set (a network of each support's frame,
+    e.g. a shipped prior, fine-tuned on one data set stays in that frame)."""
+    fam = HierarchicalTasks(3, prior_cov=4.0, within_cov=0.25)
+    X, y = fam.make_classes(6, 20, random_state=0)
+    kw = dict(d_model=8, n_layers=1, max_iter=2, batch_tasks=2, n_targets=4, random_state=0)
+    est = LearnedFlowSampler(normalize=normalize, warm_start=True, support_size=5, **kw)
+    est.fit(X, y) if normalize else est.fit(X)
+    est.set_params(normalize="auto")  # alone: True for fit(X, y), False for fit(X)
+    est.fit(X) if normalize else est.fit(X, y)
+    assert est.normalize_ is normalize and est.n_iter_ == 4
