@@ -220,9 +220,7 @@ def write_prior(
         "n_parameters": int(sum(v.size for v in arrays.values())),
         "training": training,
     }
-    path = folder / f"{name}.json"
-    path.write_text(json.dumps(card, indent=1, sort_keys=True) + "\n")
-    return path
+    return _write_card(folder / f"{name}.json", card)
 
 
 def update_finetune_params(
@@ -259,5 +257,10 @@ def update_finetune_params(
     path = Path(PRIORS_DIR if folder is None else folder) / f"{name}.json"
     card = json.loads(path.read_text())
     card["finetune_params"] = dict(finetune_params)
+    return _write_card(path, card)
+
+
+def _write_card(path: Path, card: dict) -> Path:
+    """The one JSON layout of a model card (sorted keys: a diff shows what changed)."""
     path.write_text(json.dumps(card, indent=1, sort_keys=True) + "\n")
     return path

@@ -69,18 +69,6 @@ def test_frame_for_size_is_the_nearest_size_on_a_log_scale():
 
 
 @pytest.fixture(scope="module")
-def two_cluster_classes():
-    """12 classes, each two clusters along a direction of its own, means close together:
-    a fit that chooses the predictive frame at 2 rows and the support's from 20 on."""
-    rng = np.random.default_rng(3)
-    k, n = 12, 40
-    centres, sides = 0.5 * rng.normal(size=(k, 1, 2)), rng.normal(size=(k, 1, 2))
-    sign = np.where(rng.random((k, n, 1)) < 0.5, -1.0, 1.0)
-    X = (centres + 3.0 * sign * sides + 0.3 * rng.normal(size=(k, n, 2))).reshape(-1, 2)
-    return X, np.repeat(np.arange(k), n)
-
-
-@pytest.fixture(scope="module")
 def mixed(two_cluster_classes):
     return LearnedFlowSampler(**TINY_FIT, max_iter=3).fit(*two_cluster_classes)
 
@@ -202,15 +190,13 @@ def test_a_warm_start_of_a_support_frame_network_trains_the_predictive_frame_too
     assert est.normalize == "auto" and other.normalize is True  # params; fitted: both frames
 
 
-def test_a_warm_start_kept_in_its_own_frame_continues_its_history(two_cluster_classes):
+def test_a_warm_start_kept_in_its_own_frame_continues_its_history(
+    two_cluster_classes, far_cluster_classes
+):
     """Where the support's frame wins at every size, the continued network is the one kept,
     with its iterations accumulated; a warm start of a predictive-frame network trains no
     second model."""
-    rng = np.random.default_rng(0)  # far-apart tight clusters: a Gaussian fills the gap
-    centres, sides = 2.0 * rng.normal(size=(12, 1, 2)), rng.normal(size=(12, 1, 2))
-    sign = np.where(rng.random((12, 30, 1)) < 0.5, -1.0, 1.0)
-    X = (centres + 4.0 * sign * sides + 0.05 * rng.normal(size=(12, 30, 2))).reshape(-1, 2)
-    y = np.repeat(np.arange(12), 30)
+    X, y = far_cluster_classes
     est = LearnedFlowSampler(**TINY_FIT, max_iter=3, normalize=True, warm_start=True)
     est.fit(X[y < 6], y[y < 6]).set_params(normalize="auto").fit(X, y)
     assert est.frame_by_size_["frames"] == ["support"] * 4

@@ -223,14 +223,10 @@ def test_auto_frame_keeps_the_predictive_model_when_it_validates_better(classes)
     assert pred.frame_validation_mmd2_ is None
 
 
-def test_auto_frame_keeps_the_support_model_when_it_validates_better():
+def test_auto_frame_keeps_the_support_model_when_it_validates_better(far_cluster_classes):
     """Classes of two far-apart tight clusters: a Gaussian fills the gap between them, the
     support's own frame (its kernel estimate, barely trained) does not, and is kept."""
-    rng = np.random.default_rng(0)
-    centres, sides = 2.0 * rng.normal(size=(12, 1, 2)), rng.normal(size=(12, 1, 2))
-    sign = np.where(rng.random((12, 30, 1)) < 0.5, -1.0, 1.0)
-    X = (centres + 4.0 * sign * sides + 0.05 * rng.normal(size=(12, 30, 2))).reshape(-1, 2)
-    y = np.repeat(np.arange(12), 30)
+    X, y = far_cluster_classes
     est = LearnedFlowSampler(**TINY_FIT, max_iter=3).fit(X, y)
     scores = est.frame_validation_mmd2_
     assert np.all(np.array(scores["predictive"]) > np.array(scores["support"]))
