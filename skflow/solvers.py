@@ -53,6 +53,7 @@ __all__ = [
     "ButcherTableau",
     "ODESolution",
     "StepSizeError",
+    "evaluations_per_flow",
     "integrate",
 ]
 
@@ -456,6 +457,31 @@ def _tableau(method: Any) -> ButcherTableau:
     if tab.error is not None and not tab.fsal:
         raise ValueError(f"tableau {tab.name!r}: an adaptive tableau must be first-same-as-last.")
     return tab
+
+
+def evaluations_per_flow(method: str | ButcherTableau, n_steps: int) -> int:
+    """Evaluations of the field in a flow of ``n_steps`` steps of ``method``: ``n_steps``
+    times its stages; an adaptive method chooses its own steps, so for it this is the count
+    of ``n_steps`` accepted steps (its first-same-as-last stage shared).
+
+    Parameters
+    ----------
+    method : str or ButcherTableau
+        As in :func:`integrate`.
+    n_steps : int
+
+    Returns
+    -------
+    int
+
+    Examples
+    --------
+    >>> evaluations_per_flow("heun", 100), evaluations_per_flow("rk4", 10)
+    (200, 40)
+    """
+    tab = _tableau(method)
+    stages = len(tab.c) - (1 if tab.fsal else 0)
+    return int(n_steps) * stages
 
 
 def integrate(

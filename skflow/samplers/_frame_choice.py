@@ -13,6 +13,7 @@ rows uses the frame chosen at the nearest of those sizes (on a log scale), as
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -25,6 +26,7 @@ __all__ = [
     "frame_for_size",
     "frames_by_size",
     "fewshot_validation_mmd2",
+    "scoring_seconds",
 ]
 
 #: The two frames, in the order of ``frame_validation_mmd2_``.
@@ -117,6 +119,60 @@ def fewshot_validation_mmd2(
             scores.append(mmd2(g, ref, reference=ref))
         means.append(np.mean(scores))
     return np.asarray(means)
+
+
+def scoring_seconds(
+    model: Any, n_features: int, sizes: Any, n_evaluations: int, n_tasks: int = 32
+) -> float:
+    """Predicted wall time of :func:`fewshot_validation_mmd2` for one model, so that a
+    ``max_time`` can keep room for the choice.
+
+    Sampling a size's tasks is ``n_evaluations`` forward passes of the network on ``n_tasks``
+    supports and 128 queries each; one pass at the largest size is timed (the faster of two,
+    after a first call that warms up) and counted for every size (a smaller support costs no
+    more).
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        ``model(x (B, n, d), support (B, m, d), t)``, e.g. a
+        :class:`~skflow.nn.transformer.CrossAttentionVelocity`.
+    n_features : int
+        ``d`` of the data.
+    sizes : array-like of int
+        Support sizes (:func:`choice_support_sizes`).
+    n_evaluations : int
+        Network evaluations of one flow (:func:`skflow.solvers.evaluations_per_flow`).
+    n_tasks : int, default=32
+
+    Returns
+    -------
+    float
+        Seconds.
+
+    Examples
+    --------
+    >>> from skflow.nn.transformer import CrossAttentionVelocity
+    >>> net = CrossAttentionVelocity(n_features=2, d_model=8, n_heads=2, n_layers=1)
+    >>> 0.0 < scoring_seconds(net, 2, [2, 4], n_evaluations=10) < 10.0
+    True
+    """
+    import torch
+
+    param = next(model.parameters())
+    gen = torch.Generator().manual_seed(0)  # a local generator: the global seed is untouched
+    x = torch.randn(n_tasks, 128, n_features, generator=gen).to(param.device, param.dtype)
+    support = torch.randn(n_tasks, int(np.max(sizes)), n_features, generator=gen)
+    support = support.to(param.device, param.dtype)
+    seconds = []
+    with torch.no_grad():
+        for _ in range(3):
+            start = time.perf_counter()
+            model(x, support, 0.5)
+            if param.device.type == "cuda":  # the pass has run when the clock stops
+                torch.cuda.synchronize(param.device)
+            seconds.append(time.perf_counter() - start)
+    return min(seconds[1:]) * int(n_evaluations) * len(sizes)
 
 
 def frames_by_size(predictive: Any, support: Any) -> list[str]:

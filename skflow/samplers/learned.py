@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import time
 import warnings
 from typing import Any
 
@@ -25,6 +26,7 @@ from .._validation import (
     real,
     satisfies,
 )
+from ..solvers import evaluations_per_flow
 from ..threads import limit_threads
 from ._base import SAMPLER_CONSTRAINTS, Backend, BaseFlowSampler, PreparedFlow, check_path
 from ._batch import check_support_batch, is_support_list
@@ -39,6 +41,7 @@ from ._frame_choice import (
     fewshot_validation_mmd2,
     frame_for_size,
     frames_by_size,
+    scoring_seconds,
 )
 from ._meta_training import (
     TrainingParams,
@@ -58,12 +61,15 @@ _INFERENCE_CHUNK = 65536
 _INFERENCE_SCORES = 2**24
 
 
-def _with_budget(params: TrainingParams, share: float, spent: float = 0.0) -> TrainingParams:
-    """``params`` with ``share`` of its ``max_time`` less ``spent`` seconds as the budget of
-    one training run (unchanged without ``max_time``)."""
+def _with_budget(
+    params: TrainingParams, share: float, spent: float = 0.0, reserve: float = 0.0
+) -> TrainingParams:
+    """``params`` with ``share`` of what is left of its ``max_time`` after ``spent`` seconds
+    of the fit and ``reserve`` seconds kept for the frame choice, as the budget of one
+    training run (unchanged without ``max_time``)."""
     if params.max_time is None:
         return params
-    budget = max(share * float(params.max_time) - spent, 0.0)
+    budget = share * max(float(params.max_time) - spent - reserve, 0.0)
     return TrainingParams(**{**vars(params), "max_time": budget})
 
 
@@ -131,10 +137,13 @@ class LearnedFlowSampler(BaseFlowSampler):
         Training iterations (one batch of tasks each). ``0`` leaves the network untrained:
         with ``exact_head=True`` that is exactly the plug-in NW field.
     max_time : float, optional
-        Wall-clock training budget in seconds; training stops at ``max_iter`` or ``max_time``,
-        whichever comes first. It bounds the whole fit's training: when ``normalize="auto"``
-        trains two models, the first gets half and the second what the first left (the
-        validation that chooses between them comes on top). The learning-rate schedule
+        Wall-clock budget of the whole fit in seconds; training stops at ``max_iter`` or
+        when its share of ``max_time`` is spent, whichever comes first. The share is what the
+        fit's preparation (the tasks, the network, a predictive frame's selection) left; when
+        ``normalize="auto"`` trains two models, the time that scoring both will take is kept
+        for the choice between them (predicted from a timed forward pass of the network), the
+        first training gets half of the rest and the second what the first left. The
+        learning-rate schedule
         follows the iterations only: a run
         that reaches ``max_iter`` first is identical, bit for bit, to the same run without
         ``max_time``; a run stopped by the budget depends on the machine's speed and stops
@@ -728,6 +737,7 @@ class LearnedFlowSampler(BaseFlowSampler):
         -------
         self : LearnedFlowSampler
         """
+        start = time.perf_counter()  # max_time bounds the whole fit
         self._validate_params()
         device = self._train_device()
         rng = check_random_state(self.random_state)
@@ -738,20 +748,23 @@ class LearnedFlowSampler(BaseFlowSampler):
             warm = self._warm_start()
             frame = None if warm is None else warm.frame
             tasks = training_tasks(params, X, y, rng, frame)  # the "auto" options resolved
-            two = tasks.alternative is not None  # then half of max_time for the first run
-            first = _with_budget(params, 0.5) if two else params
-            run = TrainingRun(first, tasks, self.n_features_in_, device, rng, warm)
+            run = TrainingRun(params, tasks, self.n_features_in_, device, rng, warm)
+            two = tasks.alternative is not None  # then two runs and the choice share max_time
+            reserve = self._choice_seconds(run) if two else 0.0
+            spent = time.perf_counter() - start
+            run.params = _with_budget(params, 0.5 if two else 1.0, spent, reserve)
             trained, continued, frames = (run, run.train()), warm is not None, None
             if two:
+                rest = _with_budget(params, 1.0, time.perf_counter() - start, reserve)
                 trained, continued, frames = self._choose_frames(
-                    trained, continued, tasks, params, device, rng
+                    trained, continued, tasks, rest, device, rng
                 )
             prior = getattr(self, "_prior", None) if warm is not None else None
             self._store(*trained, continued, frames, prior)
         return self
 
     def _choose_frames(
-        self, trained: tuple, continued: bool, tasks: Any, params: Any, device: str, rng: Any
+        self, trained: tuple, continued: bool, tasks: Any, rest: Any, device: str, rng: Any
     ) -> tuple:
         """``normalize="auto"`` with held-out classes: train the other frame too
         (``tasks.alternative``: each support's own, or the predictive one when a warm start
@@ -761,9 +774,8 @@ class LearnedFlowSampler(BaseFlowSampler):
         network. Returns the run to store (the predictive one unless the support's frame wins
         at every size), whether it is the continued one, and ``{"scores", "choice",
         "other"}``: ``other`` is the support-frame model, fitted, when the frames differ
-        between sizes (else None). The second run gets what is left of ``max_time``."""
+        between sizes (else None). ``rest``: the second run's parameters (its budget)."""
         main = "predictive" if tasks.options.predictive else "support"
-        rest = _with_budget(params, 1.0, spent=trained[1].elapsed)
         second = TrainingRun(rest, tasks.alternative, self.n_features_in_, device, rng)
         other_frame = "support" if main == "predictive" else "predictive"
         runs = {main: trained, other_frame: (second, second.train())}
@@ -780,6 +792,17 @@ class LearnedFlowSampler(BaseFlowSampler):
         choice = {"sizes": sizes.tolist(), "frames": frames}
         frames = {"scores": scores, "choice": choice, "other": other}
         return runs[kept], continued and kept == main, frames
+
+    def _choice_seconds(self, run: TrainingRun) -> float:
+        """With ``max_time``: the predicted seconds of scoring both models for the frame
+        choice (:func:`._frame_choice.scoring_seconds` on ``run``'s network, before its
+        training), which the two trainings leave to it; 0 without ``max_time`` (no timing:
+        the fit stays the same on any machine)."""
+        if self.max_time is None:
+            return 0.0
+        sizes = choice_support_sizes(run.tasks.options.support_range, run.tasks.validation)
+        flow = evaluations_per_flow(self.solver, self.n_steps)
+        return len(FRAMES) * scoring_seconds(run.model, self.n_features_in_, sizes, flow)
 
     def _trained_copy(self, run: TrainingRun, result: Any, continued: bool) -> LearnedFlowSampler:
         """A new sampler with this one's parameters and the network of ``run`` (its frame in

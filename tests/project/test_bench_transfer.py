@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 
+import numpy as np
 import pytest
 
 
@@ -133,3 +134,19 @@ def test_a_section_without_learned_pred_has_no_table_against_it(bench):
         for m in run["table"]:
             run["table"][m]["learned_pred"] = copy.deepcopy(run["table"][m]["pred_big"])
     assert "than `learned_pred`" in bench.section(runs)
+
+
+def test_bayes_est_is_the_student_t_predictive_with_the_estimated_hyperparameters(bench):
+    """``bayes_est``: the family's form (Student-t rows, its ``df``), ``mu_0`` and ``T`` as
+    empirical Bayes estimates them, and the scale ``W`` from the pooled covariance, which is
+    ``W df / (df - 2)`` for Student-t rows: with the true moments it is the family itself."""
+    family = bench.family("student_t")
+    scale = family.df / (family.df - 2.0)
+    eb = type("Fitted", (), {})()  # what the arm reads of a fitted EmpiricalBayesGaussianSampler
+    eb.prior_mean_ = np.zeros(bench.D)
+    eb.prior_covariance_ = family.prior_cov
+    eb.within_covariance_ = family.within_cov * scale
+    arm = bench.estimated_family_arm(family, eb)
+    assert arm.within == "student_t" and arm.df == family.df
+    np.testing.assert_allclose(arm.within_cov, family.within_cov)
+    np.testing.assert_allclose(arm.prior_cov, family.prior_cov)

@@ -228,23 +228,89 @@ def test_the_prior_fine_tuned_on_many_classes_chooses_its_frame_per_size(two_clu
 
 
 def test_max_time_is_the_budget_of_the_whole_fit(two_cluster_classes, monkeypatch):
-    """With two trainings the first gets half of ``max_time`` and the second what is left."""
+    """With two trainings the choice's predicted time is kept, the first run gets half of
+    the rest and the second what the first left; the preparation counts too."""
     from skflow.samplers import _meta_training
     from skflow.samplers.learned import _with_budget
 
     params = _meta_training.TrainingParams(**LearnedFlowSampler(max_time=10.0).get_params())
     assert _with_budget(params, 0.5).max_time == 5.0 and params.max_time == 10.0
+    assert _with_budget(params, 0.5, spent=1.0, reserve=3.0).max_time == 3.0
     assert _with_budget(params, 1.0, spent=4.0).max_time == 6.0
-    assert _with_budget(params, 1.0, spent=12.0).max_time == 0.0
+    assert _with_budget(params, 1.0, spent=8.0, reserve=3.0).max_time == 0.0
     assert _with_budget(_meta_training.TrainingParams(max_time=None), 0.5).max_time is None
     budgets, train = [], _meta_training.TrainingRun.train
+    reserves, runs = [], []
+    choice = LearnedFlowSampler._choice_seconds
+
+    def spy_choice(self, run):
+        reserves.append(choice(self, run))
+        runs.append(run)
+        return 4.0  # the choice's seconds, as the budgets see them
 
     def spy(run):
         budgets.append(run.params.max_time)
-        result = train(run)
-        result.elapsed = 1.5  # the first run's seconds, as the second one's budget sees them
-        return result
+        return train(run)
 
+    monkeypatch.setattr(LearnedFlowSampler, "_choice_seconds", spy_choice)
     monkeypatch.setattr(_meta_training.TrainingRun, "train", spy)
     LearnedFlowSampler(**TINY_FIT, max_iter=2, max_time=10.0).fit(*two_cluster_classes)
-    assert budgets == [5.0, 8.5]
+    assert reserves[0] > 0.0  # timed: 2 models x 4 sizes x 200 evaluations of a forward pass
+    # half of 10 - 4 less the preparation; the second: what the (short) first run left
+    assert 2.0 < budgets[0] <= 3.0 < budgets[1] <= 6.0
+    reserves.clear()
+    LearnedFlowSampler(**TINY_FIT, max_iter=2).fit(*two_cluster_classes)
+    assert reserves == [0.0] and budgets[-2:] == [None, None]  # no budget, no clock
+
+
+class _Clock:
+    """A clock that advances one second at every reading."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def perf_counter(self):
+        self.now += 1.0
+        return self.now
+
+
+def test_the_choice_keeps_a_flow_of_each_model_at_every_size(two_cluster_classes, monkeypatch):
+    """The predicted seconds of the choice: one timed forward pass, times the solver's
+    evaluations of a flow, the number of sizes and the two models (a clock of one second per
+    reading makes every pass last one second)."""
+    from skflow.samplers import _frame_choice
+    from skflow.samplers._frame_choice import choice_support_sizes
+    from skflow.solvers import evaluations_per_flow
+
+    runs, choice = [], LearnedFlowSampler._choice_seconds
+
+    def spy(self, run):
+        runs.append(run)
+        return choice(self, run)
+
+    monkeypatch.setattr(LearnedFlowSampler, "_choice_seconds", spy)
+    est = LearnedFlowSampler(**TINY_FIT, max_iter=1, max_time=60.0, solver="rk4", n_steps=7)
+    est.fit(*two_cluster_classes)
+    monkeypatch.setattr(_frame_choice, "time", _Clock())
+    sizes = choice_support_sizes(runs[0].tasks.options.support_range, runs[0].tasks.validation)
+    expected = 2 * len(sizes) * evaluations_per_flow("rk4", 7)
+    assert len(sizes) == 4 and choice(est, runs[0]) == expected == 2 * 4 * 28
+
+
+def test_scoring_seconds_times_the_network_without_touching_it_or_the_global_seed():
+    """The prediction runs the network without gradients or state changes and draws its
+    inputs from a local generator."""
+    import torch
+
+    from skflow.nn.transformer import CrossAttentionVelocity
+    from skflow.samplers._frame_choice import scoring_seconds
+
+    net = CrossAttentionVelocity(n_features=3, d_model=8, n_heads=2, n_layers=1)
+    before = {k: v.clone() for k, v in net.state_dict().items()}
+    torch.manual_seed(7)
+    expected = torch.rand(3)
+    torch.manual_seed(7)
+    seconds = scoring_seconds(net, 2, [2, 5, 9], n_evaluations=4, n_tasks=3)
+    assert torch.equal(torch.rand(3), expected)
+    assert seconds > 0.0 and all(p.grad is None for p in net.parameters())
+    assert all(torch.equal(v, before[k]) for k, v in net.state_dict().items())

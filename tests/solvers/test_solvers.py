@@ -26,6 +26,7 @@ from skflow.solvers import (
     TABLEAUS,
     ButcherTableau,
     StepSizeError,
+    evaluations_per_flow,
     integrate,
 )
 
@@ -474,3 +475,18 @@ def test_dopri5_step_counts_add_up_per_row():
     assert sum(rows[2:]) == 6 * row_steps
     # the stiffest row needs more steps than the non-stiff one, which finishes early
     assert rows[-1] < 6 and sol.n_accepted > 6 * 5
+
+
+@pytest.mark.parametrize("method", FIXED_STEP_METHODS)
+def test_evaluations_per_flow_counts_a_fixed_step_flow(method):
+    """The count is what a flow of ``n_steps`` steps evaluates (``ODESolution.n_evals``)."""
+    sol = integrate(decay, np.ones((3, 2)), np.linspace(0.0, 1.0, 8), method=method)
+    assert evaluations_per_flow(method, 7) == sol.n_evals
+    assert evaluations_per_flow(TABLEAUS[method], 7) == sol.n_evals
+
+
+def test_evaluations_per_flow_of_dopri5_counts_accepted_steps():
+    """Six evaluations per step (the seventh stage is the next step's first)."""
+    assert evaluations_per_flow("dopri5", 10) == 60
+    with pytest.raises(ValueError, match="Unknown solver"):
+        evaluations_per_flow("rk45", 10)
