@@ -357,7 +357,7 @@ class _Trainer:
         if self.cfg.verbose:
             bar.write(
                 f"training stopped at iteration {result.n_iter} of {self.cfg.max_iter}: {why}"
-                + (f" (max_time={self.cfg.max_time:g} s)" if why.startswith("max_time") else "")
+                + (f" (max_time={self.cfg.max_time:.3g} s)" if why.startswith("max_time") else "")
             )
 
     def _initial_check(self) -> None:
@@ -427,7 +427,7 @@ def _progress_bar(
     from tqdm.auto import tqdm
 
     def bar(total):
-        desc = "training" if max_time is None else f"training (max_time {max_time:g} s)"
+        desc = "training" if max_time is None else f"training (max_time {max_time:.3g} s)"
         return tqdm(total=total, desc=desc, unit="it", leave=False)
 
     return bar
