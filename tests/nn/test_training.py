@@ -314,3 +314,20 @@ def test_score_initial_keeps_the_untrained_weights_when_training_only_hurts(scor
     assert kept == score_initial
     assert (result.best_iter == 0) == score_initial
     assert result.best_validation_score == max(result.validation_scores)
+
+
+def test_the_progress_bar_names_the_training_cap():
+    """A training with a wall-clock cap names it in the bar, to 3 significant digits (the
+    cap of one training is often a share of ``max_time``, e.g. 0.491836 s)."""
+    from skflow.nn.training import _progress_bar
+
+    bar = _progress_bar(1, None, 0.491836)(10)
+    try:
+        assert bar.desc.startswith("training (max_time 0.492 s)")
+    finally:
+        bar.close()
+    plain = _progress_bar(1, None)(10)
+    try:
+        assert plain.desc.startswith("training") and "max_time" not in plain.desc
+    finally:
+        plain.close()
