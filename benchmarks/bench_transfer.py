@@ -125,8 +125,8 @@ LEARNED_ARMS = {
     # the shipped prior fine-tuned (its card's fine-tuning recipe, normalize="auto") with a
     # budget of PRIOR_FT_SECONDS for the whole fit
     "prior_ft": {"from_pretrained": "general-16"},
-    # ... with the learning rate and warmup of a fit from scratch instead of the card's
-    "prior_ft_lr": {"from_pretrained": "general-16", "learning_rate": 1e-3, "warmup": 100},
+    # ... with the card's former, gentler schedule (the card now sets a fit's own 1e-3, 100)
+    "prior_ft_gentle": {"from_pretrained": "general-16", "learning_rate": 3e-4, "warmup": 0},
 }
 #: ``max_time`` of the ``prior_ft`` arm: the whole fit's wall-time budget (with 10 classes or
 #: more both trainings and the choice between them; one Torch thread: at most about as many
@@ -139,9 +139,14 @@ SAVED_ONLY_ARMS = {
     "learned_one_frame": "the former defaults: one frame for every support size",
     "prior_ft_support": "the prior fine-tuned in its own frame only (the former card recipe)",
     "prior_ft_choice_extra": (
-        "prior_ft with the former budget: 120 s of training, the choice on top"
+        "the former card schedule (learning_rate=3e-4, warmup=0) with the former budget: "
+        "120 s of training, the choice on top"
     ),
-    "prior_ft_lr_choice_extra": "prior_ft_lr with the former budget (the choice on top)",
+    "prior_ft_lr_choice_extra": (
+        "the card's schedule (learning_rate=1e-3, warmup=100) with the former budget"
+    ),
+    # runs saved while the card set learning_rate=3e-4, warmup=0 and prior_ft_lr was this one
+    "prior_ft_lr": "the card's schedule before the card set it (learning_rate=1e-3, warmup=100)",
 }
 BEGIN, END = "<!-- transfer:begin -->", "<!-- transfer:end -->"
 RESULTS = Path(__file__).resolve().parent / "results" / "transfer"
@@ -406,8 +411,8 @@ ORDER = (
     "oracle", "bayes", "eb_true_T", "bayes_est", "learned", "learned_one_frame", "learned_support",
     "learned_pred", "pred_no_aug",
     "pred_recentre", "pred_big", "ctx_rotate", "ctx_no_aug", "ctx_recentre", "learned_abs",
-    "prior", "prior_ft", "prior_ft_lr", "prior_ft_choice_extra", "prior_ft_lr_choice_extra",
-    "prior_ft_support",
+    "prior", "prior_ft", "prior_ft_gentle", "prior_ft_lr", "prior_ft_choice_extra",
+    "prior_ft_lr_choice_extra", "prior_ft_support",
     "best_classical", "emp_bayes", "emp_bayes_mom", "pooled",
     "ledoit_wolf", "gmm_bic", "plugin_tuned", "plugin",
 )  # fmt: skip
@@ -642,24 +647,33 @@ def _run_commands(runs: list[dict]) -> list[str]:
     return list(dict.fromkeys(c for run in runs for c in _commands(run)))
 
 
+def _renames(meta: dict) -> list[list[str]]:
+    """The renamings of a run, oldest first, as ``[old, new]`` pairs (runs saved before an arm
+    could be renamed twice hold a ``{old: new}`` dict)."""
+    renamed = meta.get("renamed") or []
+    return [list(p) for p in (renamed.items() if isinstance(renamed, dict) else renamed)]
+
+
 def _renamed_text(meta: dict) -> str:
-    renamed = meta.get("renamed") or {}
+    renamed = _renames(meta)
     if not renamed:
         return ""
-    pairs = ", ".join(f"`{old}` as `{new}`" for old, new in renamed.items())
+    pairs = ", ".join(f"`{old}` as `{new}`" for old, new in renamed)
     return f" Arms saved under another name (`--rename`, their definition changed since): {pairs}."
 
 
 def rename_arms(runs: list[dict], mapping: dict[str, str]) -> list[dict]:
-    """The runs with arms renamed (``{old: new}``): scores, training records (``"old"`` and
-    ``"old (digit c)"``) and ``meta["renamed"]``. An arm saved under a name whose definition
-    changed since keeps its scores under the name of what it was.
+    """The runs with arms renamed (``{old: new}``, all at once: two arms may swap names, or
+    one take the name another gives up): scores, training records (``"old"`` and
+    ``"old (digit c)"``) and ``meta["renamed"]`` (``[old, new]`` pairs appended: a name
+    renamed twice keeps both). An arm saved under a name whose definition changed since keeps
+    its scores under the name of what it was.
 
     >>> run = {"table": {"5": {"learned": [1]}}, "records": {"learned (digit 0)": {}},
     ...        "meta": {"command": "c"}}
     >>> out = rename_arms([run], {"learned": "learned_support"})[0]
     >>> list(out["table"]["5"]), list(out["records"]), out["meta"]["renamed"]
-    (['learned_support'], ['learned_support (digit 0)'], {'learned': 'learned_support'})
+    (['learned_support'], ['learned_support (digit 0)'], [['learned', 'learned_support']])
     """
 
     def new_key(key: str) -> str:
@@ -671,11 +685,11 @@ def rename_arms(runs: list[dict], mapping: dict[str, str]) -> list[dict]:
     out = []
     for run in runs:
         for old, new in mapping.items():
-            if any(new in arms for arms in run["table"].values()):
+            if new not in mapping and any(new in arms for arms in run["table"].values()):
                 raise ValueError(f"{run['setting']}: arm {new} exists; cannot rename {old} to it")
         table = {m: {new_key(a): v for a, v in arms.items()} for m, arms in run["table"].items()}
         records = {new_key(k): v for k, v in run["records"].items()}
-        renamed = (run["meta"].get("renamed") or {}) | mapping
+        renamed = _renames(run["meta"]) + [[old, new] for old, new in mapping.items()]
         meta = run["meta"] | {"renamed": renamed}
         out.append({**run, "table": table, "records": records, "meta": meta})
     return out

@@ -194,6 +194,9 @@ class _Trainer:
         self.result = TrainingResult()
         self.best_score, self.best_state, self.n_bad = -math.inf, None, 0
         self.window: list[float] = []
+        # seconds of the last validation run: a run stopped by max_time scores its final
+        # weights once more, so the loop stops that much before the budget
+        self.check_seconds = 0.0
 
     def _tensor(self, a) -> torch.Tensor:
         return torch.as_tensor(np.asarray(a, dtype=np.float32), device=self.device)
@@ -220,7 +223,8 @@ class _Trainer:
 
     def validation_loss(self) -> float:
         """Conditional flow-matching loss of the weights used for sampling (EMA if any),
-        averaged over the validation batches."""
+        averaged over the validation batches (its duration kept in ``check_seconds``)."""
+        began = time.perf_counter()
         self.model.eval()
         if self.ema is not None:
             self.ema.swap()
@@ -232,6 +236,7 @@ class _Trainer:
         if self.ema is not None:
             self.ema.swap()
         self.model.train()
+        self.check_seconds = time.perf_counter() - began
         return float(loss)
 
     def _autocast(self):
@@ -321,11 +326,17 @@ class _Trainer:
             self.best_state, self.result.best_iter = None, self.result.n_iter
             self.result.best_validation_score = score
 
-    def _loop(self, bar) -> None:
+    def _out_of_time(self, start: float) -> bool:
+        """Whether the budget is spent, counting the final check a stop would run."""
+        if self.cfg.max_time is None:
+            return False
+        final = self.check_seconds if self.val is not None else 0.0
+        return time.perf_counter() - start + final >= self.cfg.max_time
+
+    def _loop(self, bar, start: float) -> None:
         cfg, result = self.cfg, self.result
-        start = time.perf_counter()
         for it in range(cfg.max_iter):
-            if cfg.max_time is not None and time.perf_counter() - start >= cfg.max_time:
+            if self._out_of_time(start):
                 result.stop_reason = "max_time"
                 break
             value = self.step(it)
@@ -369,11 +380,12 @@ class _Trainer:
         self.result.best_iter, self.result.best_validation_score = 0, score
 
     def run(self, progress_bar) -> TrainingResult:
+        start = time.perf_counter()  # max_time counts the initial check too
         if self.cfg.score_initial and self.val is not None:
             self._initial_check()
         self.model.train()
         with progress_bar(total=self.cfg.max_iter) as bar:
-            self._loop(bar)
+            self._loop(bar, start)
             self._close_bar(bar)
         result = self.result
         result.state = {

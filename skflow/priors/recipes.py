@@ -21,8 +21,10 @@ __all__ = ["RECIPES"]
 
 #: name -> {"description", "sampler" (LearnedFlowSampler params), "tasks" (PriorTasks
 #: params), "finetune" (the estimator parameters ``from_pretrained`` sets: a warm start with
-#: the few-shot defaults and a short, gentler schedule; ``normalize="auto"``: with 10 classes
-#: or more the predictive frame is trained beside the prior and chosen per support size),
+#: the few-shot defaults and a short schedule at a fit's own learning rate and warmup (the
+#: warmup serves the model trained from scratch beside the prior: a warm start skips it);
+#: ``normalize="auto"``: with 10 classes or more the predictive frame is trained beside the
+#: prior and chosen per support size),
 #: "max_iter", "chunk" (iterations between checkpoints)}.
 RECIPES: dict[str, dict[str, Any]] = {
     "general-16": {
@@ -60,8 +62,8 @@ RECIPES: dict[str, dict[str, Any]] = {
             "validation_fraction": "auto",
             "n_iter_no_change": "auto",
             "max_iter": 300,
-            "learning_rate": 3e-4,
-            "warmup": 0,
+            "learning_rate": 1e-3,
+            "warmup": 100,
             "lr_schedule": "cosine",
             "validation_interval": 50,
         },

@@ -755,7 +755,10 @@ class LearnedFlowSampler(BaseFlowSampler):
             run.params = _with_budget(params, 0.5 if two else 1.0, spent, reserve)
             trained, continued, frames = (run, run.train()), warm is not None, None
             if two:
-                rest = _with_budget(params, 1.0, time.perf_counter() - start, reserve)
+                # the second run gets what is left once it is built, the choice's reserve kept
+                def rest() -> TrainingParams:
+                    return _with_budget(params, 1.0, time.perf_counter() - start, reserve)
+
                 trained, continued, frames = self._choose_frames(
                     trained, continued, tasks, rest, device, rng
                 )
@@ -774,9 +777,11 @@ class LearnedFlowSampler(BaseFlowSampler):
         network. Returns the run to store (the predictive one unless the support's frame wins
         at every size), whether it is the continued one, and ``{"scores", "choice",
         "other"}``: ``other`` is the support-frame model, fitted, when the frames differ
-        between sizes (else None). ``rest``: the second run's parameters (its budget)."""
+        between sizes (else None). ``rest``: returns the second run's parameters (its budget:
+        what is left when it is called, once that run's network is built)."""
         main = "predictive" if tasks.options.predictive else "support"
-        second = TrainingRun(rest, tasks.alternative, self.n_features_in_, device, rng)
+        second = TrainingRun(trained[0].params, tasks.alternative, self.n_features_in_, device, rng)
+        second.params = rest()
         other_frame = "support" if main == "predictive" else "predictive"
         runs = {main: trained, other_frame: (second, second.train())}
         seed = int(rng.randint(2**31 - 1))  # the same tasks and noise for both

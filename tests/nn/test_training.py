@@ -331,3 +331,49 @@ def test_the_progress_bar_names_the_training_cap():
         assert plain.desc.startswith("training") and "max_time" not in plain.desc
     finally:
         plain.close()
+
+
+# --------------------------------------------------------------------------------------------
+# max_time: the whole run, its initial and final checks included, within the budget
+# --------------------------------------------------------------------------------------------
+class _Clock:
+    """A clock that moves only when the model is scored: one second per loss evaluation
+    (a training step or a validation batch); reading it costs nothing."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def perf_counter(self):
+        return self.now
+
+
+@pytest.mark.parametrize("max_time", [9.0, 10.0, 11.0, 12.0])
+def test_a_run_stopped_by_max_time_ends_within_it_checks_included(monkeypatch, max_time):
+    """A run with an initial check and, stopped between two checks, a final one keeps both
+    inside ``max_time``: the loop stops a check's duration early."""
+    from skflow.nn import training
+
+    clock, loss = _Clock(), training.flow_matching_loss
+
+    def timed_loss(*args, **kwargs):
+        clock.now += 1.0
+        return loss(*args, **kwargs)
+
+    monkeypatch.setattr(training, "time", clock)
+    monkeypatch.setattr(training, "flow_matching_loss", timed_loss)
+    model = CrossAttentionVelocity(2, d_model=8, n_heads=2, n_layers=1)
+    tasks, rng = GaussianMixtureTasks(2), np.random.default_rng(0)
+    result = train_flow_model(
+        model,
+        lambda: tasks.sample_tasks(3, 6, 8, random_state=rng),
+        max_iter=100,
+        generator=torch.Generator().manual_seed(0),
+        validation=tasks.sample_tasks(4, 6, 8, random_state=1),
+        validation_interval=3,
+        score_initial=True,
+        max_time=max_time,
+        **TRAIN,
+    )
+    assert result.stop_reason == "max_time" and 0 < result.n_iter < 100
+    assert clock.now <= max_time and result.elapsed == clock.now
+    assert clock.now > max_time - 2  # and no earlier than a step and a check require

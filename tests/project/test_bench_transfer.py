@@ -96,7 +96,7 @@ def test_renamed_arm_is_checked_against_its_new_run(bench):
     new = _run(0, {"learned_support": [2.0, 0.5], "learned": [1.0, 0.25]}, "B")
     merged = bench.merge_runs(renamed, [new])
     assert merged[0]["table"]["10"]["learned"]["mmd2_med"] == [1.0, 0.25]
-    assert merged[0]["meta"]["renamed"] == {"learned": "learned_support"}
+    assert merged[0]["meta"]["renamed"] == [["learned", "learned_support"]]
     assert "`learned` as `learned_support`" in bench._renamed_text(merged[0]["meta"])
     assert "learned" in first[0]["table"]["5"]  # inputs untouched
     new["table"]["5"]["learned_support"]["mmd2_med"][0] = 2.5  # not what was saved
@@ -104,6 +104,23 @@ def test_renamed_arm_is_checked_against_its_new_run(bench):
         bench.merge_runs(renamed, [new])
     with pytest.raises(ValueError, match="exists"):
         bench.rename_arms(first, {"learned": "plugin"})
+
+
+def test_renaming_swaps_names_and_keeps_every_former_name(bench):
+    """``prior_ft=prior_ft_gentle prior_ft_lr=prior_ft`` (the card took the schedule of
+    ``prior_ft_lr``): one arm takes the name the other gives up, and a name renamed before
+    (``prior_ft`` once ``prior_ft_choice_extra``) keeps both renamings in the docs."""
+    arms = {"plugin": [0.0, 1.0], "prior_ft": [2.0, 0.5], "prior_ft_lr": [1.0, 0.5]}
+    first = [_run(0, arms, "A")]
+    first[0]["meta"]["renamed"] = {"prior_ft": "prior_ft_choice_extra"}  # a former dict
+    out = bench.rename_arms(first, {"prior_ft": "prior_ft_gentle", "prior_ft_lr": "prior_ft"})
+    arms = out[0]["table"]["5"]
+    assert set(arms) == {"plugin", "prior_ft", "prior_ft_gentle"}
+    assert arms["prior_ft"]["mmd2_med"] == [1.0, 0.5]
+    assert arms["prior_ft_gentle"]["mmd2_med"] == [2.0, 0.5]
+    text = bench._renamed_text(out[0]["meta"])
+    assert "`prior_ft` as `prior_ft_choice_extra`, `prior_ft` as `prior_ft_gentle`" in text
+    assert "`prior_ft_lr` as `prior_ft`" in text
 
 
 def test_docs_tables_are_written_from_the_saved_runs(bench, tmp_path):
