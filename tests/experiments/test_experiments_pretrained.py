@@ -73,6 +73,7 @@ def test_tiny_end_to_end_shapes_and_skipped_sizes(tiny):
                 assert np.asarray(per_task[method]["true"]).shape == (1, 4)
             for key in ("pretrained_vs_plugin", "pretrained_vs_plugin_tuned"):
                 assert len(data["summary"]["pooled"][key][m]["ci"]) == 2
+            assert len(data["summary"]["pooled"]["pretrained_vs_plugin_auto"][m]["ci"]) == 2
     ft = res["finetune"]
     assert ft["summary"]["support_sizes"] == [5, 10, 50]
     for method in pretrained.FT_METHODS:
@@ -87,8 +88,10 @@ def test_memorisation_ratio_is_reported_for_every_method(tiny):
     for data in res["datasets"].values():
         copy = data["summary"]["memorization_ratio_median"]
         assert set(copy) == set(pretrained.METHODS)
-        # the plug-in at sigma_min = 0.01 copies its support: far below fresh rows
+        # the plug-in at sigma_min = 0.01 copies its support: far below fresh rows; the
+        # automatic bandwidth keeps its samples about 0.65 of the support's spacing away
         assert all(copy["plugin"][m] < 0.3 for m in ("5", "10"))
+        assert all(copy["plugin_auto"][m] > 0.45 for m in ("5", "10"))
     copy = res["finetune"]["summary"]["memorization_ratio_median"]
     assert set(copy) == set(pretrained.FT_METHODS)
 
