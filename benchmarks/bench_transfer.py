@@ -44,7 +44,9 @@ more split between the prior, continued, and a new predictive-frame model, chose
 size as in ``learned``; ``prior_ft_support`` in runs saved before the card set
 ``normalize="auto"``: the prior alone; ``prior_ft_choice_extra`` and
 ``prior_ft_lr_choice_extra`` in runs saved before ``max_time`` bounded the whole fit: 120 s
-for the two trainings, the choice between them on top) and, on the Gaussian hierarchical
+for the two trainings, the choice between them on top, with the card's former schedule and
+its current one; ``prior_ft_gentle``, the same with the card's former schedule,
+``learning_rate=3e-4, warmup=0``) and, on the Gaussian hierarchical
 settings, the oracle ``eb_true_T`` (empirical Bayes with the family's true between-class
 covariance: what estimating it from the training classes costs) and, on the Student-t ones,
 the oracle ``bayes_est`` (the exact Bayes predictive of Student-t rows with the family's
@@ -145,8 +147,6 @@ SAVED_ONLY_ARMS = {
     "prior_ft_lr_choice_extra": (
         "the card's schedule (learning_rate=1e-3, warmup=100) with the former budget"
     ),
-    # runs saved while the card set learning_rate=3e-4, warmup=0 and prior_ft_lr was this one
-    "prior_ft_lr": "the card's schedule before the card set it (learning_rate=1e-3, warmup=100)",
 }
 BEGIN, END = "<!-- transfer:begin -->", "<!-- transfer:end -->"
 RESULTS = Path(__file__).resolve().parent / "results" / "transfer"
@@ -411,7 +411,7 @@ ORDER = (
     "oracle", "bayes", "eb_true_T", "bayes_est", "learned", "learned_one_frame", "learned_support",
     "learned_pred", "pred_no_aug",
     "pred_recentre", "pred_big", "ctx_rotate", "ctx_no_aug", "ctx_recentre", "learned_abs",
-    "prior", "prior_ft", "prior_ft_gentle", "prior_ft_lr", "prior_ft_choice_extra",
+    "prior", "prior_ft", "prior_ft_gentle", "prior_ft_choice_extra",
     "prior_ft_lr_choice_extra", "prior_ft_support",
     "best_classical", "emp_bayes", "emp_bayes_mom", "pooled",
     "ledoit_wolf", "gmm_bic", "plugin_tuned", "plugin",
