@@ -314,38 +314,3 @@ def test_scoring_seconds_times_the_network_without_touching_it_or_the_global_see
     assert torch.equal(torch.rand(3), expected)
     assert seconds > 0.0 and all(p.grad is None for p in net.parameters())
     assert all(torch.equal(v, before[k]) for k, v in net.state_dict().items())
-
-
-class _BuildClock:
-    """A clock that moves one second each time a training run is built (the network's
-    construction); reading it costs nothing."""
-
-    def __init__(self):
-        self.now = 0.0
-
-    def perf_counter(self):
-        return self.now
-
-
-def test_the_second_run_is_budgeted_after_its_network_is_built(two_cluster_classes, monkeypatch):
-    """Building each run's network counts against ``max_time``: the first run gets half of
-    10 - 4 (the choice) - 1 (its construction), the second 10 - 4 - 2 (both constructions)."""
-    from skflow.samplers import _meta_training, learned
-
-    clock, budgets = _BuildClock(), []
-    build, train = _meta_training.TrainingRun.__init__, _meta_training.TrainingRun.train
-
-    def timed_build(run, *args, **kwargs):
-        clock.now += 1.0
-        build(run, *args, **kwargs)
-
-    def spy(run):
-        budgets.append(run.params.max_time)
-        return train(run)
-
-    monkeypatch.setattr(learned, "time", clock)
-    monkeypatch.setattr(LearnedFlowSampler, "_choice_seconds", lambda self, run: 4.0)
-    monkeypatch.setattr(_meta_training.TrainingRun, "__init__", timed_build)
-    monkeypatch.setattr(_meta_training.TrainingRun, "train", spy)
-    LearnedFlowSampler(**TINY_FIT, max_iter=2, max_time=10.0).fit(*two_cluster_classes)
-    assert budgets == [2.5, 4.0]

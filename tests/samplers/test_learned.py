@@ -552,3 +552,40 @@ def test_normalized_model_samples_in_the_supports_frame():
     np.testing.assert_allclose(
         lf.velocity(a * X0 + b, 0.4, support=a * S + b), a * v, rtol=1e-6, atol=1e-9
     )
+
+
+class _BuildClock:
+    """A clock that moves one second each time a training run is built (the network's
+    construction); reading it costs nothing."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def perf_counter(self):
+        return self.now
+
+
+def test_the_second_run_is_budgeted_after_its_network_is_built(two_cluster_classes, monkeypatch):
+    """Building each run's network counts against ``max_time``: the first run gets half of
+    10 - 4 (the choice) - 1 (its construction), the second 10 - 4 - 2 (both constructions)."""
+    from skflow.samplers import _meta_training, learned
+
+    clock, budgets = _BuildClock(), []
+    build, train = _meta_training.TrainingRun.__init__, _meta_training.TrainingRun.train
+
+    def timed_build(run, *args, **kwargs):
+        clock.now += 1.0
+        build(run, *args, **kwargs)
+
+    def spy(run):
+        budgets.append(run.params.max_time)
+        return train(run)
+
+    monkeypatch.setattr(learned, "time", clock)
+    monkeypatch.setattr(LearnedFlowSampler, "_choice_seconds", lambda self, run: 4.0)
+    monkeypatch.setattr(_meta_training.TrainingRun, "__init__", timed_build)
+    monkeypatch.setattr(_meta_training.TrainingRun, "train", spy)
+    LearnedFlowSampler(
+        d_model=8, n_layers=1, batch_tasks=2, n_targets=4, random_state=0, max_iter=2, max_time=10.0
+    ).fit(*two_cluster_classes)
+    assert budgets == [2.5, 4.0]
