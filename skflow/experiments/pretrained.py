@@ -549,7 +549,7 @@ def _averages(datasets: dict, m: str = "10") -> dict:
             f"pretrained_vs_{b}": average_lower(
                 [(t[b][conv], t["pretrained"][conv]) for t in tables]
             )
-            for b in ("plugin", "plugin_tuned", "plugin_auto")
+            for _, b in PAIRS
         }
     return out
 
@@ -783,14 +783,10 @@ def _losses(results: dict, conv: str) -> str:
     """One sentence: where the prior's MMD² is higher than a plug-in's (interval below 0)."""
     found = []
     for name, d in results["datasets"].items():
-        for key in (
-            "pretrained_vs_plugin",
-            "pretrained_vs_plugin_tuned",
-            "pretrained_vs_plugin_auto",
-        ):
-            for m, r in d["summary"][conv][key].items():
+        for a, b in PAIRS:  # the prior against each plug-in
+            for m, r in d["summary"][conv][f"{a}_vs_{b}"].items():
                 if _verdict(r) == "loses":
-                    found.append(f"{name} m = {m} vs {_LABELS[key[14:]]} ({ci_pct(r)})")
+                    found.append(f"{name} m = {m} vs {_LABELS[b]} ({ci_pct(r)})")
     return "Losses (interval entirely below 0): " + ("; ".join(found) or "none") + "."
 
 
