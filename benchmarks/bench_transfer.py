@@ -124,11 +124,15 @@ LEARNED_ARMS = {
     "pred_recentre": {"normalize": "predictive", "augment": "recentre"},  # ... new centres instead
     # ... with twice the width and one more layer (capacity)
     "pred_big": {"normalize": "predictive", "d_model": 128, "n_layers": 3},
+    # the defaults with a network that sees the support size m
+    "learned_sized": {"size_embedding": True},
     # the shipped prior fine-tuned (its card's fine-tuning recipe, normalize="auto") with a
     # budget of PRIOR_FT_SECONDS for the whole fit
     "prior_ft": {"from_pretrained": "general-16"},
     # ... with the card's former, gentler schedule (the card now sets a fit's own 1e-3, 100)
     "prior_ft_gentle": {"from_pretrained": "general-16", "learning_rate": 3e-4, "warmup": 0},
+    # the prior that sees the support size, fine-tuned like prior_ft
+    "prior_sized_ft": {"from_pretrained": "general-16-sized"},
 }
 #: ``max_time`` of the ``prior_ft`` arm: the whole fit's wall-time budget (with 10 classes or
 #: more both trainings and the choice between them; one Torch thread: at most about as many
@@ -410,8 +414,9 @@ def run_one(
 ORDER = (
     "oracle", "bayes", "eb_true_T", "bayes_est", "learned", "learned_one_frame", "learned_support",
     "learned_pred", "pred_no_aug",
-    "pred_recentre", "pred_big", "ctx_rotate", "ctx_no_aug", "ctx_recentre", "learned_abs",
-    "prior", "prior_ft", "prior_ft_gentle", "prior_ft_choice_extra",
+    "pred_recentre", "pred_big", "learned_sized", "ctx_rotate", "ctx_no_aug", "ctx_recentre",
+    "learned_abs",
+    "prior", "prior_ft", "prior_ft_gentle", "prior_sized_ft", "prior_ft_choice_extra",
     "prior_ft_lr_choice_extra", "prior_ft_support",
     "best_classical", "emp_bayes", "emp_bayes_mom", "pooled",
     "ledoit_wolf", "gmm_bic", "plugin_tuned", "plugin",

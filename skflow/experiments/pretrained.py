@@ -116,7 +116,9 @@ MIN_REFERENCE = 10
 #: ``train_max_iter`` bounds it); ``fine_tune`` holds parameters set on the prior for its
 #: fine-tuning besides the budget (e.g. a lower ``learning_rate``; empty: the prior's own);
 #: ``scratch`` the from-scratch model's parameters that differ from the defaults; ``prior``
-#: the name given to ``from_pretrained``.
+#: the name given to ``from_pretrained``; ``base_prior`` the prior it is compared with
+#: zero-shot (method ``pretrained_base``: ``general-16``, the same recipe without the
+#: support size as an input).
 PRESETS: dict[str, dict[str, Any]] = {
     "tiny": {
         "datasets": ("iris", "wine"),
@@ -131,7 +133,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         "train_max_iter": 3,
         "fine_tune": {},
         "scratch": {"d_model": 16, "n_layers": 1, "n_steps": 8},
-        "prior": "general-16",
+        "prior": "general-16-sized",
+        "base_prior": "general-16",
         "torch_threads": 1,
         "label": "end-to-end test, not a result",
     },
@@ -148,7 +151,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         "train_max_iter": 20,
         "fine_tune": {},
         "scratch": {},
-        "prior": "general-16",
+        "prior": "general-16-sized",
+        "base_prior": "general-16",
         "torch_threads": 1,
         "label": "smoke test, not a result: 12 tasks, 20 training iterations",
     },
@@ -165,7 +169,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         "train_max_iter": 100_000,
         "fine_tune": {},
         "scratch": {},
-        "prior": "general-16",
+        "prior": "general-16-sized",
+        "base_prior": "general-16",
         "torch_threads": 1,
         "label": None,
     },
@@ -182,20 +187,22 @@ PRESETS: dict[str, dict[str, Any]] = {
         "train_max_iter": 100_000,
         "fine_tune": {},
         "scratch": {},
-        "prior": "general-16",
+        "prior": "general-16-sized",
+        "base_prior": "general-16",
         "torch_threads": None,
         "label": None,
     },
 }
 
 #: Methods of the zero-shot tables and of the fine-tuning table.
-METHODS = ("plugin", "plugin_tuned", "plugin_auto", "pretrained")
+METHODS = ("plugin", "plugin_tuned", "plugin_auto", "pretrained_base", "pretrained")
 FT_METHODS = ("plugin", "plugin_tuned", "plugin_auto", "zero_shot", "fine_tuned", "scratch")
 #: (challenger, baseline) pairs compared with intervals.
 PAIRS = (
     ("pretrained", "plugin"),
     ("pretrained", "plugin_tuned"),
     ("pretrained", "plugin_auto"),
+    ("pretrained", "pretrained_base"),
 )
 FT_PAIRS = (
     ("fine_tuned", "zero_shot"),
@@ -458,16 +465,17 @@ def average_lower(pairs: list[tuple[Any, Any]], confidence: float = 0.95) -> dic
     return {"pct": float(np.mean(point)), "ci": [float(lo), float(hi)], "per_dataset": point}
 
 
-def _zero_shot(name: str, cfg: dict, load_prior: Callable, n_jobs, seed: int) -> dict:
-    """Tune the plug-in on independent draws, evaluate every method on one data set."""
+def _zero_shot(name: str, cfg: dict, loaders: dict, n_jobs, seed: int) -> dict:
+    """Tune the plug-in on independent draws, evaluate every method on one data set
+    (``loaders``: ``pretrained`` and ``pretrained_base`` -> ``load(n_features)``)."""
     Z, y, info = load_dataset(name)
     classes = np.unique(y)
     ms, skipped = _usable_sizes(y, classes, cfg["support_sizes"])
     key = list(DATASETS).index(name)
     best, tuning, tune_splits = _tune(Z, y, classes, ms, cfg, n_jobs, derive_seed(seed, 1, key))
     splits = class_splits(y, classes, cfg["n_eval_tasks"], max(ms), derive_seed(seed, 2, key))
-    prior = load_prior(Z.shape[1])
-    table = _evaluate(Z, splits, ms, best, {"pretrained": prior}, cfg, n_jobs, seed)
+    priors = {k: load(Z.shape[1]) for k, load in loaders.items()}
+    table = _evaluate(Z, splits, ms, best, priors, cfg, n_jobs, seed)
     comparison = _compare([table], ms, PAIRS)
     return {
         "data": info,
@@ -596,12 +604,18 @@ def _plot(results: dict, output_dir: Path) -> Path:
     return save_figure(fig, output_dir, "pretrained.png")
 
 
-def _prior_info(cfg: dict, load_prior: Callable | None) -> dict:
-    """The prior's name and model card (None for a caller's own ``load_prior``)."""
-    if load_prior is not None:
-        return {"name": "load_prior given to run()", "card": None}
+def _prior_info(cfg: dict, options: dict) -> dict:
+    """The prior's and the base prior's names and model cards (None for a caller's own)."""
     cards = LearnedFlowSampler.pretrained_models()
-    return {"name": cfg["prior"], "card": cards.get(cfg["prior"])}
+    own = options.get("load_prior") is not None
+    out = {"name": cfg["prior"], "card": cards.get(cfg["prior"])}
+    if own:
+        out = {"name": "load_prior given to run()", "card": None}
+    if options.get("load_base_prior") is not None:
+        return out | {"base": {"name": "load_base_prior given to run()", "card": None}}
+    if own:
+        return out | {"base": {"name": "load_prior given to run() (itself)", "card": None}}
+    return out | {"base": {"name": cfg["base_prior"], "card": cards.get(cfg["base_prior"])}}
 
 
 def _headline(datasets: dict, averages: dict, finetune: dict | None) -> dict:
@@ -636,9 +650,13 @@ def _measure(run: Run) -> tuple[dict, dict, dict | None]:
     """Zero-shot on every data set, then the fine-tuning arm over the seeds (if any)."""
     cfg, load_prior = run.cfg, run.options.get("load_prior")
     loader = load_prior if load_prior is not None else _pretrained_loader(cfg["prior"])
+    base = run.options.get("load_base_prior")
+    if base is None:  # a caller's own prior stands in for the base too
+        base = load_prior if load_prior is not None else _pretrained_loader(cfg["base_prior"])
+    loaders = {"pretrained_base": base, "pretrained": loader}
     datasets, finetune = {}, None
     for name in cfg["datasets"]:
-        datasets[name] = _zero_shot(name, cfg, loader, run.n_jobs, run.random_state)
+        datasets[name] = _zero_shot(name, cfg, loaders, run.n_jobs, run.random_state)
         run.bar.update(1)
     if cfg["finetune"]:
         finetune = _finetune(cfg, loader, run.n_jobs, run.seeds, run.bar)
@@ -653,7 +671,7 @@ def _assemble(run: Run, outputs: tuple[dict, dict, dict | None]) -> dict[str, An
         "experiment": "pretrained",
         "preset": run.preset,
         "seeds": run.seeds,
-        "prior": _prior_info(run.cfg, run.options.get("load_prior")),
+        "prior": _prior_info(run.cfg, run.options),
         "summary": summary,
         "datasets": datasets,
         "average_m10": averages,
@@ -673,6 +691,7 @@ def run(
     seeds: int | None = None,
     n_tasks: int | None = None,
     load_prior: Callable[[int], Any] | None = None,
+    load_base_prior: Callable[[int], Any] | None = None,
     progress: bool = False,
 ) -> dict[str, Any]:
     """Run the zero-shot and fine-tuning benchmark; write ``results.json`` and ``pretrained.png``.
@@ -692,6 +711,10 @@ def run(
         ``load_prior(n_features)`` returns a *new* fitted sampler with ``sample_batch`` (and,
         for the fine-tuning arm, ``set_params`` and ``fit``) for that many features. None:
         ``LearnedFlowSampler.from_pretrained(PRESETS[preset]["prior"], n_features=d)``.
+    load_base_prior : callable, optional
+        The same for the prior compared with it zero-shot (method ``pretrained_base``).
+        None: ``load_prior`` when given (the prior against itself), else the preset's
+        ``base_prior`` by name.
     progress : bool, default=False
         Show a progress bar over data sets and trainings (stderr).
 
@@ -721,6 +744,7 @@ def run(
         n_tasks=n_tasks,
         progress=progress,
         load_prior=load_prior,
+        load_base_prior=load_base_prior,
     )
 
 
@@ -729,6 +753,7 @@ _LABELS = {
     "plugin_tuned": "tuned plug-in",
     "plugin_auto": "auto plug-in",
     "pretrained": "pretrained",
+    "pretrained_base": "base prior",
     "zero_shot": "zero-shot",
     "fine_tuned": "fine-tuned",
     "scratch": "scratch",
@@ -824,7 +849,8 @@ def _summary_docs(results: dict) -> list[str]:
             f"Average over {avg['datasets']} at m = {avg['m']} ({conv} bandwidth): pretrained "
             f"lower than the plug-in by {ci_pct(a['pretrained_vs_plugin'])}, than the tuned "
             f"plug-in by {ci_pct(a['pretrained_vs_plugin_tuned'])}, than the automatic-bandwidth "
-            f"plug-in by {ci_pct(a['pretrained_vs_plugin_auto'])}."
+            f"plug-in by {ci_pct(a['pretrained_vs_plugin_auto'])}, than the base prior by "
+            f"{ci_pct(a['pretrained_vs_pretrained_base'])}."
         )
     t = results["summary"]["targets"]
     parts += [
@@ -871,6 +897,11 @@ def _finetune_docs(results: dict) -> list[str]:
     return parts
 
 
+def _card_fields(prior: dict) -> dict:
+    """The scalar fields of a prior's card (name, weights file and hash, size)."""
+    return {k: v for k, v in (prior["card"] or {}).items() if isinstance(v, str | int | float)}
+
+
 def docs_section(results: dict, command: str) -> str:
     """The Markdown of this benchmark's section of ``docs/results.md``.
 
@@ -886,12 +917,13 @@ def docs_section(results: dict, command: str) -> str:
     text : str
     """
     cfg, prior = results["config"], results["prior"]
-    card = {k: v for k, v in (prior["card"] or {}).items() if isinstance(v, str | int | float)}
+    card, base = _card_fields(prior), prior.get("base", {"name": None, "card": None})
     parts = [f"Command (from the repository root): `{command}`", ""]
     if cfg.get("label"):
         parts += [f"**{cfg['label']}.**", ""]
     parts += [
         f"Preset `{results['preset']}`: prior `{prior['name']}` (card: {card or 'none'}), "
+        f"base prior `{base['name']}` (card: {_card_fields(base) or 'none'}), "
         f"{cfg['n_eval_tasks']} evaluation tasks and {cfg['n_tune_tasks']} independent tuning "
         f"tasks per data set, {cfg['n_generated']} generated points per task, fine-tuning seeds "
         f"{results['seeds']}. Wall time {results['seconds']['total']:.0f} s.",
@@ -902,7 +934,9 @@ def docs_section(results: dict, command: str) -> str:
         "sigma_min is chosen on independent task draws of the same classes: an oracle "
         'favourable to the plug-in. The auto plug-in is `NWFlowSampler(sigma_min="auto")`: '
         "each support's bandwidth from that support alone, the zero-shot generator a user "
-        "without training classes could fit instead of the prior. Memorisation ratio: median "
+        "without training classes could fit instead of the prior. The base prior is the prior "
+        "compared with it (the same recipe without the support size as an input). "
+        "Memorisation ratio: median "
         "over tasks of "
         "`memorization_ratio(generated, support, reference)` (near 1: new points; near 0: "
         "copies of the support). Noise floor: the support pool against the reference.",

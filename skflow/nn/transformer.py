@@ -136,6 +136,45 @@ class _Block(nn.Module):
         return h, attn
 
 
+def _network_config(
+    n_features, d_model, n_heads, n_layers, mlp_ratio, exact_head, sigma_min, support_summary,
+    n_frequencies, path, frame_context, base, size_embedding,
+) -> dict:  # fmt: skip
+    """The validated constructor arguments of :class:`CrossAttentionVelocity` as its
+    ``config`` (the defaults of later options left out, so older configurations stay as
+    they were)."""
+    check_choice(base, "base", ("nw", "gaussian"))
+    d = check_int(n_features, "n_features")
+    for name, value in (
+        ("d_model", d_model),
+        ("n_heads", n_heads),
+        ("n_layers", n_layers),
+        ("mlp_ratio", mlp_ratio),
+        ("n_frequencies", n_frequencies),
+    ):
+        check_int(value, name)
+    if d_model % n_heads:
+        raise InvalidParameterError(f"d_model={d_model} must be divisible by n_heads={n_heads}.")
+    path = None if path is None else as_path(path)
+    sigma_min = check_sigma_min(sigma_min if path is None else path.sigma_min)
+    config = {
+        "n_features": d,
+        "d_model": d_model,
+        "n_heads": n_heads,
+        "n_layers": n_layers,
+        "mlp_ratio": mlp_ratio,
+        "exact_head": bool(exact_head),
+        "sigma_min": float(sigma_min),
+        "support_summary": bool(support_summary),
+        "n_frequencies": n_frequencies,
+    }
+    # the defaults (OT path, no frame context) keep the configuration of earlier versions
+    optional = {"path": path, "frame_context": bool(frame_context) or None,
+                "base": None if base == "nw" else base,
+                "size_embedding": bool(size_embedding) or None}  # fmt: skip
+    return config | {k: v for k, v in optional.items() if v is not None}
+
+
 class CrossAttentionVelocity(nn.Module):
     """Support-conditioned velocity network (cross-attention transformer).
 
@@ -183,6 +222,13 @@ class CrossAttentionVelocity(nn.Module):
         :func:`skflow.samplers._frame.predictive_frame`); the gate then mixes in the NW field
         (``v = u_gauss + gate (u_nw - u_gauss) + correction``), so the network learns how far
         to move from the Gaussian toward its support.
+    size_embedding : bool, default=False
+        Add an embedding of the support size ``m`` to every query token (an MLP of
+        ``log m / log 100`` and ``m^(-1/2)``, :meth:`size_features`). Attention and the
+        support summary average over the support rows, so without it the network cannot count
+        them: it sees ``m`` only through how close the rows lie, which in many dimensions
+        hardly changes with ``m``, and one network must then serve a 5-row and a 50-row
+        support with about the same spread. Stored in :attr:`config` when set.
 
     Attributes
     ----------
@@ -229,53 +275,33 @@ class CrossAttentionVelocity(nn.Module):
         path: GaussianPath | None = None,
         frame_context: bool = False,
         base: str = "nw",
+        size_embedding: bool = False,
     ):
         super().__init__()
-        check_choice(base, "base", ("nw", "gaussian"))
-        d = check_int(n_features, "n_features")
-        for name, value in (
-            ("d_model", d_model),
-            ("n_heads", n_heads),
-            ("n_layers", n_layers),
-            ("mlp_ratio", mlp_ratio),
-            ("n_frequencies", n_frequencies),
-        ):
-            check_int(value, name)
-        if d_model % n_heads:
-            raise InvalidParameterError(
-                f"d_model={d_model} must be divisible by n_heads={n_heads}."
-            )
-        path = None if path is None else as_path(path)
-        sigma_min = check_sigma_min(sigma_min if path is None else path.sigma_min)
-        self.config = {
-            "n_features": d,
-            "d_model": d_model,
-            "n_heads": n_heads,
-            "n_layers": n_layers,
-            "mlp_ratio": mlp_ratio,
-            "exact_head": bool(exact_head),
-            "sigma_min": float(sigma_min),
-            "support_summary": bool(support_summary),
-            "n_frequencies": n_frequencies,
-        }
-        # the defaults (OT path, no frame context) keep the configuration of earlier versions
-        if path is not None:
-            self.config["path"] = path
-        if frame_context:
-            self.config["frame_context"] = True
-        if base != "nw":
-            self.config["base"] = base
+        self.config = _network_config(
+            n_features, d_model, n_heads, n_layers, mlp_ratio, exact_head, sigma_min,
+            support_summary, n_frequencies, path, frame_context, base, size_embedding,
+        )  # fmt: skip
+        d = self.config["n_features"]
         self.n_features = d
-        self.sigma_min = float(sigma_min)
+        self.sigma_min = self.config["sigma_min"]
         self.path = as_path(path, self.sigma_min)  # the network's one path, shared below
         self.exact_head = bool(exact_head)
         self.support_summary = bool(support_summary)
         self.frame_context = bool(frame_context)
+        self.size_embedding = bool(size_embedding)
         self.base = base
+        self._build_layers(d, d_model, n_heads, n_layers, mlp_ratio, n_frequencies)
+        self.reset_parameters()
 
+    def _build_layers(
+        self, d: int, d_model: int, n_heads: int, n_layers: int, mlp_ratio: int, n_freq: int
+    ) -> None:
+        """Register the buffers and layers (in a fixed order: the initialisation draws from
+        one generator in this order, so a seed gives the same network as before)."""
         self.register_buffer("input_scale", torch.ones(()))
         self.register_buffer("output_scale", torch.ones(()))
-        self.time = FourierTimeEmbedding(d_model, sigma_min, n_frequencies, path=self.path)
+        self.time = FourierTimeEmbedding(d_model, self.sigma_min, n_freq, path=self.path)
         n_query_in = 2 * d if self.exact_head else d
         self.query_embed = nn.Linear(n_query_in, d_model)
         self.support_embed = nn.Linear(d, d_model)
@@ -290,13 +316,16 @@ class CrossAttentionVelocity(nn.Module):
             self.context_mlp = nn.Sequential(
                 nn.Linear(2 * d + 2, d_model), nn.GELU(), nn.Linear(d_model, d_model)
             )
+        if self.size_embedding:
+            self.size_mlp = nn.Sequential(
+                nn.Linear(2, d_model), nn.GELU(), nn.Linear(d_model, d_model)
+            )
         self.blocks = nn.ModuleList(_Block(d_model, n_heads, mlp_ratio) for _ in range(n_layers))
         self.norm_out = nn.LayerNorm(d_model)
         self.out = nn.Linear(d_model, d)
         if self.exact_head:
             self.head = NWAttentionHead(path=self.path)
             self.gate = nn.Linear(d_model, 1)
-        self.reset_parameters()
 
     # -- initialization ---------------------------------------------------------------------
     @torch.no_grad()
@@ -437,6 +466,29 @@ class CrossAttentionVelocity(nn.Module):
         token = self.context_mlp(torch.cat(feats, dim=-1).to(self.out.weight.dtype))
         return token[:, None, :]
 
+    @staticmethod
+    def size_features(m: int) -> list[float]:
+        """The inputs of the support-size embedding: ``[log m / log 100, m^(-1/2)]``.
+
+        Both are of order one over the sizes a few-shot network serves (2 to a few hundred);
+        ``m^(-1/2)`` is the rate at which a support's mean and spread settle.
+
+        Parameters
+        ----------
+        m : int
+            Support rows.
+
+        Returns
+        -------
+        list of 2 floats
+
+        Examples
+        --------
+        >>> CrossAttentionVelocity.size_features(100)
+        [1.0, 0.1]
+        """
+        return [math.log(m) / math.log(100.0), m**-0.5]
+
     def gaussian_velocity(self, x: torch.Tensor, t: Any) -> torch.Tensor:
         """Marginal velocity of the path toward ``N(0, I)`` (the ``"gaussian"`` base).
 
@@ -553,6 +605,9 @@ class CrossAttentionVelocity(nn.Module):
         h = h + self.time(t_full.to(wdtype))
         if context is not None:
             h = h + self._context_token(context.to(io_dtype), support.shape[1]).to(wdtype)
+        if self.size_embedding:  # attention averages over the rows: it cannot count them
+            size = torch.tensor(self.size_features(support.shape[1]), device=x.device)
+            h = h + self.size_mlp(size.to(wdtype))
         s_tok = self.support_embed((s_c / scale).to(wdtype))
         if self.support_summary:
             summary = self.summary_mlp(s_tok).mean(dim=1, keepdim=True)

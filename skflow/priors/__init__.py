@@ -20,7 +20,7 @@ Examples
 >>> from skflow.priors import RECIPES, pretrained_cards
 >>> card = pretrained_cards()["general-16"]
 >>> card["weights_file"], card["network"]["n_features"], sorted(RECIPES)
-('general-16.npz', 16, ['general-16'])
+('general-16.npz', 16, ['general-16', 'general-16-sized'])
 """
 
 from .meta_distribution import FAMILIES, EllipticalMixtureTasks, PriorTasks

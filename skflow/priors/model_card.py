@@ -31,6 +31,17 @@ prior = LearnedFlowSampler.from_pretrained("general-16", n_features=X.shape[1]) 
 X_new = prior.sample(200, support=X[:10], random_state=0)
 ```
 
+**Two priors.** `general-16-sized` is `general-16` retrained with one change: its network
+sees the support size m (`LearnedFlowSampler(size_embedding=True)`). Attention, the support
+summary and the exact head all average over a support's rows, so `general-16` cannot count
+them and serves every m with about the same spread: on held-out tasks of its own training law
+it copies part of a 5-row support and over-smooths a 50-row one (the last ablation on this
+page). Both are compared zero-shot on real data in {results}: there `general-16-sized`
+copies far less of a 5-row support and is the one to use zero-shot
+([learned.md](learned.md)). The fine-tuning arms of
+[transfer.md](transfer.md), the demo and the oversampler's `"pretrained"` strategy use
+`general-16`.
+
 **Width.** A prior of width 16 serves any number of features `d <= 16` (the network
 restricted to `d` coordinates is exactly the zero-padded one), but the width is chosen at load,
 `from_pretrained(name, n_features=d)`, because a fitted scikit-learn estimator has one
@@ -134,7 +145,8 @@ def card_markdown(name: str, card: dict) -> str:
         f"- Network: `CrossAttentionVelocity` of width {net['n_features']} (serves 1 to "
         f"{net['n_features']} features), d_model {net['d_model']}, {net['n_heads']} heads, "
         f"{net['n_layers']} layers, exact NW head {net['exact_head']}, sigma_min "
-        f"{net['sigma_min']}; {card['n_parameters']} parameters.",
+        f"{net['sigma_min']}, support-size embedding {net.get('size_embedding', False)}; "
+        f"{card['n_parameters']} parameters.",
         f"- Weights: `skflow/priors/data/{card['weights_file']}`, float32, SHA-256 "
         f"`{card['weights_sha256']}`.",
         f"- Support sizes seen in training: {card['fitted']['support_range_'][0]} to "

@@ -72,3 +72,15 @@ RECIPES: dict[str, dict[str, Any]] = {
         "chunk": 1000,
     },
 }
+# The same prior with the support size as an input (``size_embedding``): without it one
+# network serves every m with about the same spread (it copies part of a 5-row support and
+# over-smooths a 50-row one, measured on held-out tasks of its own law in docs/pretrained.md).
+RECIPES["general-16-sized"] = {
+    **RECIPES["general-16"],
+    "description": (
+        "General in-context prior that sees the support size: any number of features up to "
+        "16, supports of 2 to 100 rows, trained on mixtures of rotated anisotropic Gaussian, "
+        "Student-t and skewed clusters, rings, moons, spirals and shells at random scales."
+    ),
+    "sampler": {**RECIPES["general-16"]["sampler"], "size_embedding": True},
+}

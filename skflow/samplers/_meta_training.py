@@ -64,7 +64,7 @@ class TrainingParams(SimpleNamespace):
     ``TrainingParams(**estimator.get_params())``: the validated public parameters as
     attributes of the same names (see the estimator's docstring), never the estimator.
     Meta-training reads the architecture (``d_model``, ``n_heads``, ``n_layers``,
-    ``mlp_ratio``, ``exact_head``, ``sigma_min``), the tasks (``batch_tasks``,
+    ``mlp_ratio``, ``exact_head``, ``sigma_min``, ``size_embedding``), the tasks (``batch_tasks``,
     ``support_size``, ``n_targets``, ``augment``, ``normalize``, ``target``,
     ``validation_fraction``), the loop (``max_iter``, ``max_time``, ``learning_rate``,
     ``weight_decay``, ``warmup``, ``lr_schedule``, ``clip_grad``, ``time_sampling``,
@@ -733,6 +733,7 @@ class TrainingRun:
             "sigma_min": float(p.sigma_min),
             "frame_context": self.tasks.options.frame_context,
             "base": "gaussian" if self.tasks.options.predictive else "nw",
+            "size_embedding": bool(p.size_embedding),
         }
         if p.path is not None:  # the network's path (the OT default keeps older configs)
             config["path"] = p.path

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 import math
 import time
 import warnings
@@ -101,8 +102,8 @@ class LearnedFlowSampler(BaseFlowSampler):
     training learns where and how to depart from the plug-in field.
 
     **Parameter groups.** What is learned: the network (``d_model``, ``n_heads``,
-    ``n_layers``, ``mlp_ratio``, ``exact_head``) on the path (``path``, or the OT path of
-    ``sigma_min``); the training (``max_iter``, ``max_time``, ``batch_tasks``,
+    ``n_layers``, ``mlp_ratio``, ``exact_head``, ``size_embedding``) on the path (``path``,
+    or the OT path of ``sigma_min``); the training (``max_iter``, ``max_time``, ``batch_tasks``,
     ``support_size``, ``n_targets``, ``augment``, ``normalize``, ``frame_context``,
     ``learning_rate``, ``weight_decay``, ``warmup``,
     ``lr_schedule``, ``clip_grad``, ``time_sampling``, ``target``, ``ema_decay``,
@@ -215,6 +216,15 @@ class LearnedFlowSampler(BaseFlowSampler):
         default: in ``docs/transfer.md`` it buys nothing with the rotation augmentation and
         trades small supports against large ones without it (see the ablation there). An
         architecture choice: a warm start keeps the fitted network's.
+    size_embedding : bool, default=False
+        Let the network see the support size ``m``: an embedding of ``log m`` and
+        ``m^(-1/2)`` is added to every query token (``CrossAttentionVelocity(
+        size_embedding=True)``). Attention averages over the support rows, so without it one
+        network serves every ``m`` with about the same spread: trained on supports of 2 to 100
+        rows, it copies part of a 5-row support and over-smooths a 50-row one. The shipped
+        prior ``general-16-sized`` is trained with it (``docs/pretrained.md``). Off by default
+        (``fit(X, y)`` from scratch is measured without it). An architecture choice: a warm
+        start keeps the fitted network's.
     learning_rate : float, default=1e-3
         Peak AdamW learning rate.
     weight_decay : float, default=1e-4
@@ -408,6 +418,7 @@ class LearnedFlowSampler(BaseFlowSampler):
         augment: str | None = "auto",
         normalize: Any = "auto",
         frame_context: bool = False,
+        size_embedding: bool = False,
         learning_rate: float = 1e-3,
         weight_decay: float = 1e-4,
         warmup: int = 100,
@@ -447,6 +458,7 @@ class LearnedFlowSampler(BaseFlowSampler):
         self.augment = augment
         self.normalize = normalize
         self.frame_context = frame_context
+        self.size_embedding = size_embedding
         self.learning_rate = learning_rate
         self.weight_decay = weight_decay
         self.warmup = warmup
@@ -462,12 +474,10 @@ class LearnedFlowSampler(BaseFlowSampler):
         self.validation_interval = validation_interval
         self.solver = solver
         self.n_steps = n_steps
-        self.rtol = rtol
-        self.atol = atol
+        self.rtol, self.atol = rtol, atol  # the adaptive solver's tolerances
         self.time_tolerance = time_tolerance
         self.device = device
-        self.mixed_precision = mixed_precision
-        self.compile = compile
+        self.mixed_precision, self.compile = mixed_precision, compile
         self.random_state = random_state
         self.verbose = verbose
 
@@ -580,6 +590,7 @@ class LearnedFlowSampler(BaseFlowSampler):
         "normalize": _check_normalize,
         "path": check_path,
         "frame_context": boolean(),
+        "size_embedding": boolean(),
         "validation_interval": integer(),
         "warmup": integer(minimum=0),
         "n_iter_no_change": either("auto", integer(allow_none=True)),
@@ -1140,6 +1151,10 @@ class LearnedFlowSampler(BaseFlowSampler):
 
     def __setstate__(self, state):
         state = legacy_pickle(state)  # a pickle of an older skflow
+        # parameters added since that pickle was written take their defaults
+        for name, param in inspect.signature(type(self).__init__).parameters.items():
+            if param.default is not inspect.Parameter.empty:
+                state.setdefault(name, param.default)
         fitted = state.get("_fitted")
         super().__setstate__({k: v for k, v in state.items() if k != "_fitted"})
         if fitted is not None:

@@ -45,7 +45,8 @@ def test_presets():
     assert {"tiny", "smoke", "quick", "full"} <= set(pretrained.PRESETS)
     quick = pretrained.PRESETS["quick"]
     assert quick["support_sizes"] == (5, 10, 20, 50) and quick["budget_s"] == 120.0
-    assert quick["prior"] == "general-16" and quick["n_seeds"] >= 3
+    assert quick["prior"] == "general-16-sized" and quick["n_seeds"] >= 3
+    assert quick["base_prior"] == "general-16"
     assert set(quick["datasets"]) == set(pretrained.DATASETS)
     assert "not a result" in pretrained.PRESETS["smoke"]["label"]
     with pytest.raises(ValueError, match="unknown preset"):
@@ -162,3 +163,26 @@ def test_fine_tuning_continues_the_prior_with_the_budget_and_its_parameters():
     assert fine.d_model == 16 and scratch.d_model == 64 and not scratch.warm_start
     assert fine.n_steps == 8 and fine.support_size == (2, 50)  # the stand-in's own
     assert records["fine_tuned"]["n_iter"] == records["scratch"]["n_iter"] == 2
+
+
+def test_the_prior_is_compared_with_the_base_prior_on_the_same_tasks(tiny, tmp_path):
+    res, _ = tiny
+    # a caller's own prior without a base: compared with itself, every difference is 0
+    assert res["prior"]["base"]["name"] == "load_prior given to run() (itself)"
+    for d in res["datasets"].values():
+        for r in d["summary"]["true"]["pretrained_vs_pretrained_base"].values():
+            assert r["pct"] == pytest.approx(0.0, abs=1e-9)
+
+    def base(n_features):  # another sampler: the same field, a 2-step solver
+        return _stand_in(n_features).set_params(n_steps=2)
+
+    out = tmp_path / "out"
+    other = pretrained.run("tiny", output_dir=out, load_prior=_stand_in, load_base_prior=base)
+    assert other["prior"]["base"]["name"] == "load_base_prior given to run()"
+    iris = other["datasets"]["iris"]["summary"]
+    assert all(abs(r["pct"]) > 0.1 for r in iris["true"]["pretrained_vs_pretrained_base"].values())
+    mmd = iris["true"]["mmd2"]
+    for m, r in iris["true"]["pretrained_vs_pretrained_base"].items():
+        ratio = mmd["pretrained"][m] / mmd["pretrained_base"][m]
+        assert r["pct"] == pytest.approx(100 * (1 - ratio))
+    assert "than the base prior by" in pretrained.docs_section(other, "C")

@@ -16,7 +16,7 @@ from sklearn.datasets import load_iris
 from skflow import LearnedFlowSampler
 from skflow.exceptions import InvalidParameterError
 from skflow.nn.transformer import CrossAttentionVelocity
-from skflow.priors import FAMILIES, EllipticalMixtureTasks, PriorTasks, train_prior
+from skflow.priors import FAMILIES, RECIPES, EllipticalMixtureTasks, PriorTasks, train_prior
 from skflow.priors.model_card import current_command
 from skflow.priors.store import PRIORS_DIR, file_sha256, load_prior, read_prior
 from skflow.samplers._fitted import FITTED, fitted_config, restore
@@ -404,3 +404,15 @@ def test_refresh_finetune_rewrites_only_the_cards_finetune_params(tmp_path, monk
     fresh = json.loads((tmp_path / "general-16.json").read_text())
     assert fresh == {**card, "finetune_params": {"warm_start": True, "max_iter": 7}}
     assert not list(tmp_path.glob("*.npz"))  # no weights written: nothing was trained
+
+
+def test_the_sized_prior_is_the_recipe_with_the_size_embedding():
+    """``general-16-sized`` changes one thing of ``general-16``: its network sees m."""
+    base, sized = RECIPES["general-16"], RECIPES["general-16-sized"]
+    assert {k: v for k, v in sized["sampler"].items() if k != "size_embedding"} == base["sampler"]
+    assert sized["sampler"]["size_embedding"] and "size_embedding" not in base["sampler"]
+    assert sized["tasks"] == base["tasks"] and sized["finetune"] == base["finetune"]
+    prior = LearnedFlowSampler.from_pretrained("general-16-sized", n_features=3)
+    assert prior.size_embedding and prior.model_.size_embedding
+    assert CARDS["general-16-sized"]["network"]["size_embedding"] is True
+    assert not LearnedFlowSampler.from_pretrained("general-16", n_features=3).model_.size_embedding

@@ -589,3 +589,19 @@ def test_the_second_run_is_budgeted_after_its_network_is_built(two_cluster_class
         d_model=8, n_layers=1, batch_tasks=2, n_targets=4, random_state=0, max_iter=2, max_time=10.0
     ).fit(*two_cluster_classes)
     assert budgets == [2.5, 4.0]
+
+
+def test_size_embedding_reaches_the_network_and_old_pickles_get_its_default(gmm2):
+    """``size_embedding=True`` builds a network that sees the support size; a pickle written
+    before a parameter existed loads with that parameter's default."""
+    small = dict(d_model=8, n_heads=2, n_layers=1, max_iter=2, batch_tasks=2, n_targets=4,
+                 support_size=(2, 10), n_steps=2, random_state=0)  # fmt: skip
+    sized = LearnedFlowSampler(size_embedding=True, **small).fit(gmm2)
+    assert sized.model_.size_embedding and sized.model_.config["size_embedding"]
+    assert not LearnedFlowSampler(**small).fit(gmm2).model_.size_embedding
+    state = sized.__getstate__()
+    del state["size_embedding"]  # as an older skflow pickled it
+    old = LearnedFlowSampler.__new__(LearnedFlowSampler)
+    old.__setstate__(state)
+    assert old.get_params()["size_embedding"] is False
+    assert old.model_.size_embedding  # the network is the pickled one
