@@ -172,11 +172,14 @@ def table(saved: dict) -> str:
 
 
 def write_docs(saved: dict, page: Path = PAGE) -> None:
-    """Put the block into the model-card page (replacing an older one of its selection set)."""
+    """Put the block into the model-card page: in place of an older one of its selection
+    set, else at the end."""
     (begin, end), _ = SELECTIONS[_selection(saved)]
     text = page.read_text()
     if begin in text:
-        text = text[: text.index(begin)] + text[text.index(end) + len(end) :].lstrip("\n")
+        rest = text[text.index(end) + len(end) :]
+        page.write_text(text[: text.index(begin)] + table(saved) + rest)
+        return
     page.write_text(text.rstrip("\n") + "\n\n" + table(saved) + "\n")
 
 

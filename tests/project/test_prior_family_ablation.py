@@ -46,7 +46,7 @@ def test_combine_refuses_runs_of_other_settings(ablation):
 def test_docs_block_is_written_from_the_saved_runs(ablation):
     """The block of ``docs/pretrained.md`` is what ``--docs-from`` writes from the saved runs."""
     folder = ablation.PAGE.parents[1] / "benchmarks" / "results" / "prior_ablation"
-    runs = [json.loads((folder / f"{n}.json").read_text()) for n in ("recipe", "families")]
+    runs = [json.loads((folder / f"{n}.json").read_text()) for n in ("recipe", "families", "size")]
     assert ablation.table(ablation.combine(runs)) in ablation.PAGE.read_text()
 
 
@@ -105,3 +105,12 @@ def test_prior_law_docs_block_is_written_from_the_saved_runs(ablation):
         json.loads((folder / f"{n}.json").read_text()) for n in ("prior_law", "prior_law_size_s01")
     ]
     assert ablation.table(ablation.combine(runs)) in ablation.PAGE.read_text()
+
+
+def test_rewriting_a_block_keeps_it_in_place(ablation, tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text(f"intro\n\n{ablation.BEGIN}\nold\n{ablation.END}\n\n## After\n\ntail\n")
+    ablation.write_docs(_run(ablation, {"all families": 0.25}, "A"), page)
+    text = page.read_text()
+    assert "old" not in text and text.index(ablation.END) < text.index("## After")
+    assert text.endswith("## After\n\ntail\n")
