@@ -40,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-from skflow.experiments.protocol import CONVENTIONS, scores_both_conventions
+from skflow.experiments.protocol import CONVENTIONS, bootstrap_indices, scores_both_conventions
 from skflow.tasks import HierarchicalTasks
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -121,7 +121,7 @@ def change_against_exact(
     -50.0
     """
     base = scores[1.0][conv]
-    idx = np.random.default_rng(seed).integers(0, len(base), size=(n_boot, len(base)))
+    idx = bootstrap_indices(1, len(base), n_boot, seed)[:, 0]  # (n_boot, n_tasks)
     out = {}
     for c, table in scores.items():
         values = table[conv]

@@ -805,10 +805,10 @@ def _loss_table(results: dict, conv: str) -> str:
 
 
 def _losses(results: dict, conv: str) -> str:
-    """One sentence: where the prior's MMD² is higher than a plug-in's (interval below 0)."""
+    """One sentence: where the prior's MMD² is higher than a baseline's (interval below 0)."""
     found = []
     for name, d in results["datasets"].items():
-        for a, b in PAIRS:  # the prior against each plug-in
+        for a, b in PAIRS:  # the prior against each plug-in and the base prior
             for m, r in d["summary"][conv][f"{a}_vs_{b}"].items():
                 if _verdict(r) == "loses":
                     found.append(f"{name} m = {m} vs {_LABELS[b]} ({ci_pct(r)})")

@@ -606,8 +606,12 @@ class CrossAttentionVelocity(nn.Module):
         if context is not None:
             h = h + self._context_token(context.to(io_dtype), support.shape[1]).to(wdtype)
         if self.size_embedding:  # attention averages over the rows: it cannot count them
-            size = torch.tensor(self.size_features(support.shape[1]), device=x.device)
-            h = h + self.size_mlp(size.to(wdtype))
+            # filled on the device: no host-to-device copy at every solver step
+            size = torch.stack([
+                torch.full((), v, device=x.device, dtype=wdtype)
+                for v in self.size_features(support.shape[1])
+            ])  # fmt: skip
+            h = h + self.size_mlp(size)
         s_tok = self.support_embed((s_c / scale).to(wdtype))
         if self.support_summary:
             summary = self.summary_mlp(s_tok).mean(dim=1, keepdim=True)
