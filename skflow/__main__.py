@@ -7,8 +7,9 @@ The demo has two parts, both on scikit-learn's bundled handwritten digits (no do
    samples (distance to the closest support digit, relative to that of real held-out digits:
    near 1 for new digits, near 0 for copies) and the effective sample size of the kernel along
    the flow's own trajectories;
-2. few-shot, plug-in vs learned: the shipped prior general-16
-   (LearnedFlowSampler.from_pretrained, meta-trained on synthetic tasks only, no training here)
+2. few-shot, plug-in vs learned: the shipped prior general-16-sized, the one whose network
+   sees the support size (LearnedFlowSampler.from_pretrained, meta-trained on synthetic tasks
+   only, no training here)
    and the plug-in field are conditioned, with no parameter update, on ten examples of the
    held-out digit (PCA to 16 dimensions and standardized, both fitted on the other classes);
    their MMD² and memorisation ratio against the rest of that class are printed (feature space,
@@ -37,8 +38,9 @@ __all__ = ["main", "run_demo", "run_few_shot"]
 #: Fine-tuning iterations of the demo's learned sampler (0: the shipped prior, zero-shot; a
 #: fixed budget otherwise, so that a run does the same work whatever the machine's load).
 DEMO_TRAIN_ITER = 0
-#: The shipped prior of the demo's few-shot part.
-DEMO_PRIOR = "general-16"
+#: The shipped prior of the demo's few-shot part: the one that sees the support size, which
+#: docs/learned.md recommends zero-shot (general-16 copies part of a 10-row support).
+DEMO_PRIOR = "general-16-sized"
 
 
 def run_demo(
@@ -180,8 +182,8 @@ def _digit_features(digit: int) -> tuple:
 def _meta_trained_sampler(Z, y, digit, n_support, n_steps, train_iter, random_state, verbose):
     """The few-shot part's learned sampler: the shipped prior, fine-tuned if ``train_iter``.
 
-    ``LearnedFlowSampler.from_pretrained("general-16")`` was meta-trained on synthetic tasks
-    only (``docs/pretrained.md``): zero-shot, nothing of the digits is seen. With
+    ``LearnedFlowSampler.from_pretrained("general-16-sized")`` was meta-trained on synthetic
+    tasks only (``docs/pretrained.md``): zero-shot, nothing of the digits is seen. With
     ``train_iter > 0`` it is fine-tuned (``warm_start``) for that many iterations on every
     class but ``digit``. Returns the sampler and the iterations and seconds of the fine-tuning.
     """
@@ -210,7 +212,7 @@ def run_few_shot(
 ) -> dict:
     """Few-shot generation of a held-out digit: plug-in NW field vs the shipped prior.
 
-    The learned sampler is ``LearnedFlowSampler.from_pretrained("general-16")``, meta-trained
+    The learned sampler is ``LearnedFlowSampler.from_pretrained("general-16-sized")``, meta-trained
     on synthetic tasks only (``docs/pretrained.md``); with ``train_iter > 0`` it is first
     fine-tuned (``warm_start``, on one Torch thread) for exactly ``train_iter`` iterations on
     the nine other classes of the standardized PCA-16 feature space, every task a class under
@@ -275,6 +277,7 @@ def run_few_shot(
     return {
         "digit": digit,
         "n_support": n_support,
+        "prior": DEMO_PRIOR,
         "mmd2": {k: mmd2(g, held_out, reference=held_out) for k, g in generated.items()},
         "memorization": {k: memorization_ratio(g, support, held_out) for k, g in generated.items()},
         "mmd2_holdout_split": mmd2(held_out[:half], held_out[half:], reference=held_out),

@@ -186,3 +186,22 @@ def test_the_prior_is_compared_with_the_base_prior_on_the_same_tasks(tiny, tmp_p
         ratio = mmd["pretrained"][m] / mmd["pretrained_base"][m]
         assert r["pct"] == pytest.approx(100 * (1 - ratio))
     assert "than the base prior by" in pretrained.docs_section(other, "C")
+
+
+def test_losses_sentence_names_every_pair_that_loses():
+    """A loss against the base prior (the last pair) is listed beside one against a plug-in."""
+
+    def r(lo, hi):
+        return {"pct": (lo + hi) / 2, "ci": [lo, hi]}
+
+    level = {"5": r(-1.0, 2.0)}
+    summary = {f"{a}_vs_{b}": dict(level) for a, b in pretrained.PAIRS}
+    summary["pretrained_vs_plugin"] = {"5": r(-9.0, -3.0)}
+    summary["pretrained_vs_pretrained_base"] = {"5": r(-7.0, -2.0), "10": r(1.0, 4.0)}
+    results = {"datasets": {"wine": {"summary": {"true": summary}}}}
+    sentence = pretrained._losses(results, "true")
+    assert sentence.count("wine m = 5") == 2
+    assert "wine m = 5 vs plug-in (-6.0 %" in sentence
+    assert "wine m = 5 vs base prior (-4.5 %" in sentence
+    assert "m = 10" not in sentence
+    assert pretrained._losses({"datasets": {}}, "true").endswith("none.")

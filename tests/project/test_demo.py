@@ -5,7 +5,8 @@ import sys
 
 import numpy as np
 
-from skflow.__main__ import main, run_demo
+from skflow import LearnedFlowSampler
+from skflow.__main__ import main, run_demo, run_few_shot
 
 
 def test_demo_reports_and_plots(tmp_path):
@@ -35,3 +36,14 @@ def test_help_has_no_rest_markup():
         ).stdout
         assert "``" not in text and ":class:" not in text and ":func:" not in text
         assert "demo" in text
+
+
+def test_few_shot_part_uses_the_prior_that_sees_the_support_size():
+    """The demo conditions the prior docs/learned.md recommends zero-shot: it does not copy
+    its 10 examples the way ``general-16`` does (memorisation ratio 0.40 there)."""
+    report = run_few_shot(digit=3, n_support=10, n_samples=64, random_state=0)
+    card = LearnedFlowSampler.pretrained_models()[report["prior"]]
+    assert card["network"].get("size_embedding") is True
+    assert report["memorization"]["learned"] > 0.6
+    # both samplers are far closer to the held-out digits than the noise floor is far from 0
+    assert max(report["mmd2"].values()) < 10 * report["mmd2_holdout_split"] + 0.05
