@@ -74,7 +74,10 @@ rebuilds the fitted estimator (the network's architecture, `network`; the fitted
 `fitted`; the estimator parameters), as TabPFN stores its config with its weights.
 `from_pretrained` checks the weights' SHA-256 against the card, then builds the sampler with
 the same function that ends `fit` and unpickling. The format, the task law, the recipes and
-the training command live in one package, `skflow.priors`.
+the training command live in one package, `skflow.priors`. A prior trained elsewhere, e.g.
+with `python -m skflow.priors NAME --out DIR` after changing a recipe, loads the same way from
+its folder: `LearnedFlowSampler.from_pretrained(NAME, n_features=d, folder=DIR)`
+(`pretrained_models(DIR)` lists a folder's cards).
 
 Each card below is written from the prior's `.json` card by `python -m skflow.priors
 --write-docs`; the card itself is written by the training command it names.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import math
+import os
 import time
 import warnings
 from typing import Any
@@ -483,11 +484,17 @@ class LearnedFlowSampler(BaseFlowSampler):
 
     # -- shipped priors --------------------------------------------------------------------
     @staticmethod
-    def pretrained_models() -> dict[str, dict]:
+    def pretrained_models(folder: str | os.PathLike | None = None) -> dict[str, dict]:
         """The priors shipped with skflow: ``{name: model card}``.
 
         A card holds the network and estimator parameters, the SHA-256 of the weights, and
         the training command, budget, machine and curves (see ``docs/pretrained.md``).
+
+        Parameters
+        ----------
+        folder : str or path-like, optional
+            List the priors of this folder instead, e.g. the ``--out`` folder of
+            ``python -m skflow.priors NAME --out DIR``.
 
         Examples
         --------
@@ -497,10 +504,12 @@ class LearnedFlowSampler(BaseFlowSampler):
         """
         from ..priors.store import pretrained_cards
 
-        return pretrained_cards()
+        return pretrained_cards(folder)
 
     @classmethod
-    def from_pretrained(cls, name: str, *, n_features: int | None = None) -> LearnedFlowSampler:
+    def from_pretrained(
+        cls, name: str, *, n_features: int | None = None, folder: str | os.PathLike | None = None
+    ) -> LearnedFlowSampler:
         """A fitted sampler with the weights of a shipped prior: no training, no download.
 
         Parameters
@@ -516,6 +525,10 @@ class LearnedFlowSampler(BaseFlowSampler):
             for every fitted scikit-learn estimator: a support of another width is refused
             with an error that names ``from_pretrained(name, n_features=d)``, or, above the
             prior's width, the limit and how to reduce the data (PCA).
+        folder : str or path-like, optional
+            Load the prior from this folder instead of the shipped ones: a prior you trained
+            with ``python -m skflow.priors NAME --out DIR`` (its ``NAME.json`` card and
+            ``NAME.npz`` weights, whose SHA-256 the card checks).
 
         Returns
         -------
@@ -539,7 +552,7 @@ class LearnedFlowSampler(BaseFlowSampler):
         """
         from ..priors.store import load_prior
 
-        params, config, state = load_prior(name, n_features)
+        params, config, state = load_prior(name, n_features, folder)
         return restore(cls(**params), config, state)
 
     # -- presets ---------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import pickle
+import shutil
 import warnings
 
 import joblib
@@ -605,3 +606,29 @@ def test_size_embedding_reaches_the_network_and_old_pickles_get_its_default(gmm2
     old.__setstate__(state)
     assert old.get_params()["size_embedding"] is False
     assert old.model_.size_embedding  # the network is the pickled one
+
+
+def test_from_pretrained_loads_a_prior_from_a_folder(tmp_path):
+    """``folder=``: a prior trained with ``python -m skflow.priors NAME --out DIR`` loads like a
+    shipped one; its own files are read (and checked), not the package's."""
+    from skflow.exceptions import InvalidParameterError
+    from skflow.priors.store import PRIORS_DIR
+
+    for ext in ("json", "npz"):  # a copy of a shipped prior under a name the package lacks
+        shutil.copy(PRIORS_DIR / f"general-16.{ext}", tmp_path / f"mine.{ext}")
+    assert list(LearnedFlowSampler.pretrained_models(tmp_path)) == ["mine"]
+    S = np.random.default_rng(0).normal(size=(6, 3))
+    mine = LearnedFlowSampler.from_pretrained("mine", n_features=3, folder=tmp_path)
+    shipped = LearnedFlowSampler.from_pretrained("general-16", n_features=3)
+    for model in (mine, shipped):
+        model.set_params(n_steps=4)
+    np.testing.assert_array_equal(
+        mine.sample(5, support=S, random_state=0), shipped.sample(5, support=S, random_state=0)
+    )
+    with pytest.raises(InvalidParameterError, match="mine"):
+        LearnedFlowSampler.from_pretrained("mine", n_features=3)
+    with np.load(tmp_path / "mine.npz") as data:  # other weights under the same card
+        state = {k: data[k] + 1.0 for k in data.files}
+    np.savez(tmp_path / "mine.npz", **state)
+    with pytest.raises(ValueError, match="SHA-256"):
+        LearnedFlowSampler.from_pretrained("mine", n_features=3, folder=tmp_path)
