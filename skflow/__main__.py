@@ -212,11 +212,12 @@ def run_few_shot(
 ) -> dict:
     """Few-shot generation of a held-out digit: plug-in NW field vs the shipped prior.
 
-    The learned sampler is ``LearnedFlowSampler.from_pretrained("general-16-sized")``, meta-trained
-    on synthetic tasks only (``docs/pretrained.md``); with ``train_iter > 0`` it is first
-    fine-tuned (``warm_start``, on one Torch thread) for exactly ``train_iter`` iterations on
-    the nine other classes of the standardized PCA-16 feature space, every task a class under
-    a fresh random rotation (the estimator's default augmentation of ``fit(X, y)``). Both it
+    The learned sampler is ``LearnedFlowSampler.from_pretrained("general-16-sized")``,
+    meta-trained on synthetic tasks only (``docs/pretrained.md``); with ``train_iter > 0`` it
+    is first fine-tuned (``warm_start``, on one Torch thread) for exactly ``train_iter``
+    iterations on the nine other classes of the standardized PCA-16 feature space, every task
+    a class under a fresh random rotation (the estimator's default augmentation of
+    ``fit(X, y)``). Both it
     and the plug-in :class:`~skflow.NWFlowSampler` (``sigma_min="auto"``, the bandwidth
     chosen from the support: the plug-in that does not copy, unlike the paper's 0.01)
     are conditioned in context on the same ``n_support`` rows of ``digit`` and generate

@@ -608,14 +608,15 @@ def _prior_info(cfg: dict, options: dict) -> dict:
     """The prior's and the base prior's names and model cards (None for a caller's own)."""
     cards = LearnedFlowSampler.pretrained_models()
     own = options.get("load_prior") is not None
-    out = {"name": cfg["prior"], "card": cards.get(cfg["prior"])}
-    if own:
-        out = {"name": "load_prior given to run()", "card": None}
+    out = {"name": "load_prior given to run()", "card": None} if own else None
+    out = out or {"name": cfg["prior"], "card": cards.get(cfg["prior"])}
     if options.get("load_base_prior") is not None:
-        return out | {"base": {"name": "load_base_prior given to run()", "card": None}}
-    if own:
-        return out | {"base": {"name": "load_prior given to run() (itself)", "card": None}}
-    return out | {"base": {"name": cfg["base_prior"], "card": cards.get(cfg["base_prior"])}}
+        base = {"name": "load_base_prior given to run()", "card": None}
+    elif own:  # a caller's own prior stands in for the base too (see _measure)
+        base = {"name": "load_prior given to run() (itself)", "card": None}
+    else:
+        base = {"name": cfg["base_prior"], "card": cards.get(cfg["base_prior"])}
+    return out | {"base": base}
 
 
 def _headline(datasets: dict, averages: dict, finetune: dict | None) -> dict:
