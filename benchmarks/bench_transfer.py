@@ -38,11 +38,15 @@ parameters changed: the network seeing its frame, ``frame_context=True``, with e
 augmentation; ``learned_abs``, no per-task frame; ``learned_pred``, ``normalize="predictive"``,
 the frame of the best Gaussian arm's predictive, ``pred_no_aug``, the same without the
 rotation in that frame, ``pred_recentre``, with recentring instead of the rotation, and
-``pred_big``, with a wider and deeper network), ``prior_ft`` (the shipped prior fine-tuned on
-the training classes with its card's recipe, ``max_time=120`` for the whole fit: with 10 classes or
-more split between the prior, continued, and a new predictive-frame model, chosen per support
-size as in ``learned``; ``prior_ft_support`` in runs saved before the card set
-``normalize="auto"``: the prior alone; ``prior_ft_choice_extra`` and
+``pred_big``, with a wider and deeper network; ``pred_rows``, trained with a fifth of every
+class's rows held out for early stopping: the predictive frame is otherwise untrained with
+fewer than 10 classes), ``best_with_learned`` (:class:`skflow.BestClassicalSampler` over its
+default candidates and the defaults of ``learned``, chosen per ``m`` on
+:data:`SELECTION_SPLITS` class-grouped folds: a network trained per fold), ``prior_ft`` (the
+shipped prior fine-tuned on the training classes with its card's recipe, ``max_time=120``
+for the whole fit: with 10 classes or more split between the prior, continued, and a new
+predictive-frame model, chosen per support size as in ``learned``; ``prior_ft_support`` in
+runs saved before the card set ``normalize="auto"``: the prior alone; ``prior_ft_choice_extra`` and
 ``prior_ft_lr_choice_extra`` in runs saved before ``max_time`` bounded the whole fit: 120 s
 for the two trainings, the choice between them on top, with the card's former schedule and
 its current one; ``prior_ft_gentle``, the same with the card's former schedule,
@@ -124,6 +128,9 @@ LEARNED_ARMS = {
     "pred_recentre": {"normalize": "predictive", "augment": "recentre"},  # ... new centres instead
     # ... with twice the width and one more layer (capacity)
     "pred_big": {"normalize": "predictive", "d_model": 128, "n_layers": 3},
+    # ... trained with a fifth of every class's rows held out for early stopping: with fewer
+    # than 10 classes the predictive frame is otherwise not trained (nothing validates it)
+    "pred_rows": {"normalize": "predictive", "validation_fraction": 0.2},
     # the defaults with a network that sees the support size m
     "learned_sized": {"size_embedding": True},
     # the shipped prior fine-tuned (its card's fine-tuning recipe, normalize="auto") with a
@@ -133,7 +140,14 @@ LEARNED_ARMS = {
     "prior_ft_gentle": {"from_pretrained": "general-16", "learning_rate": 3e-4, "warmup": 0},
     # the prior that sees the support size, fine-tuned like prior_ft
     "prior_sized_ft": {"from_pretrained": "general-16-sized"},
+    # the defaults as one more candidate of BestClassicalSampler: chosen per m against the
+    # classical arms on class-grouped folds of the training classes (cross-fitted: a network
+    # per fold, trained on the other folds' classes), refitted on all of them where chosen
+    "best_with_learned": {"candidate_of": "BestClassicalSampler"},
 }
+#: Class-grouped folds of ``best_with_learned`` (a network is trained per fold, and once more
+#: on every class if it is chosen at some size).
+SELECTION_SPLITS = 3
 #: ``max_time`` of the ``prior_ft`` arm: the whole fit's wall-time budget (with 10 classes or
 #: more both trainings and the choice between them; one Torch thread: at most about as many
 #: CPU seconds).
@@ -335,8 +349,34 @@ def fixed_arms(X, y, seed: int, max_time: float, max_iter, records: dict, learne
         budget = {} if max_iter is None else {"max_iter": max_iter}
         for name in learned:
             params = LEARNED_ARMS[name] | budget
-            arms[name], records[name] = fit_learned(X, y, seed, max_time, **params)
+            fit = fit_selected if "candidate_of" in params else fit_learned
+            arms[name], records[name] = fit(X, y, seed, max_time, **params)
     return arms
+
+
+def fit_selected(X, y, seed: int, max_time: float, **params) -> tuple:
+    """``best_with_learned``: :class:`skflow.BestClassicalSampler` over its default candidates
+    and the default ``LearnedFlowSampler`` (same budget as ``learned``), chosen at each of
+    :data:`SUPPORT_SIZES` on :data:`SELECTION_SPLITS` class-grouped folds; its record."""
+    from skflow.samplers.classical import default_candidates
+
+    wall, cpu = time.perf_counter(), time.process_time()
+    params.pop("candidate_of")
+    net = LearnedFlowSampler(max_time=max_time, random_state=seed, **params)
+    sel = BestClassicalSampler(
+        [*default_candidates(), net], support_size=list(SUPPORT_SIZES),
+        n_splits=SELECTION_SPLITS, random_state=seed,
+    ).fit(X, y)  # fmt: skip
+    names = [type(e).__name__.replace("Sampler", "") for e in sel.best_estimators_]
+    record = {
+        "wall_s": round(time.perf_counter() - wall, 1),
+        "cpu_s": round(time.process_time() - cpu, 1),
+        "params": {"n_splits": SELECTION_SPLITS, **params},
+        "choice": dict(zip(map(str, sel.support_sizes_.tolist()), names, strict=True)),
+        "learned_validation_mmd2": [round(float(v), 5) for v in sel.validation_mmd2_[:, -1]],
+        "best_validation_mmd2": [round(float(v), 5) for v in sel.validation_mmd2_.min(axis=1)],
+    }
+    return sel, record
 
 
 def selected_arms(X, y, m: int, seed: int, records: dict) -> dict:
@@ -414,8 +454,9 @@ def run_one(
 ORDER = (
     "oracle", "bayes", "eb_true_T", "bayes_est", "learned", "learned_one_frame", "learned_support",
     "learned_pred", "pred_no_aug",
-    "pred_recentre", "pred_big", "learned_sized", "ctx_rotate", "ctx_no_aug", "ctx_recentre",
-    "learned_abs",
+    "pred_recentre", "pred_big", "pred_rows", "learned_sized", "ctx_rotate", "ctx_no_aug",
+    "ctx_recentre",
+    "learned_abs", "best_with_learned",
     "prior", "prior_ft", "prior_ft_gentle", "prior_sized_ft", "prior_ft_choice_extra",
     "prior_ft_lr_choice_extra", "prior_ft_support",
     "best_classical", "emp_bayes", "emp_bayes_mom", "pooled",
@@ -571,8 +612,15 @@ def records_text(runs: list[dict]) -> str:
             for k, v in rec.items()
             if "n_iter" in v
         ]
+        selected = [
+            f"{k}: {v['wall_s']} s wall, {v['cpu_s']} s CPU, {v['params']['n_splits']} "
+            f"class-grouped folds (validation MMD² per m, the learned candidate: "
+            f"{v['learned_validation_mmd2']}, the best candidate: {v['best_validation_mmd2']})"
+            for k, v in rec.items()
+            if "learned_validation_mmd2" in v
+        ]
         chosen = [f"{k}: {v['choice']}" for k, v in rec.items() if "choice" in v]
-        out.append(f"- seed {r['seed']}: " + "; ".join(learned + chosen))
+        out.append(f"- seed {r['seed']}: " + "; ".join(learned + selected + chosen))
     return "\n".join(out)
 
 

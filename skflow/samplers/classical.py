@@ -29,6 +29,7 @@ from typing import Any, ClassVar
 import numpy as np
 from sklearn.base import BaseEstimator, clone
 from sklearn.covariance import LedoitWolf
+from sklearn.exceptions import FitFailedWarning
 from sklearn.mixture import GaussianMixture
 from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d, validate_data
 
@@ -624,6 +625,18 @@ def _fewshot_mmd2(model, X, y, classes, support_size, n_repeats, n_generated, se
     return float(np.mean(scores))
 
 
+def _warn_failed_candidates(candidates: list, failures: dict, n_folds: int) -> None:
+    """One :class:`~sklearn.exceptions.FitFailedWarning` per candidate that could not be
+    fitted on some fold (it is then never chosen), with its first error."""
+    for i, errors in failures.items():
+        warnings.warn(
+            f"candidate {i} ({type(candidates[i]).__name__}) could not be fitted on "
+            f"{len(errors)} of {n_folds} class-grouped folds and is not chosen: {errors[0]}",
+            FitFailedWarning,
+            stacklevel=4,
+        )
+
+
 class BestClassicalSampler(_ClassicalSampler):
     """The candidate generator with the best few-shot score on held-out *training* classes.
 
@@ -633,7 +646,10 @@ class BestClassicalSampler(_ClassicalSampler):
     ``support_size`` rows, the other rows the reference, ``n_generated`` generated rows, MMD²
     with the reference's median-heuristic bandwidth). The candidate of lowest mean MMD² is
     refitted on all the classes. Test classes are never seen: the choice is what a user can
-    make from the training data alone.
+    make from the training data alone. A candidate that cannot be fitted on some fold (a
+    ``ValueError``, e.g. empirical Bayes on the one class left by a fold of binary data) is
+    scored ``inf`` there, never chosen, and named in a
+    :class:`~sklearn.exceptions.FitFailedWarning`; if no candidate fits, ``fit`` raises.
 
     Parameters
     ----------
@@ -726,18 +742,32 @@ class BestClassicalSampler(_ClassicalSampler):
         candidates = default_candidates() if self.candidates is None else list(self.candidates)
         sizes = np.unique(np.atleast_1d(np.asarray(self.support_size, dtype=np.int64)))
         scores = np.zeros((len(folds), len(sizes), len(candidates)))
+        failures: dict[int, list] = {}
         for f, held in enumerate(folds):
             train = ~np.isin(y, held)
             seed = int(rng.randint(2**31 - 1))
             for i, cand in enumerate(candidates):
-                with warnings.catch_warnings():  # e.g. the plug-in's copy warning on all rows
-                    warnings.simplefilter("ignore")
-                    model = clone(cand).fit(X[train], y[train])  # once for every size
-                    for j, size in enumerate(sizes):
-                        scores[f, j, i] = _fewshot_mmd2(
-                            model, X, y, held, int(size), self.n_repeats, self.n_generated, seed
-                        )
+                try:
+                    scores[f, :, i] = self._fold_scores(cand, X, y, train, held, sizes, seed)
+                except ValueError as error:  # e.g. empirical Bayes on a fold of one class
+                    scores[f, :, i] = np.inf
+                    failures.setdefault(i, []).append(error)
+        _warn_failed_candidates(candidates, failures, len(folds))
+        if np.all(np.isinf(scores).any(axis=0), axis=1).any():
+            first = next(iter(failures.values()))[0]
+            raise ValueError(f"no candidate could be fitted on every fold: {first}") from first
         self._store_choice(candidates, sizes, scores.mean(axis=0), X, y)
+
+    def _fold_scores(self, cand, X, y, train, held, sizes, seed) -> np.ndarray:
+        """``cand`` fitted on the ``train`` rows, scored at every size on the ``held``
+        classes."""
+        with warnings.catch_warnings():  # e.g. the plug-in's copy warning on all rows
+            warnings.simplefilter("ignore")
+            model = clone(cand).fit(X[train], y[train])  # once for every size
+            return np.array([
+                _fewshot_mmd2(model, X, y, held, int(m), self.n_repeats, self.n_generated, seed)
+                for m in sizes
+            ])  # fmt: skip
 
     def _store_choice(self, candidates, sizes, mean_mmd2, X, y) -> None:
         """Refit each chosen candidate once on all classes; attributes per size or, with an

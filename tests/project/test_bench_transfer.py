@@ -167,3 +167,23 @@ def test_bayes_est_is_the_student_t_predictive_with_the_estimated_hyperparameter
     assert arm.within == "student_t" and arm.df == family.df
     np.testing.assert_allclose(arm.within_cov, family.within_cov)
     np.testing.assert_allclose(arm.prior_cov, family.prior_cov)
+
+
+def test_best_with_learned_is_the_selector_with_the_learned_candidate(bench):
+    """``best_with_learned``: the default candidates and the learned sampler, chosen per m on
+    class-grouped folds; its record gives the choice and both validation scores per m, and the
+    records text says how many folds."""
+    from skflow.tasks import HierarchicalTasks
+
+    X, y = HierarchicalTasks(3).make_classes(6, 40, random_state=0)
+    params = {"candidate_of": "BestClassicalSampler", "max_iter": 2, "d_model": 16,
+              "n_heads": 2, "n_layers": 1}  # fmt: skip
+    sel, record = bench.fit_selected(X, y, 0, 30.0, **params)
+    assert [type(c).__name__ for c in sel.candidates][-1] == "LearnedFlowSampler"
+    assert sel.candidates[-1].max_iter == 2 and sel.n_splits == bench.SELECTION_SPLITS
+    assert list(record["choice"]) == [str(m) for m in bench.SUPPORT_SIZES]
+    scores = sel.validation_mmd2_
+    np.testing.assert_allclose(record["learned_validation_mmd2"], scores[:, -1].round(5))
+    np.testing.assert_allclose(record["best_validation_mmd2"], scores.min(axis=1).round(5))
+    run = {"seed": 0, "records": {"best_with_learned": record}}
+    assert f"{bench.SELECTION_SPLITS} class-grouped folds" in bench.records_text([run])

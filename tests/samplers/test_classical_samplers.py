@@ -6,6 +6,7 @@ import warnings
 import numpy as np
 import pytest
 from sklearn.covariance import LedoitWolf
+from sklearn.exceptions import FitFailedWarning
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import skflow
@@ -286,3 +287,42 @@ def test_best_classical_one_size_in_a_list_is_the_int_choice():
     listed = BestClassicalSampler(arms, support_size=[4], n_splits=3, random_state=0).fit(X, y)
     np.testing.assert_array_equal(listed.validation_mmd2_, one.validation_mmd2_[None])
     assert listed.best_index_.tolist() == [one.best_index_]
+
+
+def test_best_classical_cross_fits_a_learned_candidate():
+    """A learned sampler is one more candidate: cloned, trained per fold on the other folds'
+    classes, scored like the others, refitted on every class where it is chosen."""
+    X, y = FAMILY.make_classes(6, 20, random_state=0)
+    net = skflow.LearnedFlowSampler(
+        d_model=16, n_heads=2, n_layers=1, max_iter=3, batch_tasks=4, random_state=0
+    )
+    params = dict(support_size=[3, 10], n_splits=3, n_repeats=1, n_generated=20, random_state=0)
+    best = BestClassicalSampler([net, PooledGaussianSampler()], **params).fit(X, y)
+    assert not hasattr(net, "model_")  # the candidate given is cloned, never fitted
+    assert best.validation_mmd2_.shape == (2, 2)
+    assert np.all(np.isfinite(best.validation_mmd2_))
+    again = BestClassicalSampler([net, PooledGaussianSampler()], **params).fit(X, y)
+    np.testing.assert_array_equal(again.validation_mmd2_, best.validation_mmd2_)
+    alone = BestClassicalSampler([net], **params).fit(X, y)  # chosen: refitted on all
+    for m in (3, 10):
+        chosen = alone.chosen_estimator(m)
+        assert isinstance(chosen, skflow.LearnedFlowSampler) and chosen is not net
+        assert chosen.n_iter_ == 3 and chosen.n_features_in_ == 3
+        assert alone.sample(5, support=X[y == 0][:m], random_state=0).shape == (5, 3)
+
+
+def test_best_classical_on_two_classes_skips_the_arm_that_needs_more():
+    """Binary data: each fold leaves one training class, on which empirical Bayes cannot
+    estimate a law of class means. It is named in a warning and never chosen; the others are
+    scored as usual."""
+    X, y = FAMILY.make_classes(2, 30, random_state=0)
+    with pytest.warns(FitFailedWarning, match="EmpiricalBayesGaussianSampler.*2 of 2"):
+        best = BestClassicalSampler(support_size=[3, 10], random_state=0).fit(X, y)
+    names = [type(c).__name__ for c in skflow.samplers.classical.default_candidates()]
+    failed = np.isinf(best.validation_mmd2_).all(axis=0)
+    assert [n for n, f in zip(names, failed, strict=True) if f] == ["EmpiricalBayesGaussianSampler"]
+    assert np.isfinite(best.validation_mmd2_[:, ~failed]).all()
+    assert not any(isinstance(e, EmpiricalBayesGaussianSampler) for e in best.best_estimators_)
+    assert best.sample(4, support=X[:3], random_state=0).shape == (4, 3)
+    with pytest.warns(FitFailedWarning), pytest.raises(ValueError, match="no candidate"):
+        BestClassicalSampler([EmpiricalBayesGaussianSampler()], random_state=0).fit(X, y)
