@@ -5,8 +5,8 @@
 ``GridSearchCV``). Each class that needs new rows is the *support* of a support-conditioned
 sampler, and its new rows are that sampler's samples: the plug-in Nadaraya-Watson flow
 (:class:`~skflow.NWFlowSampler`, the terminal Gaussian KDE of the class), the shipped
-in-context prior (``LearnedFlowSampler.from_pretrained("general-16")``) or any sampler you give
-(a fitted :class:`~skflow.LearnedFlowSampler` conditioned in context, or an unfitted sampler or
+in-context prior (``LearnedFlowSampler.from_pretrained("general-16-sized")``) or any sampler you
+give (a fitted :class:`~skflow.LearnedFlowSampler` conditioned in context, or an unfitted sampler or
 :class:`~skflow.SamplingPipeline` fitted on each class). The class is first projected on its own
 leading principal components (``n_components``), where the kernel noise stays near the class's
 manifold (isotropic noise in all ``d`` input dimensions leaves it), and the samples are mapped
@@ -52,7 +52,7 @@ from .samplers._kernel_geometry import median_nn_distance
 __all__ = ["FlowOverSampler", "oversampling_memorization"]
 
 #: Name of the shipped prior used by ``generator="pretrained"`` and its width (features).
-PRIOR, PRIOR_WIDTH = "general-16", 16
+PRIOR, PRIOR_WIDTH = "general-16-sized", 16
 #: Share of the class's variance the ``n_components="auto"`` projection keeps (rule fixed in
 #: advance of the benchmark; see docs/oversampling.md).
 AUTO_VARIANCE = 0.9
@@ -78,8 +78,9 @@ class FlowOverSampler(BaseOverSampler):
       nearest-neighbour distance ``r`` (in the projected space) and the terminal bandwidth is
       ``sigma_min = spread / sqrt(k)`` in those units: a new row lies about ``spread * r``
       from the support row it comes from.
-    - ``"pretrained"``: the shipped prior ``LearnedFlowSampler.from_pretrained("general-16")``
-      in context (no training), on ``k <= 16`` components.
+    - ``"pretrained"``: the shipped prior
+      ``LearnedFlowSampler.from_pretrained("general-16-sized")`` (whose network sees the
+      support size) in context (no training), on ``k <= 16`` components.
     - an estimator with ``sample(n, ...)``: fitted (e.g. a :class:`~skflow.LearnedFlowSampler`
       trained on other classes), it is conditioned in context through
       ``sample(n, support=Z, random_state=...)``; unfitted (e.g. ``NWFlowSampler(...)`` or a

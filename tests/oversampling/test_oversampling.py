@@ -139,6 +139,19 @@ def test_given_fitted_learned_sampler_is_used_in_context():
     assert over.n_components_ == {1: 3}
 
 
+def test_pretrained_generator_is_the_sized_prior_in_context():
+    """``generator="pretrained"`` conditions ``general-16-sized`` (whose network sees the
+    support size) on the centred class, with the generator's ``n_steps``."""
+    X, y = imbalanced(d=4)
+    over = FlowOverSampler(generator="pretrained", n_components=None, n_steps=6, random_state=0)
+    X_res, _ = over.fit_resample(X, y)
+    prior = LearnedFlowSampler.from_pretrained("general-16-sized", n_features=4)
+    prior.set_params(n_steps=6)
+    centred = X[y == 1] - X[y == 1].mean(0)
+    expect = prior.sample(108, support=centred, random_state=_first_seed(0)) + X[y == 1].mean(0)
+    np.testing.assert_allclose(X_res[len(X) :], expect, rtol=1e-10, atol=1e-10)
+
+
 def _first_seed(random_state):
     return int(np.random.RandomState(random_state).randint(np.iinfo(np.int32).max))
 
