@@ -38,9 +38,10 @@ them and serves every m with about the same spread: on held-out tasks of its own
 it copies part of a 5-row support and over-smooths a 50-row one (the last ablation on this
 page). Both are compared zero-shot on real data in {results}: there `general-16-sized`
 copies far less of a 5-row support and is the one to use zero-shot
-([learned.md](learned.md)); the demo (`python -m skflow demo`) uses it. The fine-tuning
-arms of [transfer.md](transfer.md) (but `prior_sized_ft`) and the oversampler's `"pretrained"`
-strategy use `general-16`.
+([learned.md](learned.md)); the demo (`python -m skflow demo`) and the oversampler's
+`"pretrained"` strategy use it (level with `general-16` on every classifier score of
+[oversampling.md](oversampling.md), copying less). The fine-tuning arms of
+[transfer.md](transfer.md) (but `prior_sized_ft`) use `general-16`.
 
 **Width.** A prior of width 16 serves any number of features `d <= 16` (the network
 restricted to `d` coordinates is exactly the zero-padded one), but the width is chosen at load,
