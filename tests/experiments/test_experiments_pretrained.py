@@ -205,3 +205,36 @@ def test_losses_sentence_names_every_pair_that_loses():
     assert "wine m = 5 vs base prior (-4.5 %" in sentence
     assert "m = 10" not in sentence
     assert pretrained._losses({"datasets": {}}, "true").endswith("none.")
+
+
+def test_other_class_tuning_never_sees_the_class_it_serves():
+    # class 0's tasks prefer 0.1 and class 1's 0.5 (and class 2's are indifferent): each
+    # class gets the sigma_min its *other* classes prefer, never its own favourite
+    scores = {
+        (5, 0.1): np.array([1.0, 1.0, 5.0, 5.0, 3.0]),
+        (5, 0.5): np.array([4.0, 4.0, 2.0, 2.0, 3.0]),
+    }
+    task_class = np.array([0, 0, 1, 1, 2])
+    best = pretrained.best_on_other_classes(scores, task_class, [0, 1, 2])
+    assert best == {0: {5: 0.5}, 1: {5: 0.1}, 2: {5: 0.1}}
+    # class 2 sees classes 0 and 1: means 3.0 and 3.0, a tie broken toward the smaller sigma
+    with pytest.raises(ValueError, match="no other class"):
+        pretrained.best_on_other_classes(scores, np.zeros(5, int), [0])
+
+
+def test_other_class_plugin_takes_each_tasks_class_bandwidth(tiny):
+    res, _ = tiny
+    for data in res["datasets"].values():
+        other, oracle = data["other_classes_sigma_min"], data["tuned_sigma_min"]
+        classes = sorted(other)
+        assert len(classes) == 3  # iris and wine: every class has its own choice
+        for m in ("5", "10"):
+            per_task = data["comparison"][m]["per_task"]
+            mine, tuned = per_task["plugin_other"], per_task["plugin_tuned"]
+            for j in range(np.asarray(mine["true"]).shape[1]):
+                same = other[classes[j % 3]][m] == oracle[m]  # task j draws class j mod k
+                for key in ("true", "pooled", "copy"):
+                    equal = np.asarray(mine[key])[0, j] == np.asarray(tuned[key])[0, j]
+                    assert equal == same
+    summary = res["summary"]["targets"]["not_worse_than_other_classes_tuned"]
+    assert set(summary["iris"]) == {f"{c} m = {m}" for c in ("true", "pooled") for m in (5, 10)}

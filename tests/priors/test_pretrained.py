@@ -212,6 +212,21 @@ def test_model_card_page_is_written_from_the_card(name):
     assert card_markdown(name, CARDS[name]) in page.read_text()
 
 
+def test_model_card_page_is_exactly_what_write_docs_writes(tmp_path):
+    # The intro is code too: a page edited by hand, or code left behind a page edit, shows
+    # up here before the next ``--write-docs`` silently reverts one of them.
+    import shutil
+    from pathlib import Path
+
+    from skflow.priors.model_card import write_docs
+
+    page = Path(__file__).resolve().parents[2] / "docs" / "pretrained.md"
+    copy = tmp_path / "pretrained.md"
+    shutil.copy(page, copy)
+    write_docs(copy)
+    assert copy.read_text() == page.read_text()
+
+
 def test_degenerate_supports_are_refused_and_small_spread_stays_near():
     """Issue 34: a constant support (``np.ones((10, 4))`` gave samples 39 away) or a single
     row has no frame; the prior refuses it and names the exact alternative. A support of
