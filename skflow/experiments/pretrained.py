@@ -416,15 +416,15 @@ def best_on_other_classes(
 
 
 def _evaluate(
-    Z, splits, ms, best: dict, models: dict, cfg: dict, n_jobs, seed: int, other=None, y=None
+    Z, splits, ms, best: dict, models: dict, cfg: dict, n_jobs, seed: int, per_task=None
 ) -> dict:
     """Per m: method (and ``floor``) -> convention (and ``copy``) -> per-task values.
 
     Every learned model samples with the same noise per ``m`` (paired comparisons). With
-    ``other`` (class -> {m: sigma_min}) and the labels ``y``, ``plugin_other`` takes, task by
-    task, the plug-in at the ``sigma_min`` of the task's class (same noise as the others)."""
+    ``per_task`` (one ``{m: sigma_min}`` per task), ``plugin_other`` takes, task by task, the
+    plug-in at that task's ``sigma_min`` (the same noise as the other plug-ins)."""
     sigmas = {_SIGMA_MIN, *best.values()}
-    sigmas |= {s for per_m in (other or {}).values() for s in per_m.values()}
+    sigmas |= {s for per_m in (per_task or ()) for s in per_m.values()}
     plug = _plugin_tables(Z, splits, ms, sorted(sigmas), cfg, n_jobs, seed)
     # the zero-shot plug-in: a bandwidth from each support alone (what a user without
     # training classes could fit instead of the prior), with the same noise
@@ -438,9 +438,8 @@ def _evaluate(
             "plugin_tuned": plug[(m, best[m])],
             "plugin_auto": plug[(m, "auto")],
         }
-        if other is not None:
-            task_class = [y[pool[0]] for pool, _ in splits]
-            rows = [plug[(m, other[c][m])] for c in task_class]
+        if per_task is not None:
+            rows = [plug[(m, per_m[m])] for per_m in per_task]
             table["plugin_other"] = {k: np.array([r[k][i] for i, r in enumerate(rows)])
                                      for k in rows[0]}  # fmt: skip
         for name, model in models.items():
@@ -549,7 +548,8 @@ def _zero_shot(name: str, cfg: dict, loaders: dict, n_jobs, seed: int) -> dict:
     best, tuning, tune_splits, other = tuned
     splits = class_splits(y, classes, cfg["n_eval_tasks"], max(ms), derive_seed(seed, 2, key))
     priors = {k: load(Z.shape[1]) for k, load in loaders.items()}
-    table = _evaluate(Z, splits, ms, best, priors, cfg, n_jobs, seed, other=other, y=y)
+    own_class = [other[y[pool[0]]] for pool, _ in splits]  # each task's class's bandwidths
+    table = _evaluate(Z, splits, ms, best, priors, cfg, n_jobs, seed, per_task=own_class)
     comparison = _compare([table], ms, PAIRS)
     return {
         "data": info,
