@@ -75,13 +75,16 @@ def main(argv=None) -> str:
 
     torch.set_num_threads(1)  # as bench_oversampling: one thread, the same seeds
     load, start = os.getloadavg()[0], time.perf_counter()
-    text = table(run(args.repeats))
+    results = run(args.repeats)
+    text = table(results)
+    task = next(iter(results[PRIORS[0]].values()))
+    n_folds = len(task["arms"]["skflow pretrained"][KEYS[0]])  # the benchmark's folds, counted
     command = "python benchmarks/oversampling_priors.py " + " ".join(argv or sys.argv[1:])
     block = (
         f"{BEGIN}\nWritten by `{command.strip()}` on {os.cpu_count()} cores, load average "
         f"{load:.2f} at the start, wall time {time.perf_counter() - start:.0f} s; "
         f"`{PRIORS[0]}` → `{PRIORS[1]}` (paired difference, mean [95 % t-interval over the "
-        f"{3 * args.repeats} folds]):\n\n{text}\n{END}"
+        f"{n_folds} folds]):\n\n{text}\n{END}"
     )
     print(block)
     if args.write_docs:

@@ -373,6 +373,15 @@ def _tune(Z, y, classes, ms, cfg: dict, n_jobs, seed: int) -> tuple[dict, dict, 
     return best, tuning, splits, other
 
 
+def _lowest_mean(scores: dict[tuple[int, float], np.ndarray], tasks: np.ndarray) -> dict:
+    """``{m: sigma_min}`` of lowest mean score over the selected ``tasks`` (a boolean mask;
+    ties: the smaller ``sigma_min``)."""
+    means: dict[int, dict[float, float]] = {}
+    for (m, s), v in scores.items():
+        means.setdefault(m, {})[s] = float(np.mean(np.asarray(v)[tasks]))
+    return {m: min(sorted(by_s), key=by_s.get) for m, by_s in means.items()}
+
+
 def best_on_other_classes(
     scores: dict[tuple[int, float], np.ndarray], task_class: np.ndarray, classes: Any
 ) -> dict[Any, dict[int, float]]:
@@ -408,10 +417,7 @@ def best_on_other_classes(
         others = task_class != c
         if not others.any():
             raise ValueError(f"class {c!r} has no other class to be tuned on")
-        means: dict[int, dict[float, float]] = {}
-        for (m, s), v in scores.items():
-            means.setdefault(m, {})[s] = float(np.mean(np.asarray(v)[others]))
-        out[c] = {m: min(sorted(by_s), key=by_s.get) for m, by_s in means.items()}
+        out[c] = _lowest_mean(scores, others)
     return out
 
 

@@ -47,3 +47,10 @@ def test_run_sets_each_prior_and_restores_the_default(script, monkeypatch):
     script.run(2)
     assert seen == [(p, ("skflow pretrained",), 2) for p in script.PRIORS]
     assert skflow.oversampling.PRIOR == "a-prior-of-neither-name"
+
+
+def test_main_counts_the_folds_it_was_given(script, monkeypatch):
+    # 9 folds in the results, whatever --repeats says: the header counts, it does not assume
+    monkeypatch.setattr(script, "run", lambda repeats: _results(script, 0.01))
+    block = script.main(["--repeats", "5"])
+    assert "over the 9 folds]" in block and block.startswith(script.BEGIN)
