@@ -3,7 +3,7 @@
 
 Three parts, each a CPU job on one thread:
 
-* ``--fit``: fits the constants of the rule (``skflow.samplers._bandwidth``: ``RULE_SCALE``,
+* ``--fit``: fits the constants of the rule (``skflow/samplers/_bandwidth.py``: ``RULE_SCALE``,
   ``RULE_EXPONENT``, ``COPY_FLOOR``) on the **training** classes 0-6 of digits (PCA-16,
   standardised on those classes) only, and prints them. The MMD term: per support size m,
   the bandwidth relative to the support's spread that minimises the mean MMD² over tasks
@@ -13,7 +13,7 @@ Three parts, each a CPU job on one thread:
 * default: held-out evaluation. On digits PCA-16 (held-out classes 7, 8, 9), raw digit pixels
   (classes 7, 8, 9, unstandardised 0-16 values), iris, wine and breast cancer (standardised;
   no constant was fitted on them), m = 5, 10, 20, 50 (where the classes allow 20 reference
-  rows): MMD² (both median conventions of ``skflow.experiments``: bandwidth from the true
+  rows): MMD² (both median conventions of ``skflow_experiments``: bandwidth from the true
   points, and from the pooled sample) and memorisation ratio of ``sigma_min="auto"`` against
   the **oracle-tuned** plug-in, whose ``sigma_min`` (a grid, in units of the data's global
   spread) is chosen per data set, m and convention on the very tasks it is scored on, and
@@ -126,16 +126,19 @@ def sample(sampler, S, c: float, n_steps: int, seed: int) -> np.ndarray:
 
 
 def selections(name: str, Z, y) -> dict:
-    """``sigma_min`` chosen by ``NWFlowSampler().fit(X, y)`` for every evaluation class: on
-    the digits training classes 0-6 for digits, on the other classes (leave one class out)
-    for the other data sets."""
+    """``sigma_min`` chosen by ``NWFlowSampler(sigma_min=0.01).fit(X, y)`` (the grid search of
+    the paper's plug-in) for every evaluation class: on the digits training classes 0-6 for
+    digits, on the other classes (leave one class out) for the other data sets."""
     if name.startswith("digits"):
         Zt, yt, train = _digits(raw="raw" in name)
-        chosen = NWFlowSampler().fit(Zt[train], yt[train]).sigma_min_
+        chosen = NWFlowSampler(sigma_min=0.01).fit(Zt[train], yt[train]).sigma_min_
         return dict.fromkeys(np.unique(y).tolist(), chosen)
     if np.unique(y).size < 3:  # one class left for training: nothing to split by class
         return None
-    return {c: NWFlowSampler().fit(Z[y != c], y[y != c]).sigma_min_ for c in np.unique(y).tolist()}
+    return {
+        c: NWFlowSampler(sigma_min=0.01).fit(Z[y != c], y[y != c]).sigma_min_
+        for c in np.unique(y).tolist()
+    }
 
 
 def evaluate_cell(S, R, labels, chosen: dict, n_steps: int, seed: int) -> dict:
@@ -227,6 +230,24 @@ def run_families(n_tasks: int, n_steps: int, seed: int) -> dict:
     return out
 
 
+def support_nn_distances(S: np.ndarray) -> np.ndarray:
+    """Median nearest-neighbour distance of every support ``(B, m, d)``; NaN when ``m < 2``.
+
+    What the rule of ``sigma_min="auto"`` reads of a support (every row a query: exact for the
+    sizes fitted here, ``m <= 256``; the library subsamples the queries of larger supports).
+    """
+    B, m, _ = S.shape
+    if m < 2:
+        return np.full(B, np.nan)
+    if m > 256:
+        raise ValueError(f"m = {m}: the rule's statistic subsamples above 256 rows")
+    C = S - S.mean(axis=1, keepdims=True)
+    sq = np.einsum("bij,bij->bi", C, C)
+    d2 = sq[:, :, None] + sq[:, None, :] - 2.0 * np.einsum("bid,bjd->bij", C, C)
+    d2[:, np.arange(m), np.arange(m)] = np.inf
+    return np.sqrt(np.maximum(np.median(d2.min(axis=2), axis=1), 0.0))
+
+
 # -- fitting the rule on the digits training classes -------------------------------------------
 def _kde_draws(S, rho, spread, x0, idx):
     """Exact draws of the KDE of every support with bandwidth ``rho * spread`` (the plug-in's
@@ -236,8 +257,6 @@ def _kde_draws(S, rho, spread, x0, idx):
 
 def fit_rule(n_tasks: int, seed: int, copy_target: float) -> dict:
     """Fit RULE_SCALE, RULE_EXPONENT and COPY_FLOOR on digits classes 0-6 (see the module)."""
-    from skflow.samplers._bandwidth import support_nn_distances
-
     Z, y, train = _digits()
     Z, y = Z[train], y[train]
     optima, floors = [], []
@@ -290,8 +309,6 @@ def calibration_sources(n_tasks: int, seed: int):
 def calibrate_warning(n_tasks: int, seed: int) -> dict:
     """Memorisation ratio against what the copy check sees, ``h sqrt(d) / nn``: their ratio
     ``k`` per source, m and bandwidth (median over tasks), in the copying regime."""
-    from skflow.samplers._bandwidth import support_nn_distances
-
     rows = []
     for name, A, B in calibration_sources(n_tasks, seed):
         for m in (10, 50):

@@ -279,6 +279,7 @@ def bench_sampling(device, with_numpy, n=4096):
     backends = ["torch"] + (["numpy"] if with_numpy else [])
     for backend in backends:
         sampler = NWFlowSampler(
+            sigma_min=SIGMA_MIN,
             solver=SolverOptions("heun", n_steps=100),
             backend=backend,
             device=device if backend == "torch" else "cpu",
@@ -343,7 +344,11 @@ def bench_sampling_overhead(device, n, d=64, rounds=3):
     rng = np.random.default_rng(0)
     support = rng.standard_normal((n, d)).astype(np.float32)
     sampler = NWFlowSampler(
-        solver=SolverOptions("heun", n_steps=100), backend="torch", device=device, random_state=0
+        sigma_min=SIGMA_MIN,
+        solver=SolverOptions("heun", n_steps=100),
+        backend="torch",
+        device=device,
+        random_state=0,
     ).fit(support)
     s = torch.from_numpy(support).to(device)
     x = torch.randn(n, d, generator=torch.Generator().manual_seed(1)).to(device)

@@ -6,7 +6,7 @@ expected MMD² for any kernel fixed before the generated points are seen, so eve
 from it should score worse. The script draws tasks, samples the exact predictive and dilates
 the samples about the predictive mean by a factor ``c`` (``c < 1``: too narrow, the direction
 of a sampler that copies its support; ``c > 1``: too wide), then scores every version against
-the task's true points under the two conventions of :mod:`skflow.experiments.protocol`:
+the task's true points under the two conventions of :mod:`skflow_experiments.protocol`:
 
 * ``true``: the median-heuristic bandwidth of the true points (the estimators' ``score``);
   the kernel does not depend on the generated points;
@@ -40,8 +40,8 @@ from pathlib import Path
 
 import numpy as np
 
-from skflow.experiments.protocol import CONVENTIONS, bootstrap_indices, scores_both_conventions
 from skflow.tasks import HierarchicalTasks
+from skflow_experiments.protocol import CONVENTIONS, bootstrap_indices, scores_both_conventions
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs" / "results.md"

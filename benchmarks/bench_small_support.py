@@ -22,8 +22,8 @@ Every comparison is a ratio of two contenders timed in the same run, in interlea
 * **calibration of backend="auto"** (CPU): ``NWFlowSampler(backend="numpy")`` against
   ``backend="torch"``, ``sample(n)``, m in {10, 50, 200, 1000, 4000}, n in {256, 8192},
   d = 16. The sizes where NumPy wins at every n by ``AUTO_NUMPY_MARGIN`` give the ranges of
-  ``skflow._array.AUTO_NUMPY_SUPPORT_CPU`` (through ``skflow._array.numpy_support_ranges``);
-  the run prints the literal and says whether the code's table matches it.
+  ``AUTO_NUMPY_SUPPORT_CPU`` in ``skflow/_array.py`` (through :func:`numpy_support_ranges`);
+  the run prints the literal and says whether the code's table (read from that file) matches it.
 
 Usage::
 
@@ -39,6 +39,7 @@ the results into the marked block of ``docs/performance.md`` (one block per devi
 from __future__ import annotations
 
 import argparse
+import ast
 import os
 import re
 import sys
@@ -60,13 +61,13 @@ from skflow import (  # noqa: E402
     NWFlowSampler,
     SolverOptions,  # noqa: E402
 )
-from skflow._array import (  # noqa: E402
-    AUTO_NUMPY_MARGIN,
-    AUTO_NUMPY_SUPPORT_CPU,
-    numpy_support_ranges,
-)
 
 DOCS = ROOT / "docs" / "performance.md"
+#: The file whose table ``AUTO_NUMPY_SUPPORT_CPU`` the calibration produces (read, not imported).
+ARRAY_MODULE = ROOT / "skflow" / "_array.py"
+#: A calibration size goes to NumPy only if NumPy was faster than Torch by this factor at
+#: every n of the grid (a tie goes to Torch, the engine that scales).
+AUTO_NUMPY_MARGIN = 1.1
 SIGMA_MIN = 0.01
 D, M = 16, 50
 TARGETS = {"one support": 1.25, "many supports": 1.3, "learned": 1.2, "prepared": 1.3}
@@ -83,6 +84,67 @@ QUICK = {
     "learned_steps": 5, "learned_rounds": 2, "grid_steps": 10,
     "grid_m": (10, 50, 200), "grid_n": (256, 1024), "grid_rounds": 2,
 }  # fmt: skip
+
+
+# -- the calibration's table --------------------------------------------------------------
+def code_table(path: Path = ARRAY_MODULE) -> tuple[tuple[int, int], ...]:
+    """The literal ``AUTO_NUMPY_SUPPORT_CPU`` of ``skflow/_array.py`` (its source, parsed)."""
+    for node in ast.parse(path.read_text()).body:
+        target = getattr(node, "target", None) or (getattr(node, "targets", None) or [None])[0]
+        if getattr(target, "id", None) == "AUTO_NUMPY_SUPPORT_CPU":
+            return tuple(tuple(r) for r in ast.literal_eval(node.value))
+    raise ValueError(f"no AUTO_NUMPY_SUPPORT_CPU in {path}")
+
+
+def auto_backend(device: str, m: int) -> str:
+    """The backend ``NWFlowSampler(backend="auto")`` computes with for a support of ``m`` rows
+    (fixed-step sampling): NumPy on the CPU inside a range of the code's table, else Torch."""
+    on_cpu = device == "cpu"
+    return "numpy" if on_cpu and any(lo <= m < hi for lo, hi in code_table()) else "torch"
+
+
+def numpy_support_ranges(
+    timings: dict[int, list[tuple[float, float]]], margin: float = AUTO_NUMPY_MARGIN
+) -> tuple[tuple[int, int], ...]:
+    """Support-size ranges where NumPy wins, from a calibration grid.
+
+    A grid size ``m`` is NumPy's when ``numpy_time * margin <= torch_time`` for every pair of
+    its timings (one per number of samples). Each such size owns the range from the geometric
+    midpoint with the grid size below it to the one with the size above it (from 1 for the
+    smallest size, without end for the largest); adjacent ranges are merged.
+
+    Parameters
+    ----------
+    timings : dict of int to list of (float, float)
+        Support size -> ``(numpy seconds, torch seconds)`` per measured ``n``.
+    margin : float, default=AUTO_NUMPY_MARGIN
+
+    Returns
+    -------
+    ranges : tuple of (int, int)
+        Half-open ``[lo, hi)`` ranges (``hi = 2**62`` for no end), as
+        ``AUTO_NUMPY_SUPPORT_CPU`` of ``skflow/_array.py``.
+
+    Examples
+    --------
+    >>> numpy_support_ranges({10: [(1.0, 2.0)], 50: [(1.0, 1.05)], 1000: [(3.0, 1.0)]})
+    ((1, 22),)
+    >>> numpy_support_ranges({50: [(2.0, 1.0), (1.0, 1.0)]})
+    ()
+    """
+    sizes = sorted(timings)
+    wins = [all(tn * margin <= tt for tn, tt in timings[m]) for m in sizes]
+    ranges: list[list[int]] = []
+    for i, m in enumerate(sizes):
+        if not wins[i]:
+            continue
+        lo = 1 if i == 0 else int(round((sizes[i - 1] * m) ** 0.5))
+        hi = 2**62 if i == len(sizes) - 1 else int(round((m * sizes[i + 1]) ** 0.5))
+        if ranges and ranges[-1][1] == lo:
+            ranges[-1][1] = hi
+        else:
+            ranges.append([lo, hi])
+    return tuple((lo, hi) for lo, hi in ranges)
 
 
 # -- the bare contenders ----------------------------------------------------------------------
@@ -145,7 +207,10 @@ def _ratio(fns, device, rounds):
 def bench_one_support(cfg, device):
     S = _data((M, D), 0)
     sampler = NWFlowSampler(
-        device=device, random_state=0, solver=SolverOptions(n_steps=cfg["steps"])
+        sigma_min=SIGMA_MIN,
+        device=device,
+        random_state=0,
+        solver=SolverOptions(n_steps=cfg["steps"]),
     ).fit(S)
     x0 = torch.from_numpy(_data((cfg["n"], D), 1)).to(device)
     s = torch.from_numpy(S).to(device)
@@ -154,7 +219,7 @@ def bench_one_support(cfg, device):
         "bare": lambda: bare_heun(s, x0, cfg["steps"]),
     }
     out = _ratio(fns, device, cfg["rounds"])
-    out["backend"] = "numpy" if sampler._backend().device is None else "torch"
+    out["backend"] = auto_backend(device, M)
     return out
 
 
@@ -162,7 +227,10 @@ def bench_many_supports(cfg, device):
     B, n = cfg["tasks"], cfg["per_task"]
     S = _data((B, M, D), 2)
     sampler = NWFlowSampler(
-        device=device, random_state=0, solver=SolverOptions(n_steps=cfg["steps"])
+        sigma_min=SIGMA_MIN,
+        device=device,
+        random_state=0,
+        solver=SolverOptions(n_steps=cfg["steps"]),
     ).fit(S[0])
     x0 = torch.from_numpy(_data((B, n, D), 3)).to(device)
     s = torch.from_numpy(S).to(device)
@@ -204,7 +272,10 @@ def calibrate(cfg):
         pair = {}
         for backend in ("numpy", "torch"):
             pair[backend] = NWFlowSampler(
-                backend=backend, random_state=0, solver=SolverOptions(n_steps=cfg["grid_steps"])
+                sigma_min=SIGMA_MIN,
+                backend=backend,
+                random_state=0,
+                solver=SolverOptions(n_steps=cfg["grid_steps"]),
             ).fit(S)
         for n in cfg["grid_n"]:
             fns = {b: (lambda s=s, n=n: s.sample(n)) for b, s in pair.items()}
@@ -257,12 +328,13 @@ def render_calibration(rows, ranges, cfg):
     ]
     for m, n, tn, tt, ratio in rows:
         lines.append(f"| {m} | {n} | {_ms(tn)} | {_ms(tt)} | {ratio:.2f} |")
-    same = tuple(ranges) == tuple(AUTO_NUMPY_SUPPORT_CPU)
+    in_code = code_table()
+    same = tuple(ranges) == in_code
     lines += [
         "",
         f"Result for `skflow/_array.py`: `AUTO_NUMPY_SUPPORT_CPU = {ranges!r}` "
         f"({'the table in the code' if same else '**differs from the code**, which has '}"
-        f"{'' if same else repr(AUTO_NUMPY_SUPPORT_CPU)}).",
+        f"{'' if same else repr(in_code)}).",
     ]
     return lines
 

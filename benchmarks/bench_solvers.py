@@ -236,7 +236,7 @@ def _section(rows, args, load0, load1) -> str:
         HEADER,
         *(_format_row(r) for r in rows),
         "",
-        f"Speed-ups in this run: {ratios}; the target of at least 2x (issue 13) is met in "
+        f"Speed-ups in this run: {ratios}; the target of at least 2x is met in "
         f"{len(met)} of {len(rows)} configurations. Share of the old solver's time spent in "
         f"the field: {shares}; removing all of the old solver's own work would give at most "
         f"{bounds} at its number of field rows.",

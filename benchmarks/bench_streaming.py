@@ -95,6 +95,18 @@ def _reference(x, support, t, rows=65536):
     return (acc / z[:, None] - (1 - SIGMA_MIN) * x) / sigma
 
 
+def _float64_fallback(support, t, limit, rows=65536):
+    """Whether float32 inputs at time ``t`` are computed in float64: the field's rule
+    ``a(t) R^2 > float32_logit_limit``, ``a = t / sigma_t^2``, ``R`` the largest distance of a
+    support row to the support's mean (see :mod:`skflow.field`, *Precision*)."""
+    mu = support.mean(axis=0, dtype=np.float64)
+    r2 = max(
+        float(np.max(np.sum((support[j : j + rows] - mu) ** 2, axis=1)))
+        for j in range(0, support.shape[0], rows)
+    )
+    return t / (1.0 - (1.0 - SIGMA_MIN) * t) ** 2 * r2 > limit
+
+
 def probe(backend, t, m, d, n):
     """Run in a fresh process: one measured field call; prints a JSON line."""
     support, x = _inputs(m, d, n, t)
@@ -113,9 +125,7 @@ def probe(backend, t, m, d, n):
     elapsed = time.perf_counter() - t0
     peak = _maxrss_bytes()
     v = v.numpy() if backend == "torch" else v
-    prob = field._Problem(
-        X, S, t, sigma_min=SIGMA_MIN, bandwidth="ot", projection=None, chunk_size=None
-    )
+    prepared = field.NWField(S, sigma_min=SIGMA_MIN)  # the plan the call above made
     ref = _reference(x[:8], support, t)
     err = float(np.max(np.abs(v[:8] - ref)) / np.max(np.abs(ref)))
     out = {
@@ -126,9 +136,9 @@ def probe(backend, t, m, d, n):
         "extra": peak - base_peak,
         "dtype": str(v.dtype),
         "finite": bool(np.all(np.isfinite(v))),
-        "streaming": prob.streaming,
-        "support_rows": prob.support_rows,
-        "float64_fallback": prob.x.dtype != X.dtype,
+        "streaming": prepared.streaming,
+        "support_rows": prepared.support_chunk_rows,
+        "float64_fallback": _float64_fallback(support, t, prepared.float32_logit_limit),
         "error": err,
     }
     print(json.dumps(out))

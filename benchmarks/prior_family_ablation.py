@@ -41,10 +41,10 @@ from sklearn.decomposition import PCA
 from sklearn.preprocessing import StandardScaler
 
 from skflow import LearnedFlowSampler, NWFlowSampler
-from skflow.experiments.protocol import scores_both_conventions
 from skflow.metrics import memorization_ratio
 from skflow.priors import RECIPES, PriorTasks
 from skflow.threads import limit_threads
+from skflow_experiments.protocol import scores_both_conventions
 
 #: name -> (PriorTasks family weights, LearnedFlowSampler parameters changed from the recipe)
 VARIANTS = {

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ._install import install_hint
 from .samplers import SolverOptions
 
 __all__ = ["main", "run_demo", "run_few_shot"]
@@ -104,9 +105,9 @@ def run_demo(
     >>> report["n_eff"][0.0]
     10.0
     """
-    from .experiments._io import TorchThreads
+    from .threads import limit_threads
 
-    with TorchThreads(1):  # see run_few_shot
+    with limit_threads(1):  # see run_few_shot
         exact = _exact_flow(digit, n_support, n_samples, sigma_min, n_steps, random_state)
     report = {k: v for k, v in exact.items() if k not in ("support", "generated")}
     report["few_shot"], report["figure"], few = None, None, None
@@ -251,9 +252,9 @@ def run_few_shot(
         (the ``n_support`` pixel images of the support, shape (n_support, 64)) and ``images``
         (pixel images of the first ten generated points of each sampler, (10, 64) each).
     """
-    from .experiments._io import TorchThreads
     from .metrics import memorization_ratio, mmd2
     from .samplers import NWFlowSampler
+    from .threads import limit_threads
 
     X, y, features = _digit_features(digit)
     Z = features.transform(X)
@@ -264,7 +265,7 @@ def run_few_shot(
     # One Torch thread: the float sums do not depend on the machine's core count (the same
     # numbers everywhere), and a small model trains faster on one thread than on two that
     # contend with other work on a busy machine.
-    with TorchThreads(1):
+    with limit_threads(1):
         learned, n_iter, seconds = _meta_trained_sampler(
             Z, y, digit, n_support, n_steps, train_iter, random_state, verbose
         )
@@ -333,7 +334,7 @@ def _plot(panels: list, output: str, digit: int) -> str | None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print("matplotlib is not installed: skipping the figure (pip install 'skflow[plot]').")
+        print(f"matplotlib is not installed: skipping the figure ({install_hint('plot')}).")
         return None
     n = 10
     fig, axes = plt.subplots(len(panels), n, figsize=(10.0, 1.45 * len(panels) + 0.9))
@@ -406,7 +407,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="skflow",
         description=first,
         epilog="python -m skflow demo --help: the demo's options. "
-        "python -m skflow.experiments --help: the paper's experiments.",
+        "python -m skflow_experiments --help (from a clone): the paper's experiments.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     demo = sub.add_parser(

@@ -14,7 +14,6 @@ import numpy as np
 from ._validation import InvalidParameterError, check_real_array
 
 __all__ = [
-    "AUTO_NUMPY_MARGIN",
     "AUTO_NUMPY_SUPPORT_CPU",
     "AUTO_TORCH_MIN_SUPPORT_ADAPTIVE",
     "BACKENDS",
@@ -23,7 +22,6 @@ __all__ = [
     "get_backend",
     "get_namespace",
     "is_torch",
-    "numpy_support_ranges",
     "resolve_device",
     "to_numpy",
     "torch_backend",
@@ -38,7 +36,7 @@ DEVICES = ("auto", "cpu", "cuda")
 #: ``python benchmarks/bench_small_support.py --write-docs`` (its calibration grid, m in
 #: {10, 50, 200, 1000, 4000} x n in {256, 8192}, Heun 100 steps, float32; the table and the
 #: literal to paste here are in docs/performance.md, "Backend calibration") through
-#: :func:`numpy_support_ranges`. Empty, i.e. Torch at every size, until that run is made on a
+#: its ``numpy_support_ranges``. Empty, i.e. Torch at every size, until that run is made on a
 #: quiet machine: issue 24 measured Torch faster than NumPy at every size it tried (m = 50
 #: on a quiet machine, m = 50 and 1000 on a loaded one).
 AUTO_NUMPY_SUPPORT_CPU: tuple[tuple[int, int], ...] = ()
@@ -48,9 +46,6 @@ AUTO_NUMPY_SUPPORT_CPU: tuple[tuple[int, int], ...] = ()
 #: covers fixed-step sampling only, so these keep the rule measured by
 #: ``benchmarks/bench_field.py`` (Torch 2-5x faster from m ~ 1000 on).
 AUTO_TORCH_MIN_SUPPORT_ADAPTIVE = 1024
-#: A calibration size goes to NumPy only if NumPy was faster than Torch by this factor at
-#: every n of the grid (a tie goes to Torch, the engine that scales).
-AUTO_NUMPY_MARGIN = 1.1
 _MIX = "Inputs mix NumPy arrays and Torch tensors; pass one kind only."
 
 
@@ -625,50 +620,6 @@ def resolve_device(device: str) -> str:
 
         return "cuda" if torch.cuda.is_available() else "cpu"
     return device
-
-
-def numpy_support_ranges(
-    timings: dict[int, list[tuple[float, float]]], margin: float = AUTO_NUMPY_MARGIN
-) -> tuple[tuple[int, int], ...]:
-    """Support-size ranges where NumPy wins, from a calibration grid.
-
-    A grid size ``m`` is NumPy's when ``numpy_time * margin <= torch_time`` for every pair of
-    its timings (one per number of samples). Each such size owns the range from the geometric
-    midpoint with the grid size below it to the one with the size above it (from 1 for the
-    smallest size, without end for the largest); adjacent ranges are merged.
-
-    Parameters
-    ----------
-    timings : dict of int to list of (float, float)
-        Support size -> ``(numpy seconds, torch seconds)`` per measured ``n``.
-    margin : float, default=AUTO_NUMPY_MARGIN
-
-    Returns
-    -------
-    ranges : tuple of (int, int)
-        Half-open ``[lo, hi)`` ranges (``hi = 2**62`` for no end), as
-        :data:`AUTO_NUMPY_SUPPORT_CPU`.
-
-    Examples
-    --------
-    >>> numpy_support_ranges({10: [(1.0, 2.0)], 50: [(1.0, 1.05)], 1000: [(3.0, 1.0)]})
-    ((1, 22),)
-    >>> numpy_support_ranges({50: [(2.0, 1.0), (1.0, 1.0)]})
-    ()
-    """
-    sizes = sorted(timings)
-    wins = [all(tn * margin <= tt for tn, tt in timings[m]) for m in sizes]
-    ranges: list[list[int]] = []
-    for i, m in enumerate(sizes):
-        if not wins[i]:
-            continue
-        lo = 1 if i == 0 else int(round((sizes[i - 1] * m) ** 0.5))
-        hi = 2**62 if i == len(sizes) - 1 else int(round((m * sizes[i + 1]) ** 0.5))
-        if ranges and ranges[-1][1] == lo:
-            ranges[-1][1] = hi
-        else:
-            ranges.append([lo, hi])
-    return tuple((lo, hi) for lo, hi in ranges)
 
 
 def use_torch_backend(

@@ -32,6 +32,7 @@ import numpy as np
 from scipy.spatial import cKDTree
 from scipy.special import betaln, gammaln
 
+from ._install import install_hint
 from ._validation import as_generator, check_int, check_sigma_min, check_times
 from .field import NWField
 from .metrics import distance_to_closest_record
@@ -618,7 +619,7 @@ class FailureReport:
         except ImportError as exc:
             raise ImportError(
                 "FailureReport.plot needs matplotlib; install it with `pip install matplotlib` "
-                "(or `pip install skflow[plot]`)."
+                f"(or {install_hint('plot')})."
             ) from exc
         if ax is None:
             fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))

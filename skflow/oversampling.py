@@ -19,8 +19,8 @@ reports how close the new rows lie to the rows they were generated from, against
 of the same class (:func:`skflow.metrics.memorization_ratio`): near 1, new rows are as novel as
 fresh data; near 0, copies.
 
-This module needs imbalanced-learn (``pip install skflow[imbalanced]``); the rest of skflow
-does not import it.
+This module needs imbalanced-learn (``pip install 'skflow-matching[imbalanced]'``, or
+``pip install -e '.[imbalanced]'`` from a clone); the rest of skflow does not import it.
 """
 
 from __future__ import annotations
@@ -36,13 +36,14 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
+from ._install import install_hint
+
 try:
     from imblearn.over_sampling.base import BaseOverSampler
     from imblearn.utils import check_target_type
 except ImportError as exc:  # the optional extra: say how to get it, not just the missing name
     raise ImportError(
-        "skflow.oversampling needs imbalanced-learn: pip install 'skflow[imbalanced]' "
-        "(or pip install imbalanced-learn)"
+        f"skflow.oversampling needs imbalanced-learn: {install_hint('imbalanced')}"
     ) from exc
 
 from .metrics import memorization_ratio

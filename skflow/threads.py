@@ -1,7 +1,18 @@
 """Thread counts of Torch and of the BLAS/OpenMP pools, set deliberately.
 
-Torch, NumPy's BLAS and OpenMP each start one thread per core by default. Two situations need
+Torch, NumPy's BLAS and OpenMP each start one thread per core by default. Three situations need
 fewer:
+
+* **Small calls, busy machines.** Torch splits each operation over its intra-op threads and
+  joins them at a barrier; a small operation gains nothing from that, and when other
+  processes hold the cores every barrier waits for a descheduled thread (a prior's few-shot
+  ``sample`` measured 0.75 s on one thread and 40-90 s on two, at load average 3-5).
+  :func:`map_on_threads` is the sampling calls' policy: the work is cut into items by its
+  size alone (:func:`rows_per_item`), every item runs on **one** Torch/BLAS thread, and the
+  items of a large call run side by side on up to :func:`thread_budget` Python threads. A
+  small call is one item on one thread; a large call uses the cores; and since no item
+  depends on how many threads there are, the same seed gives the same samples on any
+  thread count.
 
 * **Parallel workers.** ``n_jobs`` joblib workers that each run Torch on every core put
   ``n_jobs x cores`` threads on ``cores`` cores; the oversubscribed threads spin and wait on
@@ -19,11 +30,29 @@ one Python thread applies to all threads of the process while it holds.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from functools import lru_cache
 from typing import Any
 
-__all__ = ["limit_threads", "parallel_map", "worker_threads"]
+__all__ = [
+    "ITEM_WORK",
+    "limit_threads",
+    "map_on_threads",
+    "parallel_map",
+    "rows_per_item",
+    "thread_budget",
+    "worker_threads",
+]
+
+#: Work of one item of a sampling call, in query-key-feature products per field evaluation.
+#: Above it a call is cut into items that run side by side (:func:`map_on_threads`); below,
+#: threads cost more than they bring (``benchmarks/bench_threads.py`` measures both sides).
+ITEM_WORK = 2**22
+
+#: Fewest rows of an item: per-step Python overhead stays small against the item's work.
+MIN_ITEM_ROWS = 256
 
 
 @contextmanager
@@ -50,7 +79,6 @@ def limit_threads(n_threads: int) -> Iterator[None]:
     (1, True)
     """
     import torch
-    from threadpoolctl import ThreadpoolController
 
     n_threads = max(1, int(n_threads))
     saved_torch = torch.get_num_threads()
@@ -58,7 +86,7 @@ def limit_threads(n_threads: int) -> Iterator[None]:
         torch.set_num_threads(n_threads)
     # after Torch's own setting, so the OpenMP pool it shares is already at the limit
     lowered = []
-    for lib in ThreadpoolController().lib_controllers:
+    for lib in _controller(len(sys.modules)).lib_controllers:
         if lib.num_threads > n_threads:
             lowered.append((lib, lib.num_threads))
             lib.set_num_threads(n_threads)
@@ -69,6 +97,101 @@ def limit_threads(n_threads: int) -> Iterator[None]:
             lib.set_num_threads(saved)
         if torch.get_num_threads() != saved_torch:
             torch.set_num_threads(saved_torch)
+
+
+def thread_budget() -> int:
+    """Threads a call may use: Torch's intra-op thread count at the time of the call.
+
+    One per core by default; lowered by ``torch.set_num_threads``, by :func:`limit_threads`,
+    and inside each worker of :func:`parallel_map` (its share of the cores), so that joblib
+    workers never oversubscribe the machine.
+
+    Examples
+    --------
+    >>> from skflow.threads import limit_threads, thread_budget
+    >>> with limit_threads(1):
+    ...     thread_budget()
+    1
+    """
+    import torch
+
+    return max(1, torch.get_num_threads())
+
+
+def rows_per_item(n_keys: int, n_features: int, most: int) -> int:
+    """Rows of one work item of a call on ``n_keys`` support rows of ``n_features``.
+
+    About :data:`ITEM_WORK` products ``rows x n_keys x n_features`` per item, at least
+    :data:`MIN_ITEM_ROWS` and at most ``most`` rows. It depends on the problem's size only,
+    never on the thread count, so the items (and the samples) are the same on any machine.
+
+    Parameters
+    ----------
+    n_keys, n_features : int
+        Support rows and features.
+    most : int
+        Largest item (rows).
+
+    Returns
+    -------
+    rows : int
+
+    Examples
+    --------
+    >>> from skflow.threads import rows_per_item
+    >>> rows_per_item(10, 16, 4096), rows_per_item(65536, 64, 4096)
+    (4096, 256)
+    """
+    per_row = max(1, int(n_keys) * int(n_features))
+    return int(min(most, max(MIN_ITEM_ROWS, ITEM_WORK // per_row)))
+
+
+def map_on_threads(func: Callable, arguments: list[tuple], n_threads: int | None = None) -> list:
+    """``[func(*args) for args in arguments]``, each call on one Torch/BLAS thread.
+
+    Calls run on the calling thread when there is one, else side by side on up to
+    ``n_threads`` Python threads (Torch and NumPy release the interpreter lock while they
+    compute). Every call sees one intra-op thread, so its result does not depend on how many
+    threads run, and no call waits at an intra-op barrier for a thread another process holds.
+
+    Parameters
+    ----------
+    func : callable
+        Thread-safe: calls may run concurrently.
+    arguments : list of tuple
+        Positional arguments of each call.
+    n_threads : int, optional
+        Most Python threads (default :func:`thread_budget`, read before the limit).
+
+    Returns
+    -------
+    results : list
+        In the order of ``arguments``.
+
+    Examples
+    --------
+    >>> from operator import mul
+    >>> from skflow.threads import map_on_threads
+    >>> map_on_threads(mul, [(2, 3), (4, 5)], n_threads=2)
+    [6, 20]
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    workers = min(len(arguments), thread_budget() if n_threads is None else int(n_threads))
+    with limit_threads(1):
+        if workers <= 1:
+            return [func(*args) for args in arguments]
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="skflow") as pool:
+            return list(pool.map(lambda args: func(*args), arguments))
+
+
+@lru_cache(maxsize=1)
+def _controller(n_modules: int) -> Any:
+    """threadpoolctl's view of the loaded thread pools (1 ms to build, so kept): built again
+    when modules were imported since, as an import is what loads a new pool."""
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
 
 
 def worker_threads(n_jobs: int | None) -> int:

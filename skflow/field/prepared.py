@@ -232,6 +232,11 @@ class NWField:
         """Whether the support is read in chunks (online log-sum-exp)."""
         return self._stream_rows is not None
 
+    @property
+    def support_chunk_rows(self) -> int | None:
+        """Rows of the support read per chunk when :attr:`streaming`, else None."""
+        return self._stream_rows
+
     def _plan_streaming(self, support_chunk_size: int | None) -> int | None:
         m, d = self.support.shape[-2:]
         if self.batched:

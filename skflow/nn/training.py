@@ -199,6 +199,8 @@ class _Trainer:
         self.check_seconds = 0.0
 
     def _tensor(self, a) -> torch.Tensor:
+        if isinstance(a, torch.Tensor):  # drawn on the device, or prefetched (pinned) on the host
+            return a.to(device=self.device, dtype=torch.float32, non_blocking=True)
         return torch.as_tensor(np.asarray(a, dtype=np.float32), device=self.device)
 
     def _noise_and_times(self, targets: torch.Tensor):

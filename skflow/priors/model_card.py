@@ -61,7 +61,7 @@ the whole fit: both trainings and the choice; [transfer.md](transfer.md) measure
 fewer classes the prior alone is fine-tuned. How the priors compare with the plug-in field on
 real data sets they never saw (digits, iris, wine, breast cancer: every class a task, with
 intervals, the tuned plug-in and the memorisation ratio), on which data they lose, and what
-fine-tuning adds, is measured in {results} (`python -m skflow.experiments pretrained --quick
+fine-tuning adds, is measured in {results} (`python -m skflow_experiments pretrained --quick
 --write-docs`).
 
 The training losses below are means over intervals of iterations: tasks with 2 support rows

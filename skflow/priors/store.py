@@ -177,7 +177,7 @@ def write_prior(
         Destination folder (created if needed).
     config : dict
         The estimator's configuration without its run record (``"network"`` and
-        ``"fitted"``; see ``skflow.samplers._fitted.fitted_config``).
+        ``"fitted"``, as :meth:`~skflow.LearnedFlowSampler.save_pretrained` passes it).
     state : dict
         The network's ``state_dict`` (stored in float32).
     estimator_params : dict

@@ -21,13 +21,11 @@ from typing import Any
 
 import numpy as np
 
-from skflow import LearnedFlowSampler
-from skflow.samplers._fitted import fitted_config
-from skflow.threads import limit_threads
-
+from ..samplers import LearnedFlowSampler
+from ..threads import limit_threads
 from .meta_distribution import PriorTasks
 from .recipes import RECIPES
-from .store import PRIORS_DIR, write_prior
+from .store import PRIORS_DIR
 
 __all__ = ["train_prior"]
 
@@ -156,8 +154,9 @@ def train_prior(
             "validation_curve": log["validation"],
             "resumed": bool(resume),
         }
-        config, state = fitted_config(sampler, run_record=False)  # the curves are in training
-        params = sampler.get_params()
-        card = write_prior(name, folder, config, state, params, training, recipe["finetune"])
+        # the curves are in training, not in the card's fitted attributes
+        card = sampler.save_pretrained(
+            name, folder, training=training, finetune_params=recipe["finetune"]
+        )
     checkpoint.unlink(missing_ok=True)
     return card

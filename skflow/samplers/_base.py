@@ -47,7 +47,7 @@ from .._validation import (
 )
 from ..paths import GaussianPath
 from ..solvers import FIXED_STEP_METHODS, METHODS
-from ..threads import parallel_map
+from ..threads import limit_threads, map_on_threads, parallel_map, rows_per_item, thread_budget
 from ._batch import (
     check_batch_times,
     check_noise,
@@ -68,12 +68,15 @@ __all__ = [
     "Backend",
     "BaseFlowSampler",
     "PreparedFlow",
+    "call_threads",
     "check_support_names",
+    "row_items",
     "sampling_score",
 ]
 
-# Rows integrated together. Sampling always splits into batches of this size, whatever
-# ``n_jobs`` is, so serial and parallel runs do exactly the same arithmetic.
+# Most rows integrated together. Sampling always splits into items of at most this size, by
+# the problem's size alone (skflow.threads.rows_per_item), whatever ``n_jobs`` and the thread
+# count are, so serial and parallel runs do exactly the same arithmetic.
 SAMPLING_BATCH_SIZE = 4096
 
 #: Seed of the samples drawn by ``score`` when the estimator's ``random_state`` is None, so
@@ -149,10 +152,18 @@ class PreparedFlow:
     error_bound : callable or None
         For an approximate field (the pruned engine): the proven bound on the velocity
         error over every evaluation so far, read after the solve.
+    fork : callable or None
+        A copy for one work item that shares the prepared support but keeps its own error
+        bound, so that items can run side by side; None: the flow keeps no state per call.
     """
 
     velocity: Callable[[Any, Any], Any]
     error_bound: Callable[[], float] | None = None
+    fork: Callable[[], PreparedFlow] | None = None
+
+    def for_item(self) -> PreparedFlow:
+        """This flow for one work item (a fork, or the flow itself when it keeps no state)."""
+        return self if self.fork is None else self.fork()
 
 
 class BaseFlowSampler(BaseEstimator):
@@ -272,21 +283,38 @@ class BaseFlowSampler(BaseEstimator):
         bound = None if flow.error_bound is None else flow.error_bound()
         return backend.to_numpy(sol.y), bound
 
+    def _solve_items(self, backend: Backend, support, x0, items, grid, trajectory) -> list:
+        """Solve the work ``items`` in this process under the thread policy of
+        :func:`skflow.threads.map_on_threads`: each task's flow prepared once, every item on
+        one thread, the items side by side on the threads the call may use (one at a time on
+        an accelerator, which runs them in order anyway)."""
+        budget = call_threads(backend)
+        with limit_threads(1):
+            flows, jobs = {}, []
+            for task, rows in items:
+                key = None if task is None else (task.start, task.stop)
+                if key not in flows:  # prepared once for all its row batches
+                    flows[key] = self._prepare_flow(backend.asarray(_pick(support, task)), backend)
+                start = _pick(x0, task)[..., rows, :]
+                jobs.append((backend, flows[key].for_item(), start, grid, trajectory))
+            return map_on_threads(self._solve_rows, jobs, budget)
+
     def _integrate(self, backend: Backend, support, x0, grid, trajectory):
         """Integrate ``x0`` (n, d) with the field of ``support`` (m, d), or a batch: ``x0``
         (G, n, d) with ``support`` (G, m, d); ``(result, error bound or None)`` with the
-        result of shape (n, d) / (G, n, d), or (T, ...) for a trajectory."""
+        result of shape (n, d) / (G, n, d), or (T, ...) for a trajectory.
+
+        The rows are cut into work items by the problem's size alone
+        (:func:`skflow.threads.rows_per_item`; on an accelerator, batches of
+        :data:`SAMPLING_BATCH_SIZE`), so the samples do not depend on the thread count."""
         x0 = self._start_points(x0, support)
-        items = work_items(x0, support.shape[-2], SAMPLING_BATCH_SIZE)
+        m, d = support.shape[-2], x0.shape[-1]
+        on_cpu = backend.device in (None, "cpu")
+        rows = rows_per_item(m, d, SAMPLING_BATCH_SIZE) if on_cpu else SAMPLING_BATCH_SIZE
+        items = work_items(x0, m, rows)
         n_jobs = self._n_jobs()
         if len(items) == 1 or n_jobs in (None, 1):
-            results, key, flow = [], None, None
-            for task, rows in items:
-                if flow is None or task != key:  # prepared once for all its row batches
-                    key = task
-                    flow = self._prepare_flow(backend.asarray(_pick(support, task)), backend)
-                start = _pick(x0, task)[..., rows, :]
-                results.append(self._solve_rows(backend, flow, start, grid, trajectory))
+            results = self._solve_items(backend, support, x0, items, grid, trajectory)
         else:
             # The estimator itself is shipped to the workers (it pickles), so this also runs
             # under joblib's dask backend on a cluster; each worker gets its share of cores.
@@ -600,10 +628,32 @@ def few_shot_support_size(support_size: Any, n_rows: int, label: Any) -> int:
     return k
 
 
+def call_threads(backend: Backend) -> int:
+    """Threads a public call on ``backend`` may spread its work items over: the caller's
+    budget (:func:`skflow.threads.thread_budget`) on the CPU, one on an accelerator."""
+    return thread_budget() if backend.device in (None, "cpu") else 1
+
+
+def row_items(X: np.ndarray, t: Any, n_keys: int, backend: Backend) -> list[tuple]:
+    """``[(X rows, their times), ...]``: the work items of a field evaluation at ``X`` (n, d)
+    and ``t`` (a scalar or (n,)), cut by the problem's size alone
+    (:func:`skflow.threads.rows_per_item`); a batch ``X`` (B, n, d) is one item."""
+    if X.ndim != 2 or backend.device not in (None, "cpu"):
+        return [(X, t)]
+    step = rows_per_item(n_keys, X.shape[1], SAMPLING_BATCH_SIZE)
+    per_row = np.ndim(t) > 0
+    return [
+        (X[i : i + step], t[i : i + step] if per_row else t)
+        for i in range(0, max(X.shape[0], 1), step)
+    ]
+
+
 def _solve_task(sampler, backend, support, x0, grid, trajectory):
-    """One batch of rows in a worker (module level so joblib can pickle the task)."""
-    flow = sampler._prepare_flow(backend.asarray(support), backend)
-    return sampler._solve_rows(backend, flow, x0, grid, trajectory)
+    """One batch of rows in a worker (module level so joblib can pickle the task), on one
+    thread as in this process, so that the samples do not depend on ``n_jobs``."""
+    with limit_threads(1):
+        flow = sampler._prepare_flow(backend.asarray(support), backend)
+        return sampler._solve_rows(backend, flow, x0, grid, trajectory)
 
 
 def _score_task(sampler: BaseFlowSampler, draw: Callable, reference, support) -> float:

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from .._array import is_torch
 from .._validation import check_int
 from ._frame import (
     build_model,
@@ -506,7 +507,12 @@ def resolve_options(
 
 def _with_frame(S: np.ndarray, centre: np.ndarray, scale: np.ndarray) -> np.ndarray:
     """Supports (B, m, d) with their frame (centre (B, 1, d), scale (B, 1, 1)) appended to
-    every row: (B, m, 2 d + 1), what a ``frame_context`` network reads."""
+    every row: (B, m, 2 d + 1), what a ``frame_context`` network reads (tensors too)."""
+    if is_torch(S):
+        import torch
+
+        frame = torch.cat([centre, torch.log(scale)], dim=-1)
+        return torch.cat([S, frame.expand(*S.shape[:2], frame.shape[-1])], dim=-1)
     frame = np.concatenate([centre, np.log(scale)], axis=-1)
     return np.concatenate([S, np.broadcast_to(frame, (*S.shape[:2], frame.shape[-1]))], axis=-1)
 
@@ -625,6 +631,7 @@ class TrainingRun:
         m: int | None = None,
         normalize: bool | None = None,
         context: bool | None = None,
+        device: str | None = None,
     ):
         """``batch_tasks`` tasks of ``source`` as float arrays, checked for shape and finiteness.
 
@@ -632,25 +639,20 @@ class TrainingRun:
         normalisation every task is centred and scaled by its support (:func:`task_frame`);
         with ``frame_context`` every support row carries that frame (:func:`_with_frame`).
         Returns ``(supports, targets)``, plus the reference set (``target="marginal"``) or the
-        tasks' velocity function (``target="exact"``).
+        tasks' velocity function (``target="exact"``). With a ``device`` (a source with device
+        draws, target not ``"exact"``, no predictive frame) the tasks are drawn there in Torch
+        (seeded by one draw of ``rng``) and returned as tensors; their finiteness is left to the
+        loss's check (a check here would stall the device every step).
         """
         from ..nn.objective import MARGINAL_REFERENCE_FACTOR
 
-        d, n_targets = self.n_features, self.params.n_targets
+        n_targets = self.params.n_targets
         n = n_targets * (MARGINAL_REFERENCE_FACTOR if target == "marginal" else 1)
         extra = {"return_params": True} if target == "exact" else {}
+        extra = extra if device is None else {"device": device}
         m = self._support_size(rng) if m is None else m
         drawn = source.sample_tasks(self.params.batch_tasks, m, n, random_state=rng, **extra)
-        S, Q = np.asarray(drawn[0]), np.asarray(drawn[1])
-        if getattr(source, "variable_n_features", False) and S.ndim == 3:
-            d = min(d, S.shape[-1])  # a source of tasks of 1..d features (the priors')
-        if S.ndim != 3 or S.shape[-1] != d or Q.ndim != 3 or Q.shape[-1] != d:
-            raise ValueError(
-                f"the task source returned supports {S.shape} and targets {Q.shape}; "
-                f"expected (B, m, {d}) and (B, n, {d})."
-            )
-        if not (np.all(np.isfinite(S)) and np.all(np.isfinite(Q))):
-            raise ValueError("the task source returned NaN or infinite values.")
+        S, Q = self._checked(source, drawn[0], drawn[1], on_device=device is not None)
         options = self.tasks.options
         centre, scale = task_frame(S, self.task_scale)
         if (options.normalize if normalize is None else normalize) and options.predictive:
@@ -666,6 +668,68 @@ class TrainingRun:
             extra = {} if self.params.path is None else {"path": self.params.path}
             return S, Q, lambda x, t: source.velocity(x, t, params, sigma_min=sigma_min, **extra)
         return S, Q
+
+    def _checked(self, source: Any, S: Any, Q: Any, on_device: bool = False) -> tuple:
+        """A drawn batch's supports and targets, checked for shape (and finiteness, for
+        NumPy draws: a device draw's are left to the training loss's check)."""
+        if not on_device:
+            S, Q = np.asarray(S), np.asarray(Q)
+        d = self.n_features
+        if getattr(source, "variable_n_features", False) and S.ndim == 3:
+            d = min(d, S.shape[-1])  # a source of tasks of 1..d features (the priors')
+        if S.ndim != 3 or S.shape[-1] != d or Q.ndim != 3 or Q.shape[-1] != d:
+            raise ValueError(
+                f"the task source returned supports {tuple(S.shape)} and targets "
+                f"{tuple(Q.shape)}; expected (B, m, {d}) and (B, n, {d})."
+            )
+        if not on_device and not (np.all(np.isfinite(S)) and np.all(np.isfinite(Q))):
+            raise ValueError("the task source returned NaN or infinite values.")
+        return S, Q
+
+    # -- where the training batches are drawn ----------------------------------------------
+    #: How :meth:`train` draws its batches (internal, not an estimator parameter; tests set it
+    #: on a run; None is ``"auto"``): ``"auto"`` draws in NumPy on the CPU and, on another
+    #: device, on that device when :meth:`draw_mode` allows it, else in NumPy one batch ahead
+    #: in a background thread; ``"numpy"``, ``"device"`` and ``"prefetch"`` force one of these.
+    task_draws: str | None = None
+
+    def draw_mode(self) -> str:
+        """Where this run's training batches are drawn: ``"numpy"`` (in the loop, today's
+        path, always on the CPU unless forced otherwise), ``"device"`` (Torch on the training
+        device) or ``"prefetch"`` (NumPy, one batch ahead, :class:`PrefetchedDraws`)."""
+        from ..tasks._device import supports_device_draws
+
+        mode = self.task_draws or "auto"
+        if mode not in ("auto", "numpy", "device", "prefetch"):
+            raise ValueError(f"task_draws must be auto, numpy, device or prefetch, got {mode!r}.")
+        native = (
+            supports_device_draws(self.tasks.source)
+            and self.params.target != "exact"
+            and not self.tasks.options.predictive
+        )
+        if mode == "device" and not native:
+            raise ValueError(
+                "device draws need a task source with device draws, a target other than "
+                "'exact' and no predictive frame."
+            )
+        if mode != "auto":
+            return mode
+        if str(self.device) == "cpu":
+            return "numpy"
+        return "device" if native else "prefetch"
+
+    def task_batches(self, source: Any, rng: np.random.Generator, target: str):
+        """The ``draw_tasks`` callable of the loop (see :meth:`draw_mode`); call its
+        ``close()`` when there is one (the prefetching worker)."""
+        from ..tasks._device import PrefetchedDraws
+
+        mode = self.draw_mode()
+        if mode == "device":
+            return lambda: self._draw(source, rng, target, device=self.device)
+        if mode == "prefetch":
+            pin = str(self.device).startswith("cuda")
+            return PrefetchedDraws(lambda: self._draw(source, rng, target), pin=pin)
+        return lambda: self._draw(source, rng, target)
 
     def _predictive_frames(self, S: np.ndarray, Q: np.ndarray, rng: np.random.Generator):
         """Supports and targets in the frames of the predictive Gaussian of their supports;
@@ -789,16 +853,27 @@ class TrainingRun:
         TrainingResult
             See :func:`skflow.nn.training.train_flow_model`.
         """
-        from ..nn.training import train_flow_model
-
         p, source, task_rng = self.params, self.tasks.source, self.task_rng
         predictive = self.tasks.options.predictive
         # a predictive-frame network trains only where held-out data can show that training
         # beats the Gaussian it starts from (on digits' 7 classes it did not: docs/transfer.md)
         max_iter = 0 if predictive and self.validation is None else p.max_iter
+        forward = self._forward()  # here: its warning's stack level counts from train
+        batches = self.task_batches(source, task_rng, p.target)
+        try:
+            return self._run_loop(batches, max_iter, forward)
+        finally:
+            if hasattr(batches, "close"):
+                batches.close()
+
+    def _run_loop(self, batches: Any, max_iter: int, forward: Any):
+        """:func:`~skflow.nn.training.train_flow_model` on the batches of ``batches()``."""
+        from ..nn.training import train_flow_model
+
+        p, predictive = self.params, self.tasks.options.predictive
         result = train_flow_model(
             self.model,
-            lambda: self._draw(source, task_rng, p.target),
+            batches,
             sigma_min=float(p.sigma_min),
             path=self.model.path,  # the network's own path: the loss regresses its field
             max_iter=max_iter,
@@ -817,7 +892,7 @@ class TrainingRun:
             max_time=p.max_time,
             verbose=p.verbose,
             mixed_precision=bool(p.mixed_precision),
-            forward=self._forward(),
+            forward=forward,
             target=p.target,
             ema_decay=None if p.ema_decay is None else float(p.ema_decay),
             state=self.state,

@@ -20,7 +20,7 @@ from ..exceptions import MemorizationWarning
 __all__ = ["DEFAULT_SIGMA_MIN_GRID", "check_sigma_min_grid", "select_sigma_min"]
 
 #: Candidates of ``NWFlowSampler(sigma_min_grid="default")``: the automatic bandwidth and the
-#: grid of the paper's tuned plug-in (``skflow.experiments.fewshot``), in data units.
+#: grid of the paper's tuned plug-in (``skflow_experiments.fewshot``), in data units.
 DEFAULT_SIGMA_MIN_GRID = ("auto", 0.01, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9)
 
 

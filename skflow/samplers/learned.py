@@ -8,11 +8,12 @@ import math
 import os
 import time
 import warnings
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from sklearn.base import clone
-from sklearn.utils.validation import check_array, validate_data
+from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from .._array import resolve_device
 from .._validation import (
@@ -29,8 +30,15 @@ from .._validation import (
     satisfies,
 )
 from ..solvers import evaluations_per_flow
-from ..threads import limit_threads
-from ._base import SAMPLER_CONSTRAINTS, Backend, BaseFlowSampler, PreparedFlow, check_path
+from ..threads import limit_threads, map_on_threads, thread_budget
+from ._base import (
+    SAMPLER_CONSTRAINTS,
+    Backend,
+    BaseFlowSampler,
+    PreparedFlow,
+    check_path,
+    row_items,
+)
 from ._batch import check_support_batch, is_support_list
 from ._fitted import FITTED, fitted_config, legacy_pickle, restore
 from ._frame import FrameMap, is_task_source
@@ -554,6 +562,63 @@ class LearnedFlowSampler(BaseFlowSampler):
 
         params, config, state = load_prior(name, n_features, folder)
         return restore(cls(**params), config, state)
+
+    def save_pretrained(
+        self,
+        name: str,
+        folder: str | os.PathLike,
+        *,
+        training: dict | None = None,
+        finetune_params: dict | None = None,
+    ) -> Path:
+        """Write this fitted sampler as a prior that :meth:`from_pretrained` loads.
+
+        Two files in ``folder``: the weights ``NAME.npz`` (float32) and the model card
+        ``NAME.json`` (architecture, fitted attributes, estimator parameters, SHA-256 of the
+        weights, the training record). The record of the training run (loss curves, default
+        support, held-out classes) is left out of the card; ``training`` describes the run
+        instead. ``python -m skflow.priors NAME`` writes the shipped priors this way.
+
+        Parameters
+        ----------
+        name : str
+            File stem of the prior.
+        folder : str or path-like
+            Destination folder (created if needed).
+        training : dict, optional
+            What the card says of the training run (command, wall time, machine, curves ...).
+        finetune_params : dict, optional
+            Parameters that :meth:`from_pretrained` sets over this sampler's, e.g.
+            ``{"warm_start": True}`` so that ``fit`` fine-tunes the loaded prior.
+
+        Returns
+        -------
+        card_path : Path
+            The model card.
+
+        Examples
+        --------
+        >>> import tempfile
+        >>> import numpy as np
+        >>> from skflow import LearnedFlowSampler
+        >>> prior = LearnedFlowSampler.from_pretrained("general-16", n_features=2)
+        >>> S = np.random.default_rng(0).normal(size=(10, 2))
+        >>> with tempfile.TemporaryDirectory() as folder:
+        ...     card = prior.save_pretrained("mine", folder, finetune_params={"warm_start": True})
+        ...     same = LearnedFlowSampler.from_pretrained("mine", folder=folder)
+        ...     equal = np.array_equal(same.sample(3, support=S, random_state=0),
+        ...                            prior.sample(3, support=S, random_state=0))
+        >>> card.name, equal
+        ('mine.json', True)
+        """
+        from ..priors.store import write_prior
+
+        check_is_fitted(self, "model_")
+        config, state = fitted_config(self, run_record=False)
+        params = self.get_params()
+        return write_prior(
+            name, folder, config, state, params, dict(training or {}), dict(finetune_params or {})
+        )
 
     # -- presets ---------------------------------------------------------------------------
     @classmethod
@@ -1119,11 +1184,18 @@ class LearnedFlowSampler(BaseFlowSampler):
         served = self._for_support(support)
         if served is not self:
             return served.velocity(X, t, support=support)
-        model, backend, X, support, t = self._network_call(X, t, support)
+        budget = thread_budget()  # one item only on an accelerator (row_items)
+        with limit_threads(1):  # the thread policy of sample (skflow.threads)
+            model, backend, X, support, t = self._network_call(X, t, support)
+            prepared = self._prepare_support(model, support if support.ndim == 3 else support[None])
+
+            def rows(X, t):  # one work item; the network and the prepared support are shared
+                return backend.to_numpy(self._predict(model, X, support, t, prepared=prepared))
+
+            parts = map_on_threads(rows, row_items(X, t, support.shape[-2], backend), budget)
+        out = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
         # huge inputs (e.g. 1e30) overflow inside the network: say so instead of NaN
-        return check_finite_output(
-            backend.to_numpy(self._predict(model, X, support, t)), "velocity"
-        )
+        return check_finite_output(out, "velocity")
 
     def attention_weights(self, X: Any, t: Any, *, support: Any = None) -> np.ndarray:
         """Learned cross-attention weights ``softmax(Q K^T / sqrt(d_k))`` of every layer/head.
@@ -1143,8 +1215,9 @@ class LearnedFlowSampler(BaseFlowSampler):
         served = self._for_support(support)
         if served is not self:
             return served.attention_weights(X, t, support=support)
-        model, backend, X, support, t = self._network_call(X, t, support)
-        _, attn = self._predict(model, X, support, t, return_attention=True)
+        with limit_threads(1):  # one item, one thread: the thread policy of sample
+            model, backend, X, support, t = self._network_call(X, t, support)
+            _, attn = self._predict(model, X, support, t, return_attention=True)
         dtype = backend.to_numpy(X[:0]).dtype  # the weights in the inputs' dtype
         return backend.to_numpy(attn).astype(dtype, copy=False)
 

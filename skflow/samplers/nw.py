@@ -7,6 +7,7 @@ geometry is :mod:`._kernel_geometry` and the log-density :mod:`._density`.
 
 from __future__ import annotations
 
+import copy
 import math
 import warnings
 from typing import Any
@@ -30,8 +31,17 @@ from .._validation import (
 )
 from ..exceptions import AccuracyWarning, MemorizationWarning
 from ..paths import GaussianPath, as_path
+from ..threads import limit_threads, map_on_threads
 from ._bandwidth import BANDWIDTH_RULES, support_frames
-from ._base import SAMPLER_CONSTRAINTS, Backend, BaseFlowSampler, PreparedFlow, check_path
+from ._base import (
+    SAMPLER_CONSTRAINTS,
+    Backend,
+    BaseFlowSampler,
+    PreparedFlow,
+    call_threads,
+    check_path,
+    row_items,
+)
 from ._batch import DENSE_SUPPORT_ELEMENTS
 from ._density import closed_form_log_density, density_t_floor, log_density_and_error
 from ._kernel_geometry import check_projection, fit_projection, median_nn_distance
@@ -141,9 +151,12 @@ class NWFlowSampler(BaseFlowSampler):
         positive float (bounded ``h``: one-hot weights on ``argmax_i <x, s_i>`` at 0); other
         callables raise ``ValueError`` when ``t = 0`` is evaluated (see
         :func:`skflow.field.kernel_coefficients`).
-    sigma_min : float or "auto", default=0.01
+    sigma_min : float or "auto", default="auto"
         Path noise at ``t = 1`` (in (0, 1)); the terminal KDE's bandwidth (in data units, or
-        in units of each support's spread when ``normalize=True``). ``"auto"``: the bandwidth
+        in units of each support's spread when ``normalize=True``). A float is the paper's
+        plug-in (its experiments use ``sigma_min=0.01``, a bandwidth far below the spacing of
+        a small support: the samples are near-copies of it, and ``fit`` then warns with a
+        :class:`~skflow.exceptions.MemorizationWarning`). ``"auto"`` (the default): the bandwidth
         is chosen from each support alone, inside every call (``sample(n, support=S)``, a
         batch ``(B, m, d)`` alike, no refit), as
         ``h = max(1.27 m^-0.37 spread, 0.67 nn / sqrt(d))`` in data units, with ``spread``
@@ -160,7 +173,7 @@ class NWFlowSampler(BaseFlowSampler):
         closed form with ``bandwidth="ot"`` and the isotropic kernel; otherwise by the change
         of variables in the path's time, except for a callable bandwidth bounded at
         ``t = 0``, which is the OT path's only). With a path,
-        ``sigma_min="auto"`` is refused and ``fit(X, y)`` chooses nothing (the
+        ``sigma_min`` is ignored and ``fit(X, y)`` chooses nothing (the
         ``sigma_min_grid`` candidates are OT paths).
     normalize : bool or "auto", default="auto"
         Per-support frame, the counterpart of :class:`~skflow.LearnedFlowSampler`'s: the flow
@@ -300,7 +313,7 @@ class NWFlowSampler(BaseFlowSampler):
     def __init__(
         self,
         bandwidth: Any = "ot",
-        sigma_min: float | str = 0.01,
+        sigma_min: float | str = "auto",
         *,
         path: Any = None,
         normalize: Any = "auto",
@@ -408,11 +421,6 @@ class NWFlowSampler(BaseFlowSampler):
         X = check_data(validate_data, self, X, dtype=[np.float64, np.float32], ensure_min_samples=1)
         for name in ("sigma_min_", "cv_scores_"):  # a refit forgets an earlier choice
             self.__dict__.pop(name, None)
-        if self.path is not None and isinstance(self.sigma_min, str):
-            raise ValueError(
-                f"sigma_min={self.sigma_min!r} chooses the terminal noise of an OT path; with "
-                "path given the path's own sigma_min is used: leave sigma_min at a float."
-            )
         search = sigma_min_search_options(self.sigma_min_search)
         if y is not None and search is not None and self.path is None:
             grid = search.grid
@@ -572,16 +580,24 @@ class NWFlowSampler(BaseFlowSampler):
 
     def _prepare_flow(self, support: Any, backend: Backend) -> PreparedFlow:
         support, centre, scale, sigma = self._framed(support, backend)
-        field = self._nw_field(support, sigma, backend)
+        return self._flow_of(self._nw_field(support, sigma, backend), centre, scale)
+
+    def _flow_of(self, field: F.NWField, centre: Any, scale: Any) -> PreparedFlow:
+        """The flow of a prepared field (in data units when there is a frame); its fork is a
+        shallow copy of the field, which shares the prepared support and keeps its own
+        error bound."""
+        fork = lambda: self._flow_of(copy.copy(field), centre, scale)  # noqa: E731
         bound = None
         if field.engine == "pruned":  # proven on the frame's velocity: back in data units
             factor = 1.0 if scale is None else float(scale.max())
             bound = lambda: field.max_velocity_error_ * factor  # noqa: E731
         if centre is None:
-            return PreparedFlow(lambda t, x: field.velocity(x, t), error_bound=bound)
+            return PreparedFlow(lambda t, x: field.velocity(x, t), error_bound=bound, fork=fork)
         # the frame's velocity in data units (x = centre + scale * z)
         return PreparedFlow(
-            lambda t, x: field.velocity((x - centre) / scale, t) * scale, error_bound=bound
+            lambda t, x: field.velocity((x - centre) / scale, t) * scale,
+            error_bound=bound,
+            fork=fork,
         )
 
     def _evaluate(self, method: str, X, t, support):
@@ -589,15 +605,24 @@ class NWFlowSampler(BaseFlowSampler):
         self._begin()
         X, support, t = self._field_inputs(X, t, support)
         backend = self._backend()
-        # Mixed float32/float64 inputs are computed in float64 by the field, which casts the
-        # support chunk by chunk when it streams it (no full-size copy here).
-        support, centre, scale, sigma = self._framed(backend.asarray(support), backend)
-        X = backend.asarray(X)
-        field = self._nw_field(support, sigma, backend)
-        out = getattr(field, method)(X if centre is None else (X - centre) / scale, t)
-        if method == "velocity" and scale is not None:  # back in data units
-            out = out * scale
-        out = backend.to_numpy(out)
+        budget = call_threads(backend)
+        with limit_threads(1):  # the thread policy of sample (skflow.threads)
+            # Mixed float32/float64 inputs are computed in float64 by the field, which casts
+            # the support chunk by chunk when it streams it (no full-size copy here).
+            support, centre, scale, sigma = self._framed(backend.asarray(support), backend)
+            field = self._nw_field(support, sigma, backend)
+
+            def rows(X, t):  # one work item, on a copy of the field (its own error bound)
+                X = backend.asarray(X)
+                out = getattr(copy.copy(field), method)(
+                    X if centre is None else (X - centre) / scale, t
+                )
+                if method == "velocity" and scale is not None:  # back in data units
+                    out = out * scale
+                return backend.to_numpy(out)
+
+            parts = map_on_threads(rows, row_items(X, t, support.shape[-2], backend), budget)
+        out = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
         if method == "divergence" and callable(self.bandwidth):
             # at t = 0 a bandwidth bounded there gives weights shared between support points
             # only on cell boundaries, where the divergence is truly +inf (it grows like 1/t)
@@ -765,31 +790,41 @@ class NWFlowSampler(BaseFlowSampler):
         if centre is not None:  # the frame's density, with the Jacobian of z = (x - c) / s
             X64, S64 = (X64 - centre) / scale, (S64 - centre) / scale
             log_jac = X64.shape[1] * math.log(float(scale.ravel()[0]))
-        if self._closed_form_density():
+        closed = self._closed_form_density()
+        backend = self._backend() if closed else self._backend(adaptive=True)
+        budget = call_threads(backend)
+        with limit_threads(1):  # the thread policy of sample; rows are independent here
             # float64 throughout: float32 distances lose ~1e-3 nats at sigma_min = 0.01.
-            backend = self._backend()
-            # dense: no index to build
-            field = self._nw_field(backend.asarray(S64), sigma, backend, dense=True)
-            log_p = closed_form_log_density(field, X64, backend)
-            err = np.zeros(log_p.shape)
-        else:
-            path = self._flow_path(sigma)
-            t_floor = density_t_floor(self.bandwidth, sigma, S64, self.projection_)
-            backend = self._backend(adaptive=True)
-            log_p, err = log_density_and_error(
-                self._nw_field(backend.asarray(S64), sigma, backend),  # one field for both solves
-                X64,
-                backend,
-                path=path,
-                t_floor=t_floor,
-                rtol=float(density_options(self.density).rtol),
-                atol=float(density_options(self.density).atol),
-            )
+            # closed form: dense, no index to build; else one field for both solves
+            field = self._nw_field(backend.asarray(S64), sigma, backend, dense=closed)
+            density = self._density_of_rows(field, closed, sigma, S64, backend)
+            parts = map_on_threads(density, row_items(X64, 0.0, S64.shape[0], backend), budget)
+        log_p = np.concatenate([p for p, _ in parts])
+        err = np.concatenate([e for _, e in parts])
         log_p = log_p - log_jac
         if out32:  # float64 values beyond float32's range would silently become -inf
             with np.errstate(over="ignore"):
                 log_p = check_finite_output(log_p.astype(np.float32), "score_samples (float32)")
         return log_p, err
+
+    def _density_of_rows(self, field, closed: bool, sigma: float, S64, backend) -> Any:
+        """``rows(X, _) -> (log_p, error)`` of the frame's terminal law at float64 rows ``X``,
+        on a copy of the prepared ``field`` (a work item of :meth:`log_density_with_error`)."""
+        if closed:
+
+            def closed_form(X, _):
+                log_p = closed_form_log_density(copy.copy(field), X, backend)
+                return log_p, np.zeros(log_p.shape)
+
+            return closed_form
+        options = density_options(self.density)
+        kwargs = {
+            "path": self._flow_path(sigma),
+            "t_floor": density_t_floor(self.bandwidth, sigma, S64, self.projection_),
+            "rtol": float(options.rtol),
+            "atol": float(options.atol),
+        }
+        return lambda X, _: log_density_and_error(copy.copy(field), X, backend, **kwargs)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -9,6 +9,13 @@ import numbers
 import numpy as np
 
 from .._validation import InvalidParameterError, as_generator, check_int, check_real
+from ._device import (
+    as_device,
+    sample_on_device,
+    supports_device_draws,
+    torch_dtype,
+    torch_generator,
+)
 
 __all__ = [
     "SyntheticTasks",
@@ -148,14 +155,30 @@ class TransformedTasks(TaskDistribution):
         """The augmented ``(supports, queries)`` of a batch of tasks (subclasses define it)."""
         raise NotImplementedError
 
-    def sample_tasks(self, n_tasks, n_support, n_query, random_state=None, **kwargs):
+    @property
+    def device_draws(self):
+        """Whether the source draws on a device natively (then so does the augmentation)."""
+        return supports_device_draws(self.source)
+
+    def sample_tasks(
+        self, n_tasks, n_support, n_query, random_state=None, *, device=None, dtype=None, **kwargs
+    ):
         """Draw ``n_tasks`` tasks of the source and transform them, from one random stream.
+
+        With a ``device``, the source draws there (or in NumPy, copied there, if it cannot)
+        and the transform runs in Torch, all from one :class:`torch.Generator`.
 
         Returns
         -------
-        supports : ndarray of shape (n_tasks, n_support, n_features)
-        queries : ndarray of shape (n_tasks, n_query, n_features)
+        supports : ndarray or tensor of shape (n_tasks, n_support, n_features)
+        queries : ndarray or tensor of shape (n_tasks, n_query, n_features)
         """
+        if device is not None:
+            gen = torch_generator(random_state, device)
+            S, Q = sample_on_device(
+                self.source, n_tasks, n_support, n_query, gen, device, dtype, **kwargs
+            )
+            return self.transform(S, Q, gen)
         rng = as_generator(random_state)
         S, Q = self.source.sample_tasks(n_tasks, n_support, n_query, random_state=rng, **kwargs)
         return self.transform(S, Q, rng)
@@ -168,9 +191,14 @@ class SyntheticTasks(TaskDistribution):
     ``_draw(rng, B, n, *params)``, which returns ``(X, extra)``: the ``n`` points of each of
     the ``B`` tasks, ``X`` of shape ``(B, n, n_features)``, and anything else it drew (or
     None). The first ``n_support`` points of a task are its support, the rest its queries.
+    ``_draw_torch(gen, B, n, *params, device=, dtype=)`` is the same law in Torch (a
+    :class:`torch.Generator` ``gen``), returning ``(X, extra)`` as tensors.
     """
 
-    def sample_tasks(self, n_tasks, n_support, n_query, random_state=None):
+    device_draws = True
+
+    def sample_tasks(self, n_tasks, n_support, n_query, random_state=None, *, device=None,
+                     dtype=None):  # fmt: skip
         """Draw a batch of independent tasks.
 
         Parameters
@@ -181,21 +209,33 @@ class SyntheticTasks(TaskDistribution):
             Number of support points per task.
         n_query : int >= 0
             Number of query points per task.
-        random_state : None, int, RandomState or Generator, default=None
-            Source of randomness.
+        random_state : None, int, RandomState, Generator or torch.Generator, default=None
+            Source of randomness (with a ``device``: seeds a local :class:`torch.Generator`,
+            see :func:`~skflow.tasks._device.torch_generator`).
+        device : None, str or torch.device, default=None
+            None: NumPy arrays (float64). A device: the same law drawn in Torch there, as
+            tensors of ``dtype``.
+        dtype : torch.dtype, default=None
+            Floating dtype of the tensors (``torch.float32`` when None; device draws only).
 
         Returns
         -------
-        supports : ndarray of shape (n_tasks, n_support, n_features), float64
-        queries : ndarray of shape (n_tasks, n_query, n_features), float64
+        supports : ndarray or tensor of shape (n_tasks, n_support, n_features)
+        queries : ndarray or tensor of shape (n_tasks, n_query, n_features)
         """
-        supports, queries, _ = self._sample(n_tasks, n_support, n_query, random_state)
-        return supports, queries
+        drawn = self._sample(n_tasks, n_support, n_query, random_state, device, dtype)
+        return drawn[0], drawn[1]
 
-    def _sample(self, n_tasks, n_support, n_query, random_state):
-        """``(supports, queries, extra)``: parameters checked before sizes, then the draw."""
+    def _sample(self, n_tasks, n_support, n_query, random_state, device=None, dtype=None):
+        """``(supports, queries, extra)``: parameters checked before sizes, then the draw
+        (NumPy, or Torch on ``device``)."""
         params = self._validate()
         B, m, q = check_sizes(n_tasks, n_support, n_query)
+        if device is not None:
+            gen, dev = torch_generator(random_state, device), as_device(device)
+            dtype = torch_dtype(dtype)
+            X, extra = self._draw_torch(gen, B, m + q, *params, device=dev, dtype=dtype)
+            return X[:, :m].contiguous(), X[:, m:].contiguous(), extra
         X, extra = self._draw(as_generator(random_state), B, m + q, *params)
         return np.ascontiguousarray(X[:, :m]), np.ascontiguousarray(X[:, m:]), extra
 

@@ -14,6 +14,7 @@ from ._base import (
     haar_rotations,
     masked_dirichlet,
 )
+from ._device import t_categorical, t_haar_rotations, t_masked_dirichlet, t_uniform
 
 __all__ = ["GaussianMixtureParams", "GaussianMixtureTasks"]
 
@@ -103,7 +104,10 @@ class GaussianMixtureTasks(SyntheticTasks):
         s_lo, s_hi = check_positive_range(self.scale, "scale")
         return d, k_lo, k_hi, box, s_lo, s_hi, check_bool(self.anisotropic, "anisotropic")
 
-    def sample_tasks(self, n_tasks, n_support, n_query, random_state=None, *, return_params=False):
+    def sample_tasks(
+        self, n_tasks, n_support, n_query, random_state=None, *, return_params=False,
+        device=None, dtype=None,
+    ):  # fmt: skip
         """Draw a batch of independent tasks.
 
         Parameters
@@ -117,18 +121,32 @@ class GaussianMixtureTasks(SyntheticTasks):
         random_state : None, int, RandomState or Generator, default=None
             Source of randomness.
         return_params : bool, default=False
-            Also return the mixtures, for :meth:`velocity` (the same draws either way).
+            Also return the mixtures, for :meth:`velocity` (the same draws either way;
+            NumPy draws only).
+        device : None, str or torch.device, default=None
+            None: NumPy arrays (float64). A device: the same law drawn in Torch there
+            (a local :class:`torch.Generator` seeded by ``random_state``).
+        dtype : torch.dtype, default=None
+            Floating dtype of the tensors (``torch.float32`` when None).
 
         Returns
         -------
-        supports : ndarray of shape (n_tasks, n_support, n_features), float64
-        queries : ndarray of shape (n_tasks, n_query, n_features), float64
+        supports : ndarray or tensor of shape (n_tasks, n_support, n_features)
+        queries : ndarray or tensor of shape (n_tasks, n_query, n_features)
         params : GaussianMixtureParams, only if ``return_params``
             The task's mixture: component ``k`` of task ``b`` is
             ``N(means[b, k], rotations[b, k] diag(scales[b, k]**2) rotations[b, k]^T)``
             with weight ``weights[b, k]`` (0 for unused slots).
+
+        Examples
+        --------
+        >>> S, Q = GaussianMixtureTasks(3).sample_tasks(4, 5, 7, random_state=0, device="cpu")
+        >>> tuple(S.shape), tuple(Q.shape), S.dtype, S.device.type
+        ((4, 5, 3), (4, 7, 3), torch.float32, 'cpu')
         """
-        S, Q, params = self._sample(n_tasks, n_support, n_query, random_state)
+        if return_params and device is not None:
+            raise ValueError("return_params=True needs the NumPy draw (device=None).")
+        S, Q, params = self._sample(n_tasks, n_support, n_query, random_state, device, dtype)
         return (S, Q, params) if return_params else (S, Q)
 
     @staticmethod
@@ -151,6 +169,31 @@ class GaussianMixtureTasks(SyntheticTasks):
         X = np.take_along_axis(means, comp[:, :, None], axis=1)  # (B, n, d)
         X += np.take_along_axis(scales[..., 0], comp, axis=1)[:, :, None] * z
         return X, params
+
+    @staticmethod
+    def _draw_torch(gen, B, n, d, k_lo, k_hi, box, s_lo, s_hi, anisotropic, *, device, dtype):
+        """The law of :meth:`_draw` in Torch: points (B, n, d) and their mixtures' means."""
+        import torch
+
+        n_active = torch.randint(k_lo, k_hi + 1, (B,), generator=gen, device=device)
+        weights, _ = t_masked_dirichlet(gen, n_active, k_hi, dtype)
+        means = t_uniform(gen, -box, box, (B, k_hi, d), device, dtype)
+        comp = None
+        if anisotropic:
+            rot = t_haar_rotations(gen, (B, k_hi), d, device, dtype)
+            scales = t_uniform(gen, s_lo, s_hi, (B, k_hi, d), device, dtype)
+            A = rot * scales[..., None, :]  # (B, K, d, d): R diag(scales)
+        else:
+            sigma = t_uniform(gen, s_lo, s_hi, (B, k_hi), device, dtype)
+        comp = t_categorical(gen, weights, n, n_active)  # (B, n)
+        z = torch.randn((B, n, d), generator=gen, device=device, dtype=dtype)
+        X = torch.gather(means, 1, comp[..., None].expand(B, n, d))
+        if anisotropic:  # every slot's product z A_k^T, (B, K, n, d), then the point's slot
+            Z = torch.einsum("bnj,bkij->bkni", z, A)
+            X = X + torch.gather(Z, 1, comp[:, None, :, None].expand(B, 1, n, d))[:, 0]
+        else:
+            X = X + torch.gather(sigma, 1, comp)[..., None] * z
+        return X, means
 
     @staticmethod
     def posterior_mean(x, t, params, *, sigma_min=0.01, path=None):

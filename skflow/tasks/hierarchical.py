@@ -13,6 +13,7 @@ import numpy as np
 
 from .._validation import InvalidParameterError, as_generator, check_choice, check_int, check_real
 from ._base import SyntheticTasks
+from ._device import t_standard_gamma
 
 __all__ = ["HierarchicalTasks"]
 
@@ -172,6 +173,29 @@ class HierarchicalTasks(SyntheticTasks):
         means = mu0 + rng.standard_normal((B, d)) @ np.linalg.cholesky(T).T
         return means[:, None, :] + cls._within_noise(rng, B, n, d, W, within, df), means
 
+    @staticmethod
+    def _within_noise_torch(gen, B, n, d, W, within, df, device, dtype):
+        """:meth:`_within_noise` in Torch: rows around a zero class mean, (B, n, d)."""
+        import torch
+
+        L = torch.as_tensor(np.linalg.cholesky(W).T, device=device, dtype=dtype)
+        e = torch.randn((B, n, d), generator=gen, device=device, dtype=dtype) @ L
+        if within == "student_t":
+            g = t_standard_gamma(gen, df / 2.0, (B, n, 1), device, dtype) * (2.0 / df)
+            e = e / torch.sqrt(g)
+        return e
+
+    @classmethod
+    def _draw_torch(cls, gen, B, n, d, mu0, T, W, within, df, *, device, dtype):
+        """The law of :meth:`_draw` in Torch: rows (B, n, d) and the class means (B, d)."""
+        import torch
+
+        LT = torch.as_tensor(np.linalg.cholesky(T).T, device=device, dtype=dtype)
+        z = torch.randn((B, d), generator=gen, device=device, dtype=dtype)
+        means = torch.as_tensor(mu0, device=device, dtype=dtype) + z @ LT
+        e = cls._within_noise_torch(gen, B, n, d, W, within, df, device, dtype)
+        return means[:, None, :] + e, means
+
     def sample_rows(self, means, n_samples, random_state=None):
         """New rows of known classes: the within-class law around each of ``means``.
 
@@ -206,7 +230,10 @@ class HierarchicalTasks(SyntheticTasks):
         rng = as_generator(random_state)
         return means[:, None, :] + self._within_noise(rng, means.shape[0], n, d, W, within, df)
 
-    def sample_tasks(self, n_tasks, n_support, n_query, random_state=None, *, return_means=False):
+    def sample_tasks(
+        self, n_tasks, n_support, n_query, random_state=None, *, return_means=False,
+        device=None, dtype=None,
+    ):  # fmt: skip
         """Draw a batch of independent classes (new class means every call).
 
         Parameters
@@ -221,14 +248,26 @@ class HierarchicalTasks(SyntheticTasks):
             Source of randomness.
         return_means : bool, default=False
             Also return the class means (the same draws either way).
+        device : None, str or torch.device, default=None
+            None: NumPy arrays (float64). A device: the same law drawn in Torch there (a
+            local :class:`torch.Generator` seeded by ``random_state``), tensors throughout.
+        dtype : torch.dtype, default=None
+            Floating dtype of the tensors (``torch.float32`` when None).
 
         Returns
         -------
-        supports : ndarray of shape (n_tasks, n_support, n_features), float64
-        queries : ndarray of shape (n_tasks, n_query, n_features), float64
-        means : ndarray of shape (n_tasks, n_features), only if ``return_means``
+        supports : ndarray or tensor of shape (n_tasks, n_support, n_features)
+        queries : ndarray or tensor of shape (n_tasks, n_query, n_features)
+        means : ndarray or tensor of shape (n_tasks, n_features), only if ``return_means``
+
+        Examples
+        --------
+        >>> tasks = HierarchicalTasks(2, within="student_t")
+        >>> S, Q = tasks.sample_tasks(3, 4, 5, random_state=0, device="cpu")
+        >>> tuple(S.shape), tuple(Q.shape), S.dtype
+        ((3, 4, 2), (3, 5, 2), torch.float32)
         """
-        S, Q, means = self._sample(n_tasks, n_support, n_query, random_state)
+        S, Q, means = self._sample(n_tasks, n_support, n_query, random_state, device, dtype)
         return (S, Q, means) if return_means else (S, Q)
 
     def make_classes(self, n_classes, n_per_class, random_state=None):

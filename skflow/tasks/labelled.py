@@ -6,6 +6,7 @@ import numpy as np
 
 from .._validation import InvalidParameterError, as_generator, check_bool, check_int, check_real
 from ._base import TaskDistribution, check_sizes, shape_text
+from ._device import as_device, torch_dtype, torch_generator
 
 __all__ = ["ClassTasks", "FewShotClassTasks", "SingleDatasetTasks"]
 
@@ -111,17 +112,58 @@ def _distinct_rows(rng, sizes, n):
     return local
 
 
+def _distinct_rows_torch(gen, sizes, n, width):
+    """:func:`_distinct_rows` in Torch: ``n`` distinct local row indices (B, n) per task,
+    uniformly ordered, for class sizes ``sizes`` (B,) >= n of at most ``width`` rows.
+
+    The ``n`` smallest of iid uniform keys, in increasing order (``topk``): the same law.
+    """
+    import torch
+
+    B, device = sizes.shape[0], sizes.device
+    local = torch.empty((B, n), dtype=torch.int64, device=device)
+    if B == 0 or n == 0:
+        return local
+    chunk = max(1, _MAX_KEYS_PER_CHUNK // width)
+    for start in range(0, B, chunk):
+        stop = min(B, start + chunk)
+        keys = torch.rand((stop - start, width), generator=gen, device=device)
+        keys = keys.masked_fill(torch.arange(width, device=device) >= sizes[start:stop, None], 2.0)
+        local[start:stop] = torch.topk(keys, n, dim=1, largest=False, sorted=True).indices
+    return local
+
+
 class _LabelledTasks(TaskDistribution):
     """The task sources of a labelled data set: validated and prepared once, on first use.
 
     A subclass supplies ``_build()``, a dict with at least the data ``"X"`` and the usable
-    ``"classes"``.
+    ``"classes"``, and may supply ``_build_device(prep, device, dtype)``, the tensors its
+    device draws index (kept per device and dtype, never pickled).
     """
+
+    device_draws = True
 
     def _prepare(self):
         if getattr(self, "_prepared", None) is None:
             self._prepared = self._build()
         return self._prepared
+
+    def _on_device(self, device, dtype):
+        """The data and index tensors of the device draws on ``device`` (built once)."""
+        import torch
+
+        prep, cache = self._prepare(), self.__dict__.setdefault("_device_cache", {})
+        key = (str(device), dtype)
+        if key not in cache:
+            tensors = self._build_device(prep, device)
+            tensors["X"] = torch.as_tensor(prep["X"], device=device, dtype=dtype)
+            cache[key] = tensors
+        return cache[key]
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state.pop("_device_cache", None)  # device tensors: rebuilt where the copy draws
+        return state
 
     @property
     def classes_(self):
@@ -320,7 +362,19 @@ class ClassTasks(_LabelledTasks):
             )
         warnings.warn("ClassTasks: " + "; ".join(msgs) + ".", UserWarning, stacklevel=4)
 
-    def sample_tasks(self, n_tasks, n_support, n_query, random_state=None, *, split="train"):
+    @staticmethod
+    def _build_device(prep, device):
+        import torch
+
+        def part(p):
+            return {k: torch.as_tensor(p[k], device=device) for k in ("rows", "sizes", "offsets")}
+
+        return {"train": part(prep["train"]), "validation": part(prep["validation"])}
+
+    def sample_tasks(
+        self, n_tasks, n_support, n_query, random_state=None, *, split="train", device=None,
+        dtype=None,
+    ):  # fmt: skip
         """Draw a batch of tasks (classes drawn independently, with repetition).
 
         Parameters
@@ -336,11 +390,17 @@ class ClassTasks(_LabelledTasks):
             Source of randomness for the task draws.
         split : {"train", "validation"}, default="train"
             Which part of each class's rows to draw from.
+        device : None, str or torch.device, default=None
+            None: NumPy arrays (float64). A device: the same law drawn in Torch there from a
+            local :class:`torch.Generator` seeded by ``random_state`` (the data are copied to
+            the device once).
+        dtype : torch.dtype, default=None
+            Floating dtype of the tensors (``torch.float32`` when None).
 
         Returns
         -------
-        supports : ndarray of shape (n_tasks, n_support, n_features), float64
-        queries : ndarray of shape (n_tasks, n_query', n_features), float64
+        supports : ndarray or tensor of shape (n_tasks, n_support, n_features)
+        queries : ndarray or tensor of shape (n_tasks, n_query', n_features)
             Rows distinct from the task's support rows (and from each other).
         """
         if split not in ("train", "validation"):
@@ -349,12 +409,30 @@ class ClassTasks(_LabelledTasks):
         prep = self._prepare()
         part = prep[split]
         ok, q = self._drawable(split, m, q)
+        if device is not None:
+            return self._sample_torch(split, ok, B, m, q, random_state, device, dtype)
         rng = as_generator(random_state)
         cls = ok[rng.integers(0, ok.size, size=B)]
         local = _distinct_rows(rng, part["sizes"][cls], m + q)
         rows = part["rows"][part["offsets"][cls][:, None] + local]  # (B, m + q)
         X = prep["X"][rows]  # (B, m + q, d)
         return np.ascontiguousarray(X[:, :m]), np.ascontiguousarray(X[:, m:])
+
+    def _sample_torch(self, split, ok, B, m, q, random_state, device, dtype):
+        """The device draw of :meth:`sample_tasks` (classes ``ok`` of ``split`` drawable)."""
+        import torch
+
+        device, dtype = as_device(device), torch_dtype(dtype)
+        gen = torch_generator(random_state, device)
+        data = self._on_device(device, dtype)
+        part = data[split]
+        ok_t = torch.as_tensor(ok, device=device)
+        cls = ok_t[torch.randint(0, ok.size, (B,), generator=gen, device=device)]
+        width = int(self._prepare()[split]["sizes"].max())
+        local = _distinct_rows_torch(gen, part["sizes"][cls], m + q, width)
+        rows = part["rows"][part["offsets"][cls][:, None] + local]  # (B, m + q)
+        X = data["X"][rows]
+        return X[:, :m].contiguous(), X[:, m:].contiguous()
 
 
 # --------------------------------------------------------------------------------------
@@ -421,7 +499,10 @@ class SingleDatasetTasks(TaskDistribution):
     def n_features(self):
         return self._data().shape[1]
 
-    def sample_tasks(self, n_tasks, n_support, n_query, random_state=None):
+    device_draws = True
+
+    def sample_tasks(self, n_tasks, n_support, n_query, random_state=None, *, device=None,
+                     dtype=None):  # fmt: skip
         """Draw a batch of support/target splits.
 
         Parameters
@@ -432,18 +513,26 @@ class SingleDatasetTasks(TaskDistribution):
             Support rows per task (at most ``n_samples - 1`` are used).
         n_query : int >= 0
             Target rows per task.
-        random_state : None, int, RandomState or Generator, default=None
+        random_state : None, int, RandomState, Generator or torch.Generator, default=None
             Source of randomness.
+        device : None, str or torch.device, default=None
+            None: NumPy arrays (float64). A device: tensors there, drawn in Torch from a
+            local :class:`torch.Generator` seeded by ``random_state`` (above 4096 rows:
+            drawn in NumPy, seeded from that generator, and copied).
+        dtype : torch.dtype, default=None
+            Floating dtype of the tensors (``torch.float32`` when None).
 
         Returns
         -------
-        supports : ndarray of shape (n_tasks, k, n_features), float64
+        supports : ndarray or tensor of shape (n_tasks, k, n_features)
             ``k = min(n_support, n_samples - 1)`` distinct rows per task.
-        queries : ndarray of shape (n_tasks, n_query, n_features), float64
+        queries : ndarray or tensor of shape (n_tasks, n_query, n_features)
             Rows of ``X`` that are not in the task's support.
         """
         X = self._data()
         B, m, q = check_sizes(n_tasks, n_support, n_query)
+        if device is not None:
+            return self._sample_torch(X, B, m, q, random_state, device, dtype)
         rng = as_generator(random_state)
         N = X.shape[0]
         k = min(m, N - 1)
@@ -461,6 +550,32 @@ class SingleDatasetTasks(TaskDistribution):
             query_idx[clash] = rng.integers(0, N, size=int(clash.sum()))
             clash = (query_idx[:, :, None] == support_idx[:, None, :]).any(axis=2)
         return X[support_idx], X[query_idx]
+
+    def _sample_torch(self, X, B, m, q, random_state, device, dtype):
+        """The device draw of :meth:`sample_tasks`."""
+        import torch
+
+        device, dtype = as_device(device), torch_dtype(dtype)
+        gen = torch_generator(random_state, device)
+        N, k = X.shape[0], min(m, X.shape[0] - 1)
+        if N > 4096:  # the NumPy draw (no (B, N) keys on the device), seeded from gen
+            seed = int(torch.randint(0, 2**62, (1,), generator=gen, device=device))
+            S, Q = self.sample_tasks(B, m, q, random_state=seed)
+            return tuple(torch.as_tensor(a, device=device, dtype=dtype) for a in (S, Q))
+        cache = self.__dict__.setdefault("_device_cache", {})
+        key = (str(device), dtype)
+        data = cache.setdefault(key, None)
+        if data is None:
+            data = cache[key] = torch.as_tensor(X, device=device, dtype=dtype)
+        order = torch.argsort(torch.rand((B, N), generator=gen, device=device), dim=1)
+        pick = torch.randint(0, N - k, (B, q), generator=gen, device=device)
+        query_idx = torch.gather(order[:, k:], 1, pick)
+        return data[order[:, :k]], data[query_idx]
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state.pop("_device_cache", None)
+        return state
 
 
 # --------------------------------------------------------------------------------------
@@ -553,7 +668,20 @@ class FewShotClassTasks(_LabelledTasks):
     def class_sizes_(self):
         return self._prepare()["sizes"]
 
-    def sample_tasks(self, n_tasks, n_support, n_query, random_state=None):
+    @staticmethod
+    def _build_device(prep, device):
+        import torch
+
+        padded = np.zeros((len(prep["rows"]), int(prep["sizes"].max())), dtype=np.int64)
+        for c, rows in enumerate(prep["rows"]):
+            padded[c, : rows.size] = rows
+        return {
+            "rows": torch.as_tensor(padded, device=device),
+            "sizes": torch.as_tensor(prep["sizes"], device=device),
+        }
+
+    def sample_tasks(self, n_tasks, n_support, n_query, random_state=None, *, device=None,
+                     dtype=None):  # fmt: skip
         """Draw a batch of tasks (classes drawn independently, with repetition).
 
         Parameters
@@ -563,12 +691,26 @@ class FewShotClassTasks(_LabelledTasks):
             Support rows per task (distinct rows of the class).
         n_query : int >= 0
             Target rows per task (drawn with replacement among the class's other rows).
-        random_state : None, int, RandomState or Generator, default=None
+        random_state : None, int, RandomState, Generator or torch.Generator, default=None
+        device : None, str or torch.device, default=None
+            None: NumPy arrays (float64). A device: the same law drawn in Torch there from a
+            local :class:`torch.Generator` seeded by ``random_state``.
+        dtype : torch.dtype, default=None
+            Floating dtype of the tensors (``torch.float32`` when None).
 
         Returns
         -------
-        supports : ndarray of shape (n_tasks, n_support, n_features), float64
-        queries : ndarray of shape (n_tasks, n_query, n_features), float64
+        supports : ndarray or tensor of shape (n_tasks, n_support, n_features)
+        queries : ndarray or tensor of shape (n_tasks, n_query, n_features)
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> X = np.random.default_rng(0).normal(size=(30, 2))
+        >>> tasks = FewShotClassTasks(X, np.repeat([0, 1, 2], 10))
+        >>> S, Q = tasks.sample_tasks(4, 7, 16, random_state=0, device="cpu")
+        >>> tuple(S.shape), tuple(Q.shape), S.dtype
+        ((4, 7, 2), (4, 16, 2), torch.float32)
         """
         B, m, q = check_sizes(n_tasks, n_support, n_query)
         prep = self._prepare()
@@ -578,6 +720,8 @@ class FewShotClassTasks(_LabelledTasks):
                 f"No class has n_support + min_targets = {m + prep['min_targets']} rows "
                 f"(largest: {int(prep['sizes'].max())}); lower n_support."
             )
+        if device is not None:
+            return self._sample_torch(ok, B, m, q, random_state, device, dtype)
         rng = as_generator(random_state)
         cls = ok[rng.integers(0, ok.size, size=B)]
         sizes = prep["sizes"][cls]
@@ -591,3 +735,38 @@ class FewShotClassTasks(_LabelledTasks):
         rows = np.stack([prep["rows"][c][ix] for c, ix in zip(cls, index, strict=True)])
         X = prep["X"][rows]
         return np.ascontiguousarray(X[:, :m]), np.ascontiguousarray(X[:, m:])
+
+    def _sample_torch(self, ok, B, m, q, random_state, device, dtype):
+        """The device draw of :meth:`sample_tasks` (classes ``ok`` drawable)."""
+        import torch
+
+        device, dtype = as_device(device), torch_dtype(dtype)
+        gen = torch_generator(random_state, device)
+        data = self._on_device(device, dtype)
+        ok_t = torch.as_tensor(ok, device=device)
+        cls = ok_t[torch.randint(0, ok.size, (B,), generator=gen, device=device)]
+        sizes = data["sizes"][cls]
+        local = _distinct_rows_torch(gen, sizes, m, data["rows"].shape[1])  # (B, m) distinct
+        u = torch.rand((B, q), generator=gen, device=device, dtype=torch.float64)
+        rank = (u * (sizes - m)[:, None]).to(torch.int64)
+        rank = _skip_rows(rank, torch.sort(local, dim=1).values)
+        index = torch.cat([local, rank], dim=1)
+        X = data["X"][data["rows"][cls[:, None], index]]
+        return X[:, :m].contiguous(), X[:, m:].contiguous()
+
+
+def _skip_rows(rank, taken):
+    """The ``rank``-th (B, q) row of each task that is not one of its ``taken`` rows
+    (B, m), sorted: ``rank`` plus the taken rows ``t_j`` with ``t_j - j <= rank`` (one
+    ``searchsorted``; the loop of :meth:`FewShotClassTasks.sample_tasks` in NumPy).
+
+    Examples
+    --------
+    >>> import torch
+    >>> _skip_rows(torch.tensor([[0, 1, 2, 3]]), torch.tensor([[1, 2]])).tolist()
+    [[0, 3, 4, 5]]
+    """
+    import torch
+
+    shifted = taken - torch.arange(taken.shape[1], device=taken.device)  # non-decreasing
+    return rank + torch.searchsorted(shifted.contiguous(), rank.contiguous(), right=True)

@@ -4,6 +4,13 @@ import numpy as np
 
 from .._validation import as_generator
 from ._base import TaskDistribution, check_sizes
+from ._device import (
+    as_device,
+    sample_on_device,
+    supports_device_draws,
+    torch_dtype,
+    torch_generator,
+)
 
 __all__ = ["MixedTasks"]
 
@@ -72,7 +79,13 @@ class MixedTasks(TaskDistribution):
     def n_features(self):
         return self._validate()[2]
 
-    def sample_tasks(self, n_tasks, n_support, n_query, random_state=None):
+    @property
+    def device_draws(self):
+        """Whether every family draws on a device natively."""
+        return all(supports_device_draws(f) for f in self._validate()[0])
+
+    def sample_tasks(self, n_tasks, n_support, n_query, random_state=None, *, device=None,
+                     dtype=None):  # fmt: skip
         """Draw a batch of tasks, each from a randomly chosen family.
 
         Parameters
@@ -83,16 +96,25 @@ class MixedTasks(TaskDistribution):
             Number of support points per task.
         n_query : int >= 0
             Number of query points per task.
-        random_state : None, int, RandomState or Generator, default=None
+        random_state : None, int, RandomState, Generator or torch.Generator, default=None
             Source of randomness (shared, in order, by the family draws).
+        device : None, str or torch.device, default=None
+            None: NumPy arrays (float64). A device: the same law drawn in Torch there, every
+            family from one local :class:`torch.Generator` seeded by ``random_state`` (a
+            family without device draws draws in NumPy, seeded from it, and is copied there).
+        dtype : torch.dtype, default=None
+            Floating dtype of the tensors (``torch.float32`` when None).
 
         Returns
         -------
-        supports : ndarray of shape (n_tasks, n_support, n_features), float64
-        queries : ndarray of shape (n_tasks, n_query, n_features), float64
+        supports : ndarray or tensor of shape (n_tasks, n_support, n_features)
+        queries : ndarray or tensor of shape (n_tasks, n_query, n_features)
         """
         families, w, d = self._validate()
         B, m, q = check_sizes(n_tasks, n_support, n_query)
+        if device is not None:
+            gen = torch_generator(random_state, device)
+            return self._sample_torch(families, w, d, B, m, q, gen, device, dtype)
         rng = as_generator(random_state)
         family = np.minimum(np.searchsorted(np.cumsum(w), rng.random(B), side="right"), len(w) - 1)
         supports, queries = np.empty((B, m, d)), None
@@ -108,4 +130,33 @@ class MixedTasks(TaskDistribution):
                     f"{queries.shape[1]}, {d})."
                 )
             supports[idx], queries[idx] = S, Q
+        return supports, queries
+
+    @staticmethod
+    def _sample_torch(families, w, d, B, m, q, gen, device, dtype):
+        """The device draw of :meth:`sample_tasks`: the family of every task, then each
+        family's tasks, in the order of the families (one host sync for their counts)."""
+        import torch
+
+        device, dtype = as_device(device), torch_dtype(dtype)
+        cum = torch.as_tensor(np.cumsum(w), device=device, dtype=torch.float64)
+        u = torch.rand(B, generator=gen, device=device, dtype=torch.float64)
+        family = torch.searchsorted(cum, u, right=True).clamp_max(len(w) - 1)
+        counts = torch.bincount(family, minlength=len(w)).tolist()
+        supports = torch.empty((B, m, d), device=device, dtype=dtype)
+        queries = None
+        for j, count in enumerate(counts):
+            if count == 0:
+                continue
+            idx = torch.nonzero(family == j)[:, 0]
+            S, Q = sample_on_device(families[j], count, m, q, gen, device, dtype)
+            if queries is None:
+                queries = torch.empty((B, Q.shape[1], d), device=device, dtype=dtype)
+            if S.shape[1:] != (m, d) or Q.shape[1:] != queries.shape[1:]:
+                raise ValueError(
+                    f"family {j} returned supports {tuple(S.shape)} and queries "
+                    f"{tuple(Q.shape)}; every family must return ({count}, {m}, {d}) and "
+                    f"({count}, {queries.shape[1]}, {d})."
+                )
+            supports[idx], queries[idx] = S.to(dtype), Q.to(dtype)
         return supports, queries

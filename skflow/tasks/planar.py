@@ -12,6 +12,7 @@ from ._base import (
     haar_rotations,
     masked_dirichlet,
 )
+from ._device import t_categorical, t_haar_rotations, t_masked_dirichlet, t_uniform
 
 __all__ = ["MoonsTasks", "RingTasks", "SpiralTasks"]
 
@@ -31,11 +32,27 @@ def _embed_plane(rng, P, d, box, noise):
     return X
 
 
+def _embed_plane_torch(gen, P, d, box, noise):
+    """:func:`_embed_plane` in Torch: shapes ``P`` (B, n, 2), noise levels (B,) -> (B, n, d)."""
+    import torch
+
+    B, n, _ = P.shape
+    device, dtype = P.device, P.dtype
+    frame = t_haar_rotations(gen, (B,), d, device, dtype)[:, :2, :]  # (B, 2, d)
+    if box > 0:
+        shift = t_uniform(gen, -box, box, (B, 1, d), device, dtype)
+    else:
+        shift = torch.zeros((B, 1, d), device=device, dtype=dtype)
+    eps = torch.randn((B, n, d), generator=gen, device=device, dtype=dtype)
+    return P @ frame + shift + noise[:, None, None] * eps
+
+
 class _PlanarTasks(SyntheticTasks):
     """Shared sampling of the 2-D families: draw shapes, embed them, split support/query.
 
-    A subclass supplies ``_validate_shape()`` (its checked shape parameters) and
-    ``_shapes(rng, B, n, *shape_params)``, the planar points of shape ``(B, n, 2)``.
+    A subclass supplies ``_validate_shape()`` (its checked shape parameters),
+    ``_shapes(rng, B, n, *shape_params)``, the planar points of shape ``(B, n, 2)``, and
+    ``_shapes_torch(gen, B, n, *shape_params, device=, dtype=)``, the same law in Torch.
     """
 
     def _validate(self):
@@ -48,6 +65,11 @@ class _PlanarTasks(SyntheticTasks):
         P = self._shapes(rng, B, n, *shape_params)  # (B, n, 2)
         noise = rng.uniform(n_lo, n_hi, size=B)
         return _embed_plane(rng, P, d, box, noise), None
+
+    def _draw_torch(self, gen, B, n, d, box, n_lo, n_hi, *shape_params, device, dtype):
+        P = self._shapes_torch(gen, B, n, *shape_params, device=device, dtype=dtype)
+        noise = t_uniform(gen, n_lo, n_hi, (B,), device, dtype)
+        return _embed_plane_torch(gen, P, d, box, noise), None
 
 
 class RingTasks(_PlanarTasks):
@@ -84,6 +106,9 @@ class RingTasks(_PlanarTasks):
     >>> S, Q = RingTasks(n_features=4).sample_tasks(3, 10, 5, random_state=0)
     >>> S.shape, Q.shape
     ((3, 10, 4), (3, 5, 4))
+    >>> S, Q = RingTasks(n_features=4).sample_tasks(3, 10, 5, random_state=0, device="cpu")
+    >>> tuple(S.shape), S.dtype
+    ((3, 10, 4), torch.float32)
     """
 
     _param_names = ("n_features", "n_rings", "radius", "spread", "box", "noise")
@@ -116,6 +141,20 @@ class RingTasks(_PlanarTasks):
         circle = np.stack([np.cos(angle), np.sin(angle)], axis=-1)
         r = np.take_along_axis(radii, ring, axis=1)[..., None]
         return np.take_along_axis(centres, ring[..., None], axis=1) + r * circle
+
+    @staticmethod
+    def _shapes_torch(gen, B, n, k_lo, k_hi, r_lo, r_hi, spread, *, device, dtype):
+        import torch
+
+        n_active = torch.randint(k_lo, k_hi + 1, (B,), generator=gen, device=device)
+        weights, _ = t_masked_dirichlet(gen, n_active, k_hi, dtype)
+        centres = t_uniform(gen, -spread, spread, (B, k_hi, 2), device, dtype)
+        radii = t_uniform(gen, r_lo, r_hi, (B, k_hi), device, dtype)
+        ring = t_categorical(gen, weights, n, n_active)  # (B, n)
+        angle = t_uniform(gen, 0.0, 2.0 * np.pi, (B, n), device, dtype)
+        circle = torch.stack([torch.cos(angle), torch.sin(angle)], dim=-1)
+        r = torch.gather(radii, 1, ring)[..., None]
+        return torch.gather(centres, 1, ring[..., None].expand(B, n, 2)) + r * circle
 
 
 class MoonsTasks(_PlanarTasks):
@@ -170,6 +209,18 @@ class MoonsTasks(_PlanarTasks):
         x = np.where(lower, 1.0 - np.cos(a), np.cos(a)) - 0.5
         y = np.where(lower, 0.5 - np.sin(a), np.sin(a)) - 0.25
         return scale * np.stack([x, y], axis=-1)
+
+    @staticmethod
+    def _shapes_torch(gen, B, n, s_lo, s_hi, *, device, dtype):
+        import torch
+
+        scale = t_uniform(gen, s_lo, s_hi, (B, 1, 1), device, dtype)
+        lower = torch.rand((B, n), generator=gen, device=device, dtype=dtype) < 0.5
+        a = t_uniform(gen, 0.0, np.pi, (B, n), device, dtype)
+        cos, sin = torch.cos(a), torch.sin(a)
+        x = torch.where(lower, 1.0 - cos, cos) - 0.5
+        y = torch.where(lower, 0.5 - sin, sin) - 0.25
+        return scale * torch.stack([x, y], dim=-1)
 
 
 class SpiralTasks(_PlanarTasks):
@@ -239,3 +290,15 @@ class SpiralTasks(_PlanarTasks):
         s = np.sqrt(rng.random((B, n)))
         theta = 2.0 * np.pi * (turns * s + arm / n_arms)
         return (scale * s)[..., None] * np.stack([np.cos(theta), np.sin(theta)], axis=-1)
+
+    @staticmethod
+    def _shapes_torch(gen, B, n, a_lo, a_hi, t_lo, t_hi, s_lo, s_hi, *, device, dtype):
+        import torch
+
+        n_arms = torch.randint(a_lo, a_hi + 1, (B, 1), generator=gen, device=device).to(dtype)
+        turns = t_uniform(gen, t_lo, t_hi, (B, 1), device, dtype)
+        scale = t_uniform(gen, s_lo, s_hi, (B, 1), device, dtype)
+        arm = torch.floor(torch.rand((B, n), generator=gen, device=device, dtype=dtype) * n_arms)
+        s = torch.sqrt(torch.rand((B, n), generator=gen, device=device, dtype=dtype))
+        theta = 2.0 * np.pi * (turns * s + arm / n_arms)
+        return (scale * s)[..., None] * torch.stack([torch.cos(theta), torch.sin(theta)], dim=-1)

@@ -2,8 +2,10 @@
 
 import numpy as np
 
+from .._array import is_torch
 from .._validation import as_generator
 from ._base import TransformedTasks
+from ._device import torch_generator
 
 __all__ = ["RecentredTasks", "recentre_tasks"]
 
@@ -22,16 +24,17 @@ def recentre_tasks(supports, queries, random_state=None):
 
     Parameters
     ----------
-    supports : array-like of shape (B, m, d)
+    supports : array-like or tensor of shape (B, m, d)
         ``B >= 2`` tasks (one task is returned unchanged).
-    queries : array-like of shape (B, n, d)
-    random_state : None, int, RandomState or Generator, default=None
-        Source of the pairs.
+    queries : array-like or tensor of shape (B, n, d)
+    random_state : None, int, RandomState, Generator or torch.Generator, default=None
+        Source of the pairs. Torch tensors (both) are moved in Torch on their device, the
+        pairs drawn from a local :class:`torch.Generator` seeded by ``random_state``.
 
     Returns
     -------
-    supports : ndarray of shape (B, m, d)
-    queries : ndarray of shape (B, n, d)
+    supports : ndarray or tensor of shape (B, m, d)
+    queries : ndarray or tensor of shape (B, n, d)
 
     Examples
     --------
@@ -43,6 +46,8 @@ def recentre_tasks(supports, queries, random_state=None):
     >>> bool(np.allclose(S2 - S2.mean(axis=1, keepdims=True), S - S.mean(axis=1, keepdims=True)))
     True
     """
+    if is_torch(supports) and is_torch(queries):
+        return _recentre_torch(supports, queries, random_state)
     S, Q = np.asarray(supports, dtype=np.float64), np.asarray(queries, dtype=np.float64)
     if S.ndim != 3 or Q.ndim != 3 or S.shape[0] != Q.shape[0] or S.shape[2] != Q.shape[2]:
         raise ValueError(
@@ -56,6 +61,26 @@ def recentre_tasks(supports, queries, random_state=None):
     i = rng.integers(0, B, size=B)
     j = (i + rng.integers(1, B, size=B)) % B  # j != i
     new = centres.mean(axis=0) + (centres[i] - centres[j]) / np.sqrt(2.0)
+    shift = (new - centres)[:, None, :]
+    return S + shift, Q + shift
+
+
+def _recentre_torch(S, Q, random_state):
+    """:func:`recentre_tasks` of Torch tensors (B, m, d) and (B, n, d), on their device."""
+    import torch
+
+    if S.ndim != 3 or Q.ndim != 3 or S.shape[0] != Q.shape[0] or S.shape[2] != Q.shape[2]:
+        raise ValueError(
+            f"expected supports (B, m, d) and queries (B, n, d), got {S.shape} and {Q.shape}."
+        )
+    B = S.shape[0]
+    if B < 2:
+        return S, Q
+    gen = torch_generator(random_state, S.device)
+    centres = torch.cat([S, Q], dim=1).mean(dim=1)  # (B, d)
+    i = torch.randint(0, B, (B,), generator=gen, device=S.device)
+    j = (i + torch.randint(1, B, (B,), generator=gen, device=S.device)) % B  # j != i
+    new = centres.mean(dim=0) + (centres[i] - centres[j]) / np.sqrt(2.0)
     shift = (new - centres)[:, None, :]
     return S + shift, Q + shift
 

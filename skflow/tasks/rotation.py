@@ -2,8 +2,10 @@
 
 import numpy as np
 
+from .._array import is_torch
 from .._validation import InvalidParameterError, as_generator
 from ._base import TransformedTasks, haar_rotations
+from ._device import t_haar_rotations, torch_generator
 
 __all__ = ["RotatedTasks", "rotate_tasks"]
 
@@ -18,18 +20,19 @@ def rotate_tasks(supports, queries, random_state=None, *, center="support"):
 
     Parameters
     ----------
-    supports : array-like of shape (B, m, d)
-    queries : array-like of shape (B, n, d)
-    random_state : None, int, RandomState or Generator, default=None
-        Source of the rotations.
+    supports : array-like or tensor of shape (B, m, d)
+    queries : array-like or tensor of shape (B, n, d)
+    random_state : None, int, RandomState, Generator or torch.Generator, default=None
+        Source of the rotations. Torch tensors (both) are rotated in Torch on their device,
+        by rotations drawn from a local :class:`torch.Generator` seeded by ``random_state``.
     center : {"support", "origin"}, default="support"
         Rotate about each task's support mean (its location is kept), or about the origin
         (for centred data: locations are rotated too).
 
     Returns
     -------
-    supports : ndarray of shape (B, m, d)
-    queries : ndarray of shape (B, n, d)
+    supports : ndarray or tensor of shape (B, m, d)
+    queries : ndarray or tensor of shape (B, n, d)
 
     Examples
     --------
@@ -42,15 +45,22 @@ def rotate_tasks(supports, queries, random_state=None, *, center="support"):
     """
     if center not in ("support", "origin"):
         raise InvalidParameterError(f"center must be 'support' or 'origin', got {center!r}.")
-    S, Q = np.asarray(supports, dtype=np.float64), np.asarray(queries, dtype=np.float64)
+    if is_torch(supports) and is_torch(queries):
+        S, Q = supports, queries
+    else:
+        S, Q = np.asarray(supports, dtype=np.float64), np.asarray(queries, dtype=np.float64)
     if S.ndim != 3 or Q.ndim != 3 or S.shape[0] != Q.shape[0] or S.shape[2] != Q.shape[2]:
         raise ValueError(
             f"expected supports (B, m, d) and queries (B, n, d), got {S.shape} and {Q.shape}."
         )
-    rot = haar_rotations(as_generator(random_state), (S.shape[0],), S.shape[2])
+    if is_torch(S):
+        gen = torch_generator(random_state, S.device)
+        rot = t_haar_rotations(gen, (S.shape[0],), S.shape[2], S.device, S.dtype)
+    else:
+        rot = haar_rotations(as_generator(random_state), (S.shape[0],), S.shape[2])
     if center == "origin":
         return S @ rot, Q @ rot
-    c = S.mean(axis=1, keepdims=True)
+    c = S.mean(axis=1, keepdims=True)  # NumPy and Torch alike
     return (S - c) @ rot + c, (Q - c) @ rot + c
 
 

@@ -4,6 +4,7 @@ import numpy as np
 
 from .._validation import check_int, check_real
 from ._base import SyntheticTasks, categorical, check_int_range, masked_dirichlet
+from ._device import t_categorical, t_masked_dirichlet, t_uniform
 
 __all__ = ["SphericalShellTasks"]
 
@@ -51,6 +52,9 @@ class SphericalShellTasks(SyntheticTasks):
     ((10, 4), (3, 4))
     >>> bool(np.all(np.linalg.norm(S, axis=1) <= 5.0))
     True
+    >>> Ss, _ = tasks.sample_tasks(2, 10, 3, random_state=0, device="cpu")  # Torch, float32
+    >>> tuple(Ss.shape), Ss.dtype
+    ((2, 10, 4), torch.float32)
     """
 
     _param_names = ("n_features", "n_shells", "max_radius", "radial_noise", "center_box")
@@ -95,3 +99,27 @@ class SphericalShellTasks(SyntheticTasks):
         r = np.take_along_axis(radii, shell, axis=1) + noise * rng.standard_normal((B, n))
         X = center + r[:, :, None] * u
         return X, None
+
+    @staticmethod
+    def _draw_torch(gen, B, n, d, k_lo, k_hi, r_max, noise, cbox, *, device, dtype):
+        """The law of :meth:`_draw` in Torch: points (B, n, d), no extra."""
+        import torch
+
+        n_active = torch.randint(k_lo, k_hi + 1, (B,), generator=gen, device=device)
+        weights, active = t_masked_dirichlet(gen, n_active, k_hi, dtype)
+        radii = r_max - torch.rand((B, k_hi), generator=gen, device=device, dtype=dtype) * (
+            r_max - 0.5
+        )
+        radii = torch.where(active, radii, torch.inf).sort(dim=1).values
+        center = torch.zeros((B, 1, d), device=device, dtype=dtype)
+        if cbox > 0:
+            center = t_uniform(gen, -cbox, cbox, (B, 1, d), device, dtype)
+        shell = t_categorical(gen, weights, n, n_active)  # (B, n)
+        u = torch.randn((B, n, d), generator=gen, device=device, dtype=dtype)
+        norms = torch.linalg.vector_norm(u, dim=2, keepdim=True)
+        # a zero vector has probability 0; it becomes the first axis (no redraw, no sync)
+        u = torch.where(norms > 0, u / norms.clamp_min(torch.finfo(dtype).tiny), 0.0)
+        u[..., 0] += (norms[..., 0] == 0).to(dtype)
+        r = torch.gather(radii, 1, shell)
+        r = r + noise * torch.randn((B, n), generator=gen, device=device, dtype=dtype)
+        return center + r[:, :, None] * u, None

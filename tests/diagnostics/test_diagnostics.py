@@ -406,7 +406,7 @@ def test_diagnose_accepts_a_fitted_sampler_and_flags_copies(digits_split):
     from skflow import NWFlowSampler
 
     S, held_out = digits_split
-    raw = NWFlowSampler(solver=SolverOptions(n_steps=10)).fit(S)
+    raw = NWFlowSampler(sigma_min=0.01, solver=SolverOptions(n_steps=10)).fit(S)
     for reference in (held_out, None):
         report = diagnose(raw, reference=reference, random_state=0, **FAST)
         assert report.sigma_min == 0.01 and report.n_support == 400

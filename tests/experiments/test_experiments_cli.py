@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from skflow.experiments import EXPERIMENTS, _report, attention, collapse
-from skflow.experiments import __main__ as cli
+from skflow_experiments import EXPERIMENTS, _report, attention, collapse
+from skflow_experiments import __main__ as cli
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -24,12 +24,12 @@ ROOT = Path(__file__).resolve().parents[2]
 def _module(name):
     import importlib
 
-    return importlib.import_module(f"skflow.experiments.{name}")
+    return importlib.import_module(f"skflow_experiments.{name}")
 
 
 def test_help_lists_every_experiment_with_its_times():
     text = subprocess.run(
-        [sys.executable, "-m", "skflow.experiments", "--help"],
+        [sys.executable, "-m", "skflow_experiments", "--help"],
         capture_output=True,
         text=True,
         check=True,
@@ -90,7 +90,7 @@ SCARCITY_SUMMARY = {
 
 
 def test_table_and_file_paths_are_printed(monkeypatch, tmp_path, capsys):
-    from skflow.experiments import scarcity
+    from skflow_experiments import scarcity
 
     out = tmp_path / "out"
     out.mkdir()
@@ -112,7 +112,7 @@ def test_each_distinct_warning_is_printed_once_with_a_count(monkeypatch, tmp_pat
     import warnings
 
     from skflow.exceptions import MemorizationWarning
-    from skflow.experiments import scarcity
+    from skflow_experiments import scarcity
 
     fake = _fake_run(str(tmp_path), SCARCITY_SUMMARY)
 
@@ -131,7 +131,7 @@ def test_each_distinct_warning_is_printed_once_with_a_count(monkeypatch, tmp_pat
 
 
 def test_json_flag_prints_the_summary(monkeypatch, tmp_path, capsys):
-    from skflow.experiments import scarcity
+    from skflow_experiments import scarcity
 
     monkeypatch.setattr(scarcity, "run", _fake_run(str(tmp_path), SCARCITY_SUMMARY))
     assert cli.main(["scarcity", "--json", "--output-dir", str(tmp_path)]) == 0

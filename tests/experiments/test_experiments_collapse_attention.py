@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
-from skflow.experiments import __main__ as cli
-from skflow.experiments import attention, collapse
+from skflow_experiments import __main__ as cli
+from skflow_experiments import attention, collapse
 
 REQUIRED_PRESETS = {"tiny", "quick", "full"}
 
@@ -62,8 +62,8 @@ def test_unknown_preset(module, tmp_path):
 def test_collapse_tiny_end_to_end(tmp_path):
     import torch
 
-    from skflow.experiments import protocol
-    from skflow.experiments._report import RESULTS_PAGE
+    from skflow_experiments import protocol
+    from skflow_experiments._report import RESULTS_PAGE
 
     threads = torch.get_num_threads()
     res = collapse.run("tiny", output_dir=tmp_path, random_state=0)
@@ -105,17 +105,17 @@ def test_collapse_tiny_end_to_end(tmp_path):
     page = tmp_path / "docs" / "results.md"
     page.parent.mkdir()
     page.write_text(RESULTS_PAGE.read_text(encoding="utf-8"), encoding="utf-8")
-    collapse.write_docs(res, "python -m skflow.experiments collapse --preset tiny", path=page)
+    collapse.write_docs(res, "python -m skflow_experiments collapse --preset tiny", path=page)
     section = page.read_text(encoding="utf-8").split("<!-- collapse:begin -->")[1]
     section = section.split("<!-- collapse:end -->")[0]
-    assert "`python -m skflow.experiments collapse --preset tiny`" in section
+    assert "`python -m skflow_experiments collapse --preset tiny`" in section
     assert "seeds [0, 1], 3 held-out tasks per seed" in section and "cores" in section
     assert " | ".join(f"{v:.2f}" for v in neff) in section
     assert "reproducible bit for bit" in section
 
 
 def test_attention_tiny_end_to_end(tmp_path):
-    from skflow.experiments._report import RESULTS_PAGE
+    from skflow_experiments._report import RESULTS_PAGE
 
     res = attention.run("tiny", output_dir=tmp_path, random_state=0, n_tasks=1)
     assert res["config"]["n_eval_tasks"] == 1
@@ -151,11 +151,11 @@ def test_attention_tiny_end_to_end(tmp_path):
     page = tmp_path / "docs" / "results.md"
     page.parent.mkdir()
     page.write_text(RESULTS_PAGE.read_text(encoding="utf-8"), encoding="utf-8")
-    attention.write_docs(res, "python -m skflow.experiments attention --preset tiny", path=page)
+    attention.write_docs(res, "python -m skflow_experiments attention --preset tiny", path=page)
     section = page.read_text(encoding="utf-8").split("<!-- attention:begin -->")[1]
     section = section.split("<!-- attention:end -->")[0]
     assert (
-        "`python -m skflow.experiments attention --preset tiny`" in section and "cores" in section
+        "`python -m skflow_experiments attention --preset tiny`" in section and "cores" in section
     )
     best = res["summary"]["no_head"]["best_median_per_t"]
     assert (
@@ -182,7 +182,7 @@ def test_nw_logits_rank_like_weights():
 
 
 def test_cli_forwards_seeds_tasks_and_writes_docs(monkeypatch, tmp_path, capsys):
-    from skflow.experiments import geometry
+    from skflow_experiments import geometry
 
     calls, written = [], []
 
@@ -199,7 +199,7 @@ def test_cli_forwards_seeds_tasks_and_writes_docs(monkeypatch, tmp_path, capsys)
     argv = ["geometry", "--quick", "--seeds", "3", "--n-tasks", "100", "--write-docs"]
     assert cli.main(argv) == 0
     assert calls == [("quick", {"seeds": 3, "n_tasks": 100})]
-    assert written == [({"ok": 1.0}, "python -m skflow.experiments " + " ".join(argv), None)]
+    assert written == [({"ok": 1.0}, "python -m skflow_experiments " + " ".join(argv), None)]
     assert cli.main(["geometry", "--preset", "tiny", "--docs-path", "x.md"]) == 0
     assert calls[-1] == ("tiny", {}) and len(written) == 1  # no --write-docs: nothing written
     assert "wrote its section" in capsys.readouterr().out

@@ -1,4 +1,4 @@
-"""Tests of the leave-one-family-out experiment (``skflow.experiments.families``).
+"""Tests of the leave-one-family-out experiment (``skflow_experiments.families``).
 
 The CLI wiring and the presets are checked without running; the ``tiny`` preset runs end to
 end (a few seconds) and its summary is recomputed from the stored per-task values. Learned
@@ -12,9 +12,9 @@ import json
 import numpy as np
 import pytest
 
-from skflow.experiments import EXPERIMENTS, families
-from skflow.experiments import __main__ as cli
 from skflow.tasks import MixedTasks
+from skflow_experiments import EXPERIMENTS, families
+from skflow_experiments import __main__ as cli
 
 
 def test_registered_and_cli(monkeypatch, capsys):
@@ -86,10 +86,10 @@ def test_tiny_end_to_end(tmp_path):
     # writing the docs section replaces the block between the markers, nothing else
     page = tmp_path / "page.md"
     page.write_text("before\n<!-- families:begin -->\nold\n<!-- families:end -->\nafter\n")
-    families.write_docs(res, "python -m skflow.experiments families --preset tiny", page)
+    families.write_docs(res, "python -m skflow_experiments families --preset tiny", page)
     text = page.read_text()
     assert text.startswith("before\n") and text.endswith("after\n") and "old" not in text
-    assert "`python -m skflow.experiments families --preset tiny`" in text
+    assert "`python -m skflow_experiments families --preset tiny`" in text
     assert text.count("| spirals |") == 2  # one row per convention's table
     assert (tmp_path / "_static" / "results" / "families.png").is_file()
 

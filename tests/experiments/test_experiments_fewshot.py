@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from skflow.experiments import EXPERIMENTS, fewshot
+from skflow_experiments import EXPERIMENTS, fewshot
 
 
 def test_presets():
@@ -30,7 +30,7 @@ def test_tiny_end_to_end_and_docs(tmp_path):
     assert set(data["summary"]["memorization_ratio_median"]) == set(fewshot.METHODS)
     page = tmp_path / "results.md"
     page.write_text("# r\n\n<!-- fewshot:begin -->\nold\n<!-- fewshot:end -->\n", encoding="utf-8")
-    fewshot.write_docs(res, "python -m skflow.experiments fewshot --preset tiny", page)
+    fewshot.write_docs(res, "python -m skflow_experiments fewshot --preset tiny", page)
     text = page.read_text(encoding="utf-8")
     assert "not a result" in text and "memorisation ratio" in text.lower()
     assert "learned lower than tuned plug-in" in text and "old" not in text

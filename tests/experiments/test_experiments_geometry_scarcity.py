@@ -5,8 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from skflow.experiments import geometry, scarcity
-from skflow.experiments._report import RESULTS_PAGE
+from skflow_experiments import geometry, scarcity
+from skflow_experiments._report import RESULTS_PAGE
 
 MODULES = [geometry, scarcity]
 
@@ -54,7 +54,7 @@ def _finite_tree(obj):
 def test_geometry_tiny_end_to_end(tmp_path):
     import torch
 
-    from skflow.experiments import protocol
+    from skflow_experiments import protocol
 
     threads = torch.get_num_threads()
     res = geometry.run("tiny", output_dir=tmp_path, seeds=2, n_tasks=4, random_state=3)
@@ -98,11 +98,11 @@ def test_geometry_tiny_end_to_end(tmp_path):
     page.parent.mkdir()
     before = RESULTS_PAGE.read_text(encoding="utf-8")
     page.write_text(before, encoding="utf-8")
-    geometry.write_docs(res, "python -m skflow.experiments geometry --preset tiny", path=page)
+    geometry.write_docs(res, "python -m skflow_experiments geometry --preset tiny", path=page)
     text = page.read_text(encoding="utf-8")
     head, rest = text.split("<!-- geometry:begin -->")
     section, tail = rest.split("<!-- geometry:end -->")
-    assert "`python -m skflow.experiments geometry --preset tiny`" in section
+    assert "`python -m skflow_experiments geometry --preset tiny`" in section
     assert "seeds [3, 4], 4 held-out tasks per seed" in section and "cores" in section
     assert f"{res['summary'][f'd={d}']['true']['ratio_isotropic_over_learned']:.3g} [" in section
     assert "Not yet run" not in section
@@ -118,7 +118,7 @@ def test_geometry_rejects_bad_overrides(tmp_path):
 
 
 def test_write_docs_section_needs_its_markers(tmp_path):
-    from skflow.experiments._report import write_docs_section
+    from skflow_experiments._report import write_docs_section
 
     page = tmp_path / "page.md"
     page.write_text("# page\n<!-- geometry:begin -->\nold\n<!-- geometry:end -->\ntail\n")
@@ -134,7 +134,7 @@ def test_write_docs_section_needs_its_markers(tmp_path):
 def test_scarcity_tiny_end_to_end(tmp_path):
     import torch
 
-    from skflow.experiments import protocol
+    from skflow_experiments import protocol
 
     threads = torch.get_num_threads()
     res = scarcity.run("tiny", output_dir=tmp_path)
@@ -165,8 +165,8 @@ def test_scarcity_tiny_end_to_end(tmp_path):
     floor = np.asarray(res["comparison"][ms[0]]["per_task"]["floor"]["true"])
     assert abs(floor.mean()) < 0.5 * plug[ms[0]]
     # recomputed for seed 1, task 2: the whole pool of the task against its reference rows
-    from skflow.experiments._io import derive_seed
-    from skflow.experiments._splits import class_splits
+    from skflow_experiments._io import derive_seed
+    from skflow_experiments._splits import class_splits
 
     Z, y, _ = scarcity._features(cfg)
     max_m = max(cfg["support_sizes"])
@@ -179,10 +179,10 @@ def test_scarcity_tiny_end_to_end(tmp_path):
     page = tmp_path / "docs" / "results.md"
     page.parent.mkdir()
     page.write_text(RESULTS_PAGE.read_text(encoding="utf-8"), encoding="utf-8")
-    scarcity.write_docs(res, "python -m skflow.experiments scarcity --preset tiny", path=page)
+    scarcity.write_docs(res, "python -m skflow_experiments scarcity --preset tiny", path=page)
     section = page.read_text(encoding="utf-8").split("<!-- scarcity:begin -->")[1]
     section = section.split("<!-- scarcity:end -->")[0]
-    assert "`python -m skflow.experiments scarcity --preset tiny`" in section
+    assert "`python -m skflow_experiments scarcity --preset tiny`" in section
     assert "seeds [0, 1], 4 held-out tasks per seed" in section and "cores" in section
     pct = summary["true"]["learned_vs_plugin"]["10"]["pct"]
     assert f"| {pct:+.1f} % [" in section

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from skflow import LearnedFlowSampler
-from skflow.experiments import EXPERIMENTS, pretrained
-from skflow.experiments import __main__ as cli
+from skflow_experiments import EXPERIMENTS, pretrained
+from skflow_experiments import __main__ as cli
 
 
 def _stand_in(n_features: int) -> LearnedFlowSampler:
@@ -128,7 +128,7 @@ def test_headline_rows_and_docs(tiny, tmp_path):
     assert "digits, m = 10: fine-tuned below scratch" in rows
     page = tmp_path / "results.md"
     page.write_text("<!-- pretrained:begin -->\nold\n<!-- pretrained:end -->\n", encoding="utf-8")
-    pretrained.write_docs(res, "python -m skflow.experiments pretrained --preset tiny", page)
+    pretrained.write_docs(res, "python -m skflow_experiments pretrained --preset tiny", page)
     text = page.read_text(encoding="utf-8")
     assert "not a result" in text and "old" not in text
     assert "| data set | m = 5 | m = 10 | m = 50 |" in text and "skipped" in text

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from skflow.experiments import protocol
 from skflow.metrics import mmd2
+from skflow_experiments import protocol
 
 
 def test_exact_ratio_has_a_degenerate_interval():

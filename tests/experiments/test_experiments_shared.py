@@ -8,9 +8,9 @@ import json
 import numpy as np
 import pytest
 
-from skflow.experiments import _jobs, _report
-from skflow.experiments._io import RunLog
-from skflow.experiments.protocol import CONVENTIONS
+from skflow_experiments import _jobs, _report
+from skflow_experiments._io import RunLog
+from skflow_experiments.protocol import CONVENTIONS
 
 _INFO = {"cpu_count": 2, "platform": "p", "torch": "t", "load_average": [1.0, 2.0, 3.0]}
 
@@ -96,7 +96,7 @@ def test_support_size_cells_follow_the_methods_and_their_pairs():
 def test_class_splits_partition_each_class_in_turn_from_one_stream():
     """Task j is class j mod k, its rows split into a pool of max_m and the rest; the tasks
     draw their shuffles from one generator in turn (the streams the results were made with)."""
-    from skflow.experiments._splits import class_splits
+    from skflow_experiments._splits import class_splits
 
     y = np.repeat([3, 5, 7], [6, 8, 7])
     splits = class_splits(y, (5, 3), 5, 4, seed=11)
@@ -117,7 +117,7 @@ def test_experiment_runner_does_the_shared_steps(tmp_path, capsys):
     and the results page refusing a smoke run."""
     import torch
 
-    from skflow.experiments._experiment import Experiment
+    from skflow_experiments._experiment import Experiment
 
     threads, seen = torch.get_num_threads(), {}
 
@@ -138,7 +138,10 @@ def test_experiment_runner_does_the_shared_steps(tmp_path, capsys):
         desc="toy: units",
         figure=lambda results, outputs, folder: folder / f"fig{len(outputs)}.png",
         docs=lambda results, command: command,
+        options=("extra",),
     )
+    with pytest.raises(TypeError, match="unexpected keyword arguments"):
+        spec.run("smoke", output_dir=tmp_path, extra=1, typo=2)
     res = spec.run(
         "smoke", output_dir=tmp_path, random_state=5, seeds=2, n_tasks=4, extra=1, progress=True
     )

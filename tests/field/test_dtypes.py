@@ -171,6 +171,8 @@ def test_sampler_float32_log_density_within_1e4_nats(data, bandwidth):
 def test_float32_log_density_out_of_range_raises(bandwidth):
     """A float64 log-density below float32's range is an error, not a silent -inf."""
     S = np.array([[0.0, 0.0], [1e18, 1.0]], dtype=np.float32)
-    s = NWFlowSampler(bandwidth=bandwidth, density=DensityOptions(max_error=1e300)).fit(S)
+    s = NWFlowSampler(
+        bandwidth=bandwidth, sigma_min=0.01, density=DensityOptions(max_error=1e300)
+    ).fit(S)
     with pytest.raises(ValueError, match="not finite"):
         s.score_samples(np.array([[3e18, 0.0]], dtype=np.float32))

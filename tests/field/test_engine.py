@@ -10,7 +10,7 @@ from nw_reference import brute_force_field
 from torch.overrides import TorchFunctionMode
 
 from skflow import field
-from skflow._array import AUTO_NUMPY_SUPPORT_CPU, numpy_support_ranges, use_torch_backend
+from skflow._array import AUTO_NUMPY_SUPPORT_CPU, use_torch_backend
 from skflow.field import (
     default_chunk_size,
     nw_effective_sample_size,
@@ -356,21 +356,6 @@ def test_default_chunk_size_uses_free_cuda_memory():
     chunk = default_chunk_size(4096, device="cuda", itemsize=4)
     assert chunk >= 2**23 // 4096
     assert chunk * 4096 * 4 <= free
-
-
-def test_numpy_support_ranges_keeps_numpy_only_where_it_wins():
-    grid = {
-        10: [(1.0, 2.0), (1.0, 1.5)],
-        50: [(1.0, 2.0), (1.0, 1.2)],
-        200: [(1.0, 1.0), (1.0, 3.0)],
-        1000: [(1.0, 3.0), (1.0, 3.0)],
-        4000: [(5.0, 1.0), (5.0, 1.0)],
-    }
-    # 10 and 50 win at both n, 200 ties at one n (Torch), 1000 wins, 4000 loses
-    assert numpy_support_ranges(grid) == ((1, 100), (447, 2000))
-    torch_everywhere = {m: [(2.0, 1.0), (1.0, 1.0)] for m in (10, 50, 200, 1000, 4000)}
-    assert numpy_support_ranges(torch_everywhere) == ()
-    assert numpy_support_ranges({10: [(1.0, 2.0)]}) == ((1, 2**62),)
 
 
 def test_use_torch_backend_auto_rule():

@@ -125,7 +125,7 @@ def test_projected_field_is_isotropic_field_of_projected_points(data):
 )
 def test_affine_transformers_give_their_linear_part(data, transformer):
     support, x = data
-    s = NWFlowSampler(projection=transformer, random_state=0).fit(support)
+    s = NWFlowSampler(projection=transformer, sigma_min=0.01, random_state=0).fit(support)
     fitted = s.projection_transformer_
     assert fitted is not transformer  # cloned
     offset = fitted.transform(np.zeros((1, 4)))
@@ -170,7 +170,8 @@ def test_bad_geometry_params(data, params, err, match):
 
 def test_in_context_support_reuses_fitted_projection(data):
     support, x = data
-    s = NWFlowSampler(kernel="diagonal", projection=PCA(n_components=2)).fit(support)
+    s = NWFlowSampler(kernel="diagonal", projection=PCA(n_components=2), sigma_min=0.01)
+    s = s.fit(support)
     P = s.projection_.copy()
     other = support[::-1] * 2.0 + 1.0
     np.testing.assert_allclose(
@@ -204,7 +205,7 @@ def test_score_samples_uses_the_ode_with_the_projection(data):
 def test_effective_sample_size_and_divergence_use_the_projection(data):
     support, x = data
     P = np.array([[1.0, 0.0, 0.0, 0.0]])
-    s = NWFlowSampler(projection=P).fit(support)
+    s = NWFlowSampler(projection=P, sigma_min=0.01).fit(support)
     w = brute_force_field(x, support, 0.8, 0.01, projection=P)[0]
     np.testing.assert_allclose(s.effective_sample_size(x, 0.8), 1.0 / (w**2).sum(axis=1))
     np.testing.assert_allclose(

@@ -21,6 +21,8 @@ from skflow import EngineOptions, NWFlowSampler, SolverOptions
 from skflow.field import NWField, kernel_coefficients, nw_local_mean
 from skflow.field.pruned import ClusteredSupport, pruned_local_mean
 from skflow.metrics import mmd2_test
+from skflow.samplers._base import SAMPLING_BATCH_SIZE
+from skflow.threads import rows_per_item
 
 N_QUERIES = 640  # 3 supports x 3 dims x 2 libraries x 640 = 11520 (query, time) pairs
 
@@ -415,18 +417,20 @@ def test_auto_engine_is_dense():
 
 
 def test_sampling_error_bound_covers_every_batch_serial_and_parallel():
-    """Rows are integrated in batches of 4096: the bound is the largest over all of them,
-    with one field for every batch (serial) or one per worker (n_jobs=2)."""
+    """Rows are integrated in items (``rows_per_item`` rows): the bound is the largest over
+    all of them, with one field for every item (serial, threads) or one per worker
+    (n_jobs=2)."""
     S = _clustered(600, 2, seed=3)
+    rows = rows_per_item(600, 2, SAMPLING_BATCH_SIZE)
     kw = {"engine": "pruned", "solver": SolverOptions(n_steps=4), "backend": "numpy"}
-    kw["random_state"] = 0
+    kw.update(random_state=0, sigma_min=0.01)
     first = NWFlowSampler(**kw).fit(S)
-    first.sample(4096)  # the first batch alone (the same starting points)
+    first.sample(rows)  # the first item alone (the same starting points)
     both = NWFlowSampler(**kw).fit(S)
-    both.sample(4096 + 3)
+    both.sample(rows + 3)
     assert both.sampling_error_bound_ >= first.sampling_error_bound_ > 0.0
     parallel = NWFlowSampler(**{**kw, "engine": EngineOptions("pruned", n_jobs=2)}).fit(S)
-    parallel.sample(4096 + 3)
+    parallel.sample(rows + 3)
     assert parallel.sampling_error_bound_ == both.sampling_error_bound_
     dense = NWFlowSampler(**{**kw, "engine": "dense"}).fit(S)
     dense.sampling_error_bound_ = 1.0  # a stale value must not survive a dense run
@@ -498,3 +502,23 @@ def test_loose_rtol_bound_holds_against_dense_on_every_row(t):
     assert np.all(err <= bound), float((err / bound).max())
     assert err.max() > 1e-6  # far above rounding: skipped clusters of real weight
     assert (err / bound).max() > 1e-2  # and the bound not vacuous
+
+
+@pytest.mark.parametrize("rtol", [1e-1, 1e-2, 1e-3])
+@pytest.mark.parametrize("t", [0.5, 0.8, 0.95])
+def test_neglected_mass_stays_within_rtol_on_many_clusters(rtol, t):
+    """The promise of ``rtol``: the skipped clusters of a query weigh at most ``rtol`` in all.
+    With ``C`` clusters each skipped one may weigh up to ``rtol / C``, which is what the cut's
+    ``- log(C)`` term buys; 60 tight blobs at loose tolerances skip many clusters of real
+    weight at once (without that term the neglected mass reached 4.2x ``rtol`` here)."""
+    rng = np.random.default_rng(60)
+    centres = rng.normal(size=(60, 2)) * 1.5
+    S = centres[np.repeat(np.arange(60), 20)] + rng.normal(size=(1200, 2)) * 0.02
+    keys = S - S.mean(0)
+    index = ClusteredSupport(keys, n_clusters=60, random_state=0)
+    a, b, _ = kernel_coefficients(t)
+    q = _queries(S, np.full((400, 1), t), rng) - t * S.mean(0)
+    res = pruned_local_mean(index, q, float(a), float(b), rtol=rtol)
+    neglected = np.asarray(res.neglected)
+    assert (neglected > 0).any()  # clusters were skipped: the check is not vacuous
+    assert neglected.max() <= rtol * (1 + 1e-9), float(neglected.max() / rtol)

@@ -150,3 +150,29 @@ def test_kernel_coefficients_mark_the_hard_limit():
     np.testing.assert_allclose(b, 0.5 / 0.09)
     a, b, _ = F.kernel_coefficients(0.0, bandwidth=_ot_like)
     assert a == 0.0 and b == 0.0
+
+
+@pytest.mark.parametrize("lib", ["numpy", "torch"])
+@pytest.mark.parametrize("bandwidth", ["ot", 0.5])
+def test_times_past_an_end_are_held_at_that_end(lib, bandwidth):
+    """With ``time_tolerance=inf`` the field is frozen outside [0, 1]: ``u_t = u_1`` for
+    ``t > 1`` and ``u_0`` for ``t < 0``, on either library, scalar or per-row times."""
+    rng = np.random.default_rng(5)
+    S, X = rng.normal(size=(30, 3)), rng.normal(size=(8, 3))
+    if lib == "torch":
+        S, X = torch.from_numpy(S), torch.from_numpy(X)
+    field = F.NWField(S, sigma_min=0.1, bandwidth=bandwidth, time_tolerance=float("inf"))
+
+    def v(t):
+        out = field.velocity(X, t)
+        return out.numpy() if lib == "torch" else out
+
+    at_one, at_zero = v(1.0), v(0.0)
+    assert not np.allclose(at_one, at_zero)  # the two ends differ: the check can fail
+    for late in (1.0 + 1e-9, 1.2, 7.0):
+        np.testing.assert_array_equal(v(late), at_one)
+    for early in (-1e-9, -0.4):
+        np.testing.assert_array_equal(v(early), at_zero)
+    per_row = np.array([1.3, -0.2, 0.5, 1.0, 0.0, 2.0, -3.0, 0.5])
+    expected = v(np.clip(per_row, 0.0, 1.0))
+    np.testing.assert_array_equal(v(per_row), expected)

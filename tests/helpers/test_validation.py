@@ -87,6 +87,21 @@ def test_check_choice():
         check_choice("c", "solver", ("a", "b"))
 
 
+def test_clamp_times_holds_each_end_at_its_own_value():
+    """Times past an end are held at that end: ``t > 1`` at 1, ``t < 0`` at 0 (the frozen
+    extension the samplers document for third-party adaptive solvers)."""
+    from skflow._validation import clamp_times
+
+    inf = float("inf")
+    got = clamp_times(
+        np.array([-0.7, -1e-12, 0.0, 0.4, 1.0, 1.0 + 1e-12, 1.5, 40.0]), tolerance=inf
+    )
+    np.testing.assert_array_equal(got, [0.0, 0.0, 0.0, 0.4, 1.0, 1.0, 1.0, 1.0])
+    np.testing.assert_array_equal(clamp_times(np.array([1.0 + 1e-10, -1e-10])), [1.0, 0.0])
+    with pytest.raises(ValueError, match="got 1.5"):
+        clamp_times(np.array([0.5, 1.5]))
+
+
 def test_check_times():
     np.testing.assert_array_equal(check_times(np.float32(0.5)), 0.5)
     assert check_times([0, 1]).dtype == np.float64

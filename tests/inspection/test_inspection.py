@@ -756,7 +756,7 @@ def test_diffusers_ip_adapter_unet_end_to_end():
 
 
 def test_attention_experiment_stores_the_inspector_diagnosis(tmp_path):
-    from skflow.experiments import attention
+    from skflow_experiments import attention
 
     res = attention.run("tiny", output_dir=tmp_path)
     for name in ("no_head", "exact_head"):

@@ -252,11 +252,11 @@ def test_skflow_imports_without_imblearn():
                 if name == "imblearn" or name.startswith("imblearn."):
                     raise ImportError(f"No module named {name!r} (blocked)")
         sys.meta_path.insert(0, Block())
-        import skflow, skflow.pipeline, skflow.metrics, skflow.experiments, skflow.__main__
+        import skflow, skflow.pipeline, skflow.metrics, skflow.__main__
         try:
             import skflow.oversampling
         except ImportError as exc:
-            assert "skflow[imbalanced]" in str(exc), exc
+            assert "skflow-matching[imbalanced]" in str(exc), exc
             print("ok")
         """
     )

@@ -41,8 +41,17 @@ def test_bad_paths_are_refused():
     S, _ = _support()
     with pytest.raises(InvalidParameterError, match="GaussianPath"):
         NWFlowSampler(path=0.05).fit(S)
-    with pytest.raises(ValueError, match="path's own sigma_min"):
-        NWFlowSampler(sigma_min="auto", path=OTPath(0.05)).fit(S)
+
+
+def test_a_path_carries_its_own_terminal_noise():
+    """With ``path`` given, ``sigma_min`` (the default ``"auto"`` or a float) is ignored: the
+    flow is the path's, in data units (no per-support frame)."""
+    S, X = _support()
+    ref = NWField(S, path=OTPath(0.05)).velocity(X, 0.4)
+    for sigma_min in ("auto", 0.3):
+        s = NWFlowSampler(sigma_min=sigma_min, path=OTPath(0.05)).fit(S)
+        assert s.path_ == OTPath(0.05) and s.kde_bandwidth_ == pytest.approx(0.05)
+        np.testing.assert_allclose(s.velocity(X, 0.4), ref, rtol=1e-12)
 
 
 def test_with_a_path_fit_with_labels_selects_nothing():

@@ -136,7 +136,7 @@ def test_pickle_and_nested_params(blobs):
     again = pickle.loads(pickle.dumps(pipe))
     np.testing.assert_array_equal(again.sample(5, random_state=3), pipe.sample(5, random_state=3))
     params = pipe.get_params(deep=True)
-    assert params["pca__n_components"] == 3 and params["nwflowsampler__sigma_min"] == 0.01
+    assert params["pca__n_components"] == 3 and params["nwflowsampler__sigma_min"] == "auto"
     pipe.set_params(pca__n_components=2, nwflowsampler__sigma_min=0.1)
     assert pipe.named_steps["pca"].n_components == 2
     assert pipe.named_steps["nwflowsampler"].sigma_min == 0.1

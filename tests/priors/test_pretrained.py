@@ -252,7 +252,16 @@ def test_degenerate_supports_are_refused_and_small_spread_stays_near():
 # -- one construction path: a prior, a pickle and the end of fit ---------------------------
 #: ``from_pretrained("general-16", n_features=3).set_params(n_steps=10).sample(4, support=S,
 #: random_state=0)`` with ``S = default_rng(0).normal(size=(12, 3)) * 2 + 1``, computed on the
-#: code before the priors moved to skflow.priors (commit 67725a0): loading must not change a bit.
+#: code before the priors moved to skflow.priors (commit 67725a0), on one x86-64 CPU.
+#:
+#: Numbers stored on one machine are compared with a tolerance, never bit for bit: the network
+#: runs in float32 (eps 1.2e-7) and another CPU's kernels (AVX2, AVX-512, NEON; another BLAS)
+#: add its sums in another order, so each of the 10 solver steps through 4 attention blocks may
+#: round differently. An AMD EPYC (AVX-512) gave differences up to 5.9e-7 here, 1.1e-10 for the
+#: tiny fit below. ``STORED_RTOL`` leaves a 20x margin above that; a real change of the loaded
+#: weights, the frame or the solver moves the samples by 1e-2 or more. Comparisons inside one
+#: process (pickle round trip, repeat calls) stay bit for bit.
+STORED_RTOL, STORED_ATOL = 1e-5, 1e-6
 BEFORE_D3 = [
     [3.8759748639757197, 0.8052314330045646, 1.8399814381456596],
     [4.908860814020032, 3.9957473995452526, -0.9390641956420233],
@@ -267,17 +276,23 @@ BEFORE_D16 = [
 ]
 
 
-def test_loaded_prior_samples_are_bit_identical_to_before():
+def _close_to_stored(actual, stored):
+    np.testing.assert_allclose(actual, np.array(stored), rtol=STORED_RTOL, atol=STORED_ATOL)
+
+
+@pytest.mark.stored
+def test_loaded_prior_samples_match_the_stored_ones():
     S = np.random.default_rng(0).normal(size=(12, 3)) * 2.0 + 1.0
     prior = LearnedFlowSampler.from_pretrained("general-16", n_features=3).set_params(n_steps=10)
     X = prior.sample(4, support=S, random_state=0)
-    np.testing.assert_array_equal(X, np.array(BEFORE_D3))
+    _close_to_stored(X, BEFORE_D3)
+    # one process: bit for bit
     np.testing.assert_array_equal(
         pickle.loads(pickle.dumps(prior)).sample(4, support=S, random_state=0), X
     )
     S16 = np.random.default_rng(1).normal(size=(8, 16))
     full = LearnedFlowSampler.from_pretrained("general-16").set_params(n_steps=5)
-    np.testing.assert_array_equal(full.sample(2, support=S16, random_state=1)[:, :3], BEFORE_D16)
+    _close_to_stored(full.sample(2, support=S16, random_state=1)[:, :3], BEFORE_D16)
 
 
 def _tiny_fit():
@@ -308,16 +323,18 @@ def _same_fitted(a, b):
         assert k == k2 and torch.equal(x, y), k
 
 
+@pytest.mark.stored
 def test_fit_and_warm_start_give_the_samples_of_before():
     """The end of ``fit`` now builds the sampler through ``restore``: the same numbers as the
-    code before (commit 67725a0), after a fit and after a warm-started second fit."""
+    code before (commit 67725a0), after a fit and after a warm-started second fit (stored on
+    one CPU: compared within ``STORED_RTOL``)."""
     lf = _tiny_fit()
     before = [[0.5709780225941131, 0.7059248963035687], [-0.12131427597545621, 1.3880416086449996]]
-    np.testing.assert_array_equal(lf.sample(2, random_state=0), before)
+    _close_to_stored(lf.sample(2, random_state=0), before)
     lf.set_params(warm_start=True, max_iter=2).fit(np.random.default_rng(0).normal(size=(30, 2)))
     warm = [[0.5599139219160464, 0.6915674621393443], [-0.13135040753992822, 1.3658430730782691]]
     assert lf.n_iter_ == 5
-    np.testing.assert_array_equal(lf.sample(2, random_state=0), warm)
+    _close_to_stored(lf.sample(2, random_state=0), warm)
 
 
 def test_fit_pickle_and_prior_share_one_construction(monkeypatch):
@@ -375,26 +392,6 @@ def test_shipped_files_are_package_data():
     assert data and data <= shipped
     for card in CARDS.values():
         assert PRIORS_DIR / card["weights_file"] in shipped
-
-
-def test_former_pretrain_name_still_works(tmp_path, monkeypatch):
-    import importlib
-
-    import skflow.priors
-    from skflow.priors import model_card
-
-    with pytest.warns(DeprecationWarning, match="skflow.priors"):
-        from skflow.pretrain import PriorTasks as Old
-    assert Old is PriorTasks
-    assert importlib.import_module("skflow.pretrain.training").train_prior is train_prior
-    from skflow.pretrain.__main__ import main as old_main
-
-    monkeypatch.setattr(model_card, "DOCS_PAGE", tmp_path / "old.md")
-    with pytest.warns(FutureWarning, match="python -m skflow.priors"):
-        assert old_main(["--write-docs"]) == 0
-    monkeypatch.setattr(model_card, "DOCS_PAGE", tmp_path / "new.md")
-    assert skflow.priors.__main__.main(["--write-docs"]) == 0
-    assert (tmp_path / "old.md").read_text() == (tmp_path / "new.md").read_text()
 
 
 @pytest.mark.parametrize("name", NAMES)

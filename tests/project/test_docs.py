@@ -4,6 +4,12 @@
   module exposes at least one example, in its own docstrings or in those of its public names.
 * The "Ten lines" example of ``docs/getting_started.rst`` runs, and the install and test
   commands the page shows are the README's.
+* Every Python code block of every page of ``docs/`` (```` ```python ```` fences in Markdown,
+  ``.. code-block:: python`` and ``>>>`` examples in reST) runs, page by page, in order, in one
+  namespace per page. Blocks whose real run takes minutes run in a fast setting: the explicit
+  substitutions of :data:`FAST` (each must still match the page, so the mapping cannot go
+  stale). The blocks that cannot run here are listed, with the reason, in :data:`NOT_RUN`; a
+  listed block that no longer exists fails the test.
 
 None of this needs Sphinx; ``bash docs/build.sh`` builds the site itself.
 """
@@ -21,6 +27,7 @@ import numpy as np
 import pytest
 
 import skflow
+import skflow_experiments
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -44,11 +51,13 @@ OPTIONFLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 
 
 def _all_modules() -> list[str]:
-    names = ["skflow"]
-    for info in pkgutil.walk_packages(skflow.__path__, prefix="skflow."):
-        if info.name == "skflow.__main__":
-            continue  # importing it is harmless, but it is a script: no examples
-        names.append(info.name)
+    # the library and the experiments beside it (skflow_experiments/, run from a clone)
+    names = ["skflow", "skflow_experiments"]
+    for package in (skflow, skflow_experiments):
+        for info in pkgutil.walk_packages(package.__path__, prefix=f"{package.__name__}."):
+            if info.name == "skflow.__main__":
+                continue  # importing it is harmless, but it is a script: no examples
+            names.append(info.name)
     return sorted(names)
 
 
@@ -176,20 +185,159 @@ def test_getting_started_commands_match_readme():
         )
 
 
-def test_user_guide_examples_run():
-    """The Python blocks of docs/user_guide.rst run in order, in one namespace, except those
-    marked ``:class: skip-test`` (code that needs a cluster)."""
-    text = (ROOT / "docs" / "user_guide.rst").read_text(encoding="utf-8")
-    blocks = _code_blocks(text, "python", with_options=True)
-    assert blocks, "docs/user_guide.rst has no Python example"
-    namespace: dict = {}
+# -- every code block of every page ----------------------------------------------------------
+
+DOCS = ROOT / "docs"
+
+#: Substitutions applied to a page's code before it runs: the same code at a small size, for
+#: blocks whose real run takes minutes. ``(page, original text, replacement)``; every original
+#: text must occur in the page's blocks.
+FAST = [
+    # a grid search over sigma_min on all digits: 4 classes, a third of their rows, 2 candidates
+    (
+        "bandwidth.md",
+        "Xs = X[:, X.std(0) > 0]",
+        "Xs, y = X[y < 4][::3][:, X.std(0) > 0], y[y < 4][::3]",
+    ),  # noqa: E501
+    ("bandwidth.md", 'grid = ["auto", 0.05, 0.5]', 'grid = ["auto", 0.5]'),
+    # meta-training runs 2000 iterations by default (minutes): a few iterations, fewer steps
+    (
+        "choosing.md",
+        "LearnedFlowSampler(random_state=0).fit(X_train, y_train)",
+        "LearnedFlowSampler(max_iter=4, n_steps=4, random_state=0).fit(X_train, y_train)",
+    ),
+    (
+        "choosing.md",
+        "LearnedFlowSampler(max_iter=200)",
+        "LearnedFlowSampler(max_iter=2, n_steps=4)",
+    ),  # noqa: E501
+    # the selectors score every candidate on class-grouped folds: 2 folds, 1 repeat, 2 arms
+    (
+        "choosing.md",
+        "BestClassicalSampler(support_size=10, random_state=0)",
+        "BestClassicalSampler(support_size=10, n_splits=2, n_repeats=1, random_state=0)",
+    ),
+    ("choosing.md", "classical.default_candidates() + [", "classical.default_candidates()[:1] + ["),
+    ("choosing.md", "n_splits=3, random_state=0)", "n_splits=2, n_repeats=1, random_state=0)"),
+    (
+        "meta_training.md",
+        "LearnedFlowSampler(random_state=0).fit(tasks)",
+        "LearnedFlowSampler(max_iter=10, n_steps=10, random_state=0).fit(tasks)",
+    ),
+    ("meta_training.md", "max_iter=300, batch_tasks=8,", "max_iter=30, batch_tasks=8,"),
+    (
+        "meta_training.md",
+        "small.n_iter_, len(small.loss_curve_)                            # (300, 300)",  # noqa: E501
+        "assert (small.n_iter_, len(small.loss_curve_)) == (30, 30)",
+    ),
+    # a support of 5,000 rows sampled twice: 1,000 rows
+    (
+        "scaling.md",
+        "size=5_000)] + rng.normal(size=(5_000, 16))",
+        "size=1_000)] + rng.normal(size=(1_000, 16))",
+    ),
+    # the rates of the mismatch flag over 200 supports per row: 3 supports per row
+    (
+        "diagnostics.md",
+        "B, rng = 200, np.random.default_rng(0)",
+        "B, rng = 3, np.random.default_rng(0)",
+    ),  # noqa: E501
+    # a Dask cluster: an in-process one, and a thousand samples instead of a million
+    (
+        "user_guide.rst",
+        'client = Client("scheduler-address:8786")',
+        "client = Client(processes=False, n_workers=1, dashboard_address=None)",
+    ),
+    (
+        "user_guide.rst",
+        "X = sampler.sample(1_000_000)",
+        "X = sampler.sample(1_000)\n    client.close()",
+    ),  # noqa: E501
+]
+
+#: Code run before a page's blocks: the names its text assumes (``(page, code)``).
+PRELUDE = {
+    "pretrained.md": "import numpy as np\nX = np.random.default_rng(0).normal(size=(40, 8))",
+}
+
+#: Blocks that do not run here: ``(page, a line of the block) -> why``.
+NOT_RUN = {
+    ("inspection.md", "from diffusers import StableDiffusionPipeline"): (
+        "needs diffusers, Stable Diffusion and IP-Adapter weights on disk, and a GPU"
+    ),
+}
+
+
+def _md_python_blocks(text: str) -> list[str]:
+    """Bodies of the ```python fences of a Markdown text, at any indentation."""
+    blocks = []
+    for match in re.finditer(r"^( *)```python[^\n]*\n(.*?)^\1```", text, re.S | re.M):
+        indent = len(match.group(1))
+        body = "\n".join(line[indent:] for line in match.group(2).splitlines())
+        blocks.append(body.strip("\n"))
+    return blocks
+
+
+def _rst_python_blocks(text: str) -> list[str]:
+    """Bodies of the ``.. code-block:: python`` directives and the ``>>>`` examples of a reST
+    text, code-blocks first (reST pages use one kind or the other)."""
+    blocks = [body for _, body in _code_blocks(text, "python", with_options=True)]
+    examples = doctest.DocTestParser().get_examples(text)
+    if examples:
+        blocks.append("\n".join(e.source for e in examples))
+    return blocks
+
+
+def _page_blocks(name: str) -> list[str]:
+    text = (DOCS / name).read_text(encoding="utf-8")
+    return _md_python_blocks(text) if name.endswith(".md") else _rst_python_blocks(text)
+
+
+DOC_PAGES = sorted(p.name for p in DOCS.iterdir() if p.suffix in (".md", ".rst"))
+PAGES_WITH_CODE = [name for name in DOC_PAGES if _page_blocks(name)]
+
+
+def test_every_page_with_code_is_checked():
+    """The pages with Python blocks are found (the parser works) and the fast mappings and
+    exclusions name pages that exist."""
+    assert {"getting_started.rst", "user_guide.rst", "index.rst"} <= set(PAGES_WITH_CODE)
+    for page, *_ in FAST:
+        assert page in PAGES_WITH_CODE, f"FAST names {page}, which has no Python block"
+    for page, _ in NOT_RUN:
+        assert page in PAGES_WITH_CODE, f"NOT_RUN names {page}, which has no Python block"
+
+
+@pytest.mark.parametrize("page", PAGES_WITH_CODE)
+def test_doc_page_code_runs(page, monkeypatch):
+    """Every Python block of the page runs, in order, in one namespace (with :data:`FAST`'s
+    substitutions; the blocks of :data:`NOT_RUN` excepted, each still present)."""
+    import warnings
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    monkeypatch.chdir(ROOT)
+    blocks = _page_blocks(page)
+    for p, line in NOT_RUN:
+        if p == page:
+            assert any(line in b for b in blocks), f"NOT_RUN: no block of {page} has {line!r}"
+    subs = [(old, new) for p, old, new in FAST if p == page]
+    for old, _ in subs:
+        assert any(old in b for b in blocks), f"FAST: {old!r} no longer occurs in {page}"
+    namespace: dict = {"__name__": "__main__"}
+    if page in PRELUDE:
+        exec(compile(PRELUDE[page], f"{page} (prelude)", "exec"), namespace)
     ran = 0
-    for options, body in blocks:
-        if "skip-test" in options:
-            continue
-        missing = re.findall(r"from (skflow[.\w]*) import", body)
-        if any(not _existing(name) for name in missing):
-            continue  # describes a module that is not there yet (guarded by ``.. only::``)
-        exec(compile(body, "user_guide.rst", "exec"), namespace)
-        ran += 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # advice such as MemorizationWarning is not an error
+        for i, body in enumerate(blocks):
+            if any(p == page and line in body for (p, line) in NOT_RUN):
+                continue
+            for old, new in subs:
+                body = body.replace(old, new)
+            exec(compile(body, f"docs/{page}, Python block {i + 1}", "exec"), namespace)
+            ran += 1
+    plt.close("all")
     assert ran >= 1

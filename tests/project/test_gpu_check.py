@@ -89,6 +89,10 @@ def test_self_test_runs_every_step(self_test):
     train = results["train_plain"]
     assert train["n_iter"] == check.TRAIN[True]["max_iter"] and train["steps_per_s_steady"] > 0
     assert train["projected_100k_s"] == pytest.approx(1e5 / train["steps_per_s_steady"])
+    # issue 55: the batches were drawn on the (CPU) device, and one draw was timed
+    assert train["task_draws"] == "device" and train["device_draw_s"] > 0
+    share = train["device_draw_s"] * train["steps_per_s_steady"]
+    assert train["draw_share"] == pytest.approx(share)
 
 
 @pytest.mark.slow
@@ -98,6 +102,7 @@ def test_self_test_writes_the_docs_fragment(self_test):
     assert section.startswith("**CPU self-test of the check (tiny shapes): not a GPU")
     assert "| target | measured | met |" in section and "| train_plain | False | False |" in section
     assert "| n, m, d | field |" in section  # the bench_field tables are embedded
+    assert "| train_plain | device |" in section  # the task-draw table
     page = (out / "performance.md").read_text()
     assert check.extract_section(page) == section.strip()
     assert "<!-- bench:cpu:start -->" in page  # the rest of the page is kept
@@ -213,6 +218,26 @@ def test_timed_tasks_stamps_every_draw():
     assert supports.shape == (2, 5, 3) and queries.shape == (2, 4, 3)
     assert tasks.n_features == 3 and len(tasks.stamps) == 2
     assert tasks.stamps[0] <= tasks.stamps[1]
+    assert tasks.device_draws  # the training loop draws on the device through the wrapper
+    S, _ = tasks.sample_tasks(2, 5, 4, random_state=0, device="cpu")
+    assert tuple(S.shape) == (2, 5, 3) and len(tasks.stamps) == 3
+    assert check.device_draw_seconds(tasks.source, (2, 5, 4), "cpu", repeats=2) > 0
+
+
+def test_draw_rows():
+    ok = {"steps_per_s_overall": 50.0, "steps_per_s_steady": 60.0, "task_draws": "device"}
+    ok.update(device_draw_s=0.001, draw_share=0.06)
+    slow = {**ok, "steps_per_s_steady": None, "device_draw_s": 0.004, "draw_share": 0.2}
+    rows = check.draw_rows(
+        _summary(
+            train_plain={"status": "ok", "seconds": 30.0, "results": ok},
+            train_mixed={"status": "ok", "seconds": 30.0, "results": slow},
+        )
+    )
+    assert rows[0].startswith("| variant | batches drawn |") and "<= 10%" in rows[0]
+    assert rows[2] == "| train_plain | device | 1.0 ms | 6.0%: yes | 60.0: yes |"
+    assert rows[3] == "| train_mixed | device | 4.0 ms | 20.0%: **no** | 50.0: **no** |"
+    assert "not measured (train_compile did not run)" in rows[4]
 
 
 def _summary(**steps):

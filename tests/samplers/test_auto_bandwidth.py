@@ -35,6 +35,26 @@ def test_auto_terminal_law_is_the_kde_of_the_chosen_bandwidth():
     np.testing.assert_allclose(s.score_samples(q), ref, rtol=1e-10, atol=1e-9)
 
 
+def test_auto_rule_has_its_documented_constants():
+    """The numbers of the rule as the docs state them (``h = max(1.27 m^-0.37 spread,
+    0.67 nn / sqrt(d))``, fitted by ``benchmarks/bench_auto_bandwidth.py --fit``), written
+    here as literals: a test that recomputes the value from the constants would pass any
+    edit of them."""
+    assert (RULE_SCALE, RULE_EXPONENT, COPY_FLOOR) == (1.27, 0.37, 0.67)
+    assert rule_sigma(10) == pytest.approx(0.541756, rel=1e-5)  # 1.27 * 10 ** -0.37
+    # 40 rows in 2-D: the MMD term binds
+    S = np.random.default_rng(0).normal(size=(40, 2))
+    spread = float(np.sqrt(((S - S.mean(0)) ** 2).sum() / (39 * 2)))
+    assert auto_bandwidth(S) == pytest.approx(1.27 * 40**-0.37 * spread, rel=1e-12)
+    # ten rows in 2-D spread wide but with a close pair: the nearest-neighbour floor binds
+    S = np.array([[-3, 0], [3, 0], [0, -3], [0, 3], [-1, -1], [1, 1], [2, -2], [-2, 2],
+                  [0.5, 0], [-0.5, 0]], dtype=float)  # fmt: skip
+    D = np.linalg.norm(S[:, None] - S[None], axis=-1)
+    np.fill_diagonal(D, np.inf)
+    nn = float(np.median(D.min(axis=1)))
+    assert auto_bandwidth(S) == pytest.approx(0.67 * nn / np.sqrt(2), rel=1e-12)
+
+
 def test_auto_rule_is_the_larger_of_its_two_terms():
     S = _support(m=30, d=4)
     spread = np.sqrt(((S - S.mean(0)) ** 2).sum() / (29 * 4))

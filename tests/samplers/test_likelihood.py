@@ -218,7 +218,8 @@ def test_bounded_callable_bandwidth_on_a_spread_out_support_is_refused_up_front(
     """Support points 1e3 apart against h(0) = 0.5: the solve near t = 0 would exhaust its
     step budget; the refusal says why instead of giving the sampling solver's advice."""
     S = 1e3 * np.random.default_rng(0).uniform(size=(5, 2))
-    sampler = NWFlowSampler(bandwidth=_constant_bandwidth).fit(S)
+    # the plug-in in data units (no frame rescales the support)
+    sampler = NWFlowSampler(bandwidth=_constant_bandwidth, sigma_min=0.01).fit(S)
     with pytest.raises(ValueError, match=r"bounded at t = 0 .* too stiff") as info:
         sampler.score_samples(S[:2])
     assert "fixed-step solver" not in str(info.value)

@@ -323,10 +323,11 @@ def test_input_messages_are_short_and_in_our_words(support, cls):
 
 
 def test_fit_warns_once_when_sigma_min_makes_samples_copies():
-    """Raw 0-16 digit pixels with the default sigma_min: samples lie 0.08 from a support point,
-    support points about 16 apart. One MemorizationWarning names the cause and a fix that can
-    always be followed; standardised digits warn too at the default (memorisation ratio about
-    0.01), not at sigma_min=0.5, nor with "auto" or a callable bandwidth."""
+    """Raw 0-16 digit pixels with the paper's plug-in sigma_min=0.01: samples lie 0.08 from a
+    support point, support points about 16 apart. One MemorizationWarning names the cause and
+    a fix that can always be followed; standardised digits warn too at 0.01 (memorisation
+    ratio about 0.01), not at sigma_min=0.5, nor with the default "auto" or a callable
+    bandwidth."""
     import warnings
 
     from sklearn.datasets import load_digits
@@ -337,7 +338,7 @@ def test_fit_warns_once_when_sigma_min_makes_samples_copies():
     X = load_digits().data[:500]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        NWFlowSampler().fit(X)
+        NWFlowSampler(sigma_min=0.01).fit(X)
     memo = [w for w in caught if issubclass(w.category, MemorizationWarning)]
     assert len(memo) == 1
     message = str(memo[0].message)
@@ -346,13 +347,13 @@ def test_fit_warns_once_when_sigma_min_makes_samples_copies():
     assert memo[0].filename == __file__  # points at the user's fit call
     Z = StandardScaler().fit_transform(X)
     with pytest.warns(MemorizationWarning, match="memorisation ratio about 0.0"):
-        NWFlowSampler().fit(Z)
+        NWFlowSampler(sigma_min=0.01).fit(Z)
     with warnings.catch_warnings():
         warnings.simplefilter("error", MemorizationWarning)
         NWFlowSampler(sigma_min=0.5).fit(Z)
-        NWFlowSampler(sigma_min="auto").fit(X)
+        NWFlowSampler().fit(X)
         NWFlowSampler(bandwidth=lambda t: np.full(np.shape(t), 0.5)).fit(X)
-        NWFlowSampler().fit(X[:1])  # one point: no spacing to compare with
+        NWFlowSampler(sigma_min=0.01).fit(X[:1])  # one point: no spacing to compare with
 
 
 @pytest.mark.parametrize("S", [np.ones((10, 4)), np.full((1, 4), 3.0)], ids=["constant", "m=1"])
@@ -362,3 +363,27 @@ def test_degenerate_support_lands_on_the_point_plus_sigma_min_noise(S):
     x0 = np.random.RandomState(0).standard_normal((50, 4))
     flow = NWFlowSampler(sigma_min=0.05, solver=SolverOptions("rk4", n_steps=20)).fit(S)
     np.testing.assert_allclose(flow.sample(50, noise=x0), S[0] + 0.05 * x0, atol=1e-12)
+
+
+def test_the_default_bandwidth_does_not_copy_and_does_not_warn():
+    """``NWFlowSampler(bandwidth="ot").fit(S).sample(100)`` with every other parameter at its
+    default, on half of standardised iris: new points (memorisation ratio >= 0.5 against the
+    other half) and no warning; the paper's plug-in ``sigma_min=0.01`` copies and says so."""
+    import warnings
+
+    from sklearn.datasets import load_iris
+    from sklearn.preprocessing import StandardScaler
+
+    from skflow.exceptions import MemorizationWarning
+    from skflow.metrics import memorization_ratio
+
+    Z = StandardScaler().fit_transform(load_iris().data)
+    order = np.random.default_rng(0).permutation(len(Z))
+    S, held_out = Z[order[:75]], Z[order[75:]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        G = NWFlowSampler(bandwidth="ot", random_state=0).fit(S).sample(100)
+    assert memorization_ratio(G, S, held_out) >= 0.5
+    with pytest.warns(MemorizationWarning):
+        plug_in = NWFlowSampler(bandwidth="ot", sigma_min=0.01, random_state=0).fit(S)
+    assert memorization_ratio(plug_in.sample(100), S, held_out) < 0.1

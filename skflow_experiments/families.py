@@ -11,12 +11,12 @@ For every family ``f`` and every training seed this module trains two
 
 and scores them, with the plug-in :class:`~skflow.NWFlowSampler` (same ``sigma_min``, solver
 and steps), on held-out tasks of ``f``. Every number follows
-:mod:`skflow.experiments.protocol`: seeds x held-out tasks, both median-heuristic conventions,
+:mod:`skflow_experiments.protocol`: seeds x held-out tasks, both median-heuristic conventions,
 the noise floor, 95 % bootstrap intervals paired over tasks. The comparisons are plug-in vs
 ``left_out`` (does the learned model still beat kernel smoothing on an unseen family?),
 plug-in vs ``in_family``, and ``left_out`` vs ``in_family`` (the cost of not having seen it).
 
-Run it with ``python -m skflow.experiments families --quick`` (add ``--write-docs`` to update
+Run it with ``python -m skflow_experiments families --quick`` (add ``--write-docs`` to update
 ``docs/results.md``), or call :func:`run`; it writes ``results.json`` and ``families.png``.
 """
 
@@ -300,16 +300,7 @@ def _figure(results: dict, outputs: list[dict], folder: Path) -> Path:
     return _plot(results["per_family"], _figure_data(outputs, results["seeds"][0]), folder)
 
 
-def run(
-    preset: str = "quick",
-    *,
-    output_dir: str | Path = "output/experiments/families",
-    n_jobs: int | None = None,
-    random_state: int = 0,
-    seeds: int | None = None,
-    n_tasks: int | None = None,
-    progress: bool = False,
-) -> dict:
+def run(preset: str = "quick", *, progress: bool = False, **options: Any) -> dict:
     """Run the leave-one-family-out experiment; write ``results.json`` and ``families.png``.
 
     Parameters
@@ -320,19 +311,16 @@ def run(
         architecture with 16 tasks x 64 targets per batch, 1500 iterations per model (75 s
         guard), 3 seeds x 100 held-out tasks x 256 points per family, one Torch thread per
         job (24 trainings). ``"full"``: the paper's model configuration, a GPU job.
-    output_dir : str or Path, default="output/experiments/families"
-        Folder of ``results.json`` and ``families.png`` (created).
-    n_jobs : int, optional
-        joblib workers over the independent jobs (one training per family, model and seed;
-        one plug-in evaluation per family and seed); ``None`` runs them in this process.
-    random_state : int, default=0
-        First seed; the seeds are ``random_state, random_state + 1, ...``.
-    seeds : int, optional
-        Number of training seeds (default: the preset's ``n_seeds``).
-    n_tasks : int, optional
-        Held-out tasks per seed and family (default: the preset's ``n_eval_tasks``).
     progress : bool, default=False
-        Show a progress bar (stderr) over the jobs, with an ETA.
+        Show a progress bar (stderr) over the work, with an ETA.
+    **options
+        Options of the shared runner (:meth:`~skflow_experiments._experiment.Experiment.run`):
+        ``output_dir`` (default ``output/experiments/families``, created: ``results.json`` and the
+        figure), ``n_jobs`` (joblib workers over the independent jobs: one training per family,
+        model and seed, one plug-in evaluation per family and seed; None runs them in this process,
+        and under ``joblib.parallel_config(backend="dask")`` on a Dask cluster), ``random_state``
+        (the first seed; the seeds are ``random_state, random_state + 1, ...``), ``seeds`` and
+        ``n_tasks`` (overrides of the preset's ``n_seeds`` and ``n_eval_tasks``).
 
     Returns
     -------
@@ -343,21 +331,13 @@ def run(
 
     Examples
     --------
-    >>> from skflow.experiments import families
+    >>> from skflow_experiments import families
     >>> families.FAMILIES, families.PRESETS["quick"]["n_eval_tasks"]
     (('gmm', 'rings', 'moons', 'spirals'), 100)
     >>> res = families.run("tiny", output_dir="out/families")  # doctest: +SKIP
     >>> res["summary"]["rings"]["true"]["ratio_plugin_over_left_out"]  # doctest: +SKIP
     """
-    return SPEC.run(
-        preset,
-        output_dir=output_dir,
-        n_jobs=n_jobs,
-        random_state=random_state,
-        seeds=seeds,
-        n_tasks=n_tasks,
-        progress=progress,
-    )
+    return SPEC.run(preset, progress=progress, **options)
 
 
 def _fmt(x: float) -> str:

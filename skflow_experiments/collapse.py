@@ -15,12 +15,12 @@ For every dimension ``d`` of the preset this module measures, on
     then the median over tasks; the key number is the value at ``t = 0.5``;
 (b) per held-out task, the MMD² of the plug-in :class:`~skflow.NWFlowSampler` and of two
     :class:`~skflow.LearnedFlowSampler` trainings, with and without the exact head (same seed,
-    same budget), under the protocol of :mod:`skflow.experiments.protocol`: ``n_seeds``
+    same budget), under the protocol of :mod:`skflow_experiments.protocol`: ``n_seeds``
     training seeds with their own held-out tasks, both median-heuristic conventions, the noise
     floor, 95 % bootstrap intervals paired over tasks;
 (c) the exact head's benefit ``1 - mean(MMD²_with) / mean(MMD²_without)`` with its interval.
 
-Run it with ``python -m skflow.experiments collapse --quick`` (or ``--full``; add
+Run it with ``python -m skflow_experiments collapse --quick`` (or ``--full``; add
 ``--write-docs`` to update ``docs/results.md``); the results go to
 ``output/experiments/collapse/results.json`` and ``collapse.png``.
 """
@@ -387,16 +387,7 @@ def _assemble(run: Run, outputs: list[dict]) -> dict[str, Any]:
     }
 
 
-def run(
-    preset: str = "quick",
-    *,
-    output_dir: str | Path = "output/experiments/collapse",
-    n_jobs: int | None = None,
-    random_state: int = 0,
-    seeds: int | None = None,
-    n_tasks: int | None = None,
-    progress: bool = False,
-) -> dict:
+def run(preset: str = "quick", *, progress: bool = False, **options: Any) -> dict:
     """Run the dimension-collapse experiment and write ``results.json`` and ``collapse.png``.
 
     Parameters
@@ -410,20 +401,16 @@ def run(
         per job. ``"long"`` (not a
         paper preset): the same with 6000 iterations. ``"full"``: the paper's scale
         (:meth:`LearnedFlowSampler.paper_config`, ``device="auto"``), a GPU job.
-    output_dir : str or Path, default="output/experiments/collapse"
-        Folder of ``results.json`` and ``collapse.png`` (created).
-    n_jobs : int, optional
-        joblib workers over the independent jobs (n_eff per ``d``, plug-in per ``d`` and seed,
-        one training per ``d``, head and seed); ``None`` runs them in this process. Under
-        ``joblib.parallel_config(backend="dask")`` they run on a Dask cluster.
-    random_state : int, default=0
-        First seed; the seeds are ``random_state, random_state + 1, ...``.
-    seeds : int, optional
-        Number of training seeds (default: the preset's ``n_seeds``).
-    n_tasks : int, optional
-        Held-out tasks per seed (default: the preset's ``n_eval_tasks``).
     progress : bool, default=False
-        Show a progress bar (stderr) over the jobs, with an ETA.
+        Show a progress bar (stderr) over the work, with an ETA.
+    **options
+        Options of the shared runner (:meth:`~skflow_experiments._experiment.Experiment.run`):
+        ``output_dir`` (default ``output/experiments/collapse``, created: ``results.json`` and the
+        figure), ``n_jobs`` (joblib workers over the independent jobs: n_eff per ``d``, plug-in per
+        ``d`` and seed, one training per ``d``, head and seed; None runs them in this process, and
+        under ``joblib.parallel_config(backend="dask")`` on a Dask cluster), ``random_state`` (the
+        first seed; the seeds are ``random_state, random_state + 1, ...``), ``seeds`` and
+        ``n_tasks`` (overrides of the preset's ``n_seeds`` and ``n_eval_tasks``).
 
     Returns
     -------
@@ -436,21 +423,13 @@ def run(
 
     Examples
     --------
-    >>> from skflow.experiments import collapse
+    >>> from skflow_experiments import collapse
     >>> sorted(collapse.PRESETS), collapse.PRESETS["quick"]["dims"]
     (['full', 'long', 'quick', 'smoke', 'tiny'], (2, 4, 8, 16))
     >>> res = collapse.run("tiny", output_dir="out/collapse")  # doctest: +SKIP
     >>> res["summary"]["median_neff_at_0.5"]  # doctest: +SKIP
     """
-    return SPEC.run(
-        preset,
-        output_dir=output_dir,
-        n_jobs=n_jobs,
-        random_state=random_state,
-        seeds=seeds,
-        n_tasks=n_tasks,
-        progress=progress,
-    )
+    return SPEC.run(preset, progress=progress, **options)
 
 
 def _f(x: float) -> str:

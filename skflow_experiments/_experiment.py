@@ -71,7 +71,7 @@ class Experiment:
     Parameters
     ----------
     name : str
-        The experiment's name (``python -m skflow.experiments NAME``, the results page's
+        The experiment's name (``python -m skflow_experiments NAME``, the results page's
         markers, the default output folder ``output/experiments/NAME``).
     presets : dict
         Preset name -> configuration.
@@ -83,7 +83,7 @@ class Experiment:
         order its keys are written (``run.wall`` and ``run.machine()`` are the records).
     configure : callable, optional
         ``configure(preset, seeds, n_tasks) -> cfg``; default
-        :func:`~skflow.experiments.protocol.preset_config` of ``presets``.
+        :func:`~skflow_experiments.protocol.preset_config` of ``presets``.
     units : callable, optional
         ``units(cfg, seeds) -> int``: steps of the progress bar (default: no bar).
     desc : str, default=""
@@ -98,6 +98,9 @@ class Experiment:
         prints after a run (default: the summary's numbers, flattened).
     plain : bool, default=True
         Return the results as plain Python (lists instead of arrays), as written.
+    options : tuple of str, default=()
+        The keyword arguments of :meth:`run` that only this experiment takes (handed to the
+        work as ``run.options``); any other name raises ``TypeError``.
 
     Examples
     --------
@@ -124,6 +127,7 @@ class Experiment:
     docs: Callable[[dict, str], str] | None = None
     headline: Callable[[dict], list[tuple[str, str]]] | None = None
     plain: bool = True
+    options: tuple[str, ...] = ()
 
     def config(self, preset: str, seeds: int | None, n_tasks: int | None) -> dict[str, Any]:
         """The configuration of ``preset`` with the command line's seed and task counts."""
@@ -158,21 +162,24 @@ class Experiment:
         seeds, n_tasks : int, optional
             Overrides of the preset's seed and held-out task counts.
         progress : bool, default=False
-            Show a progress bar on stderr (when ``units`` counts the work).
+            Show a progress bar on stderr (when ``units`` counts the work; else nothing).
         **options
-            Arguments of this experiment alone, kept in ``run.options``.
+            Arguments of this experiment alone (named in ``options``), kept in ``run.options``.
 
         Returns
         -------
         results : dict
             ``assemble``'s dict with ``figure`` (when drawn) and ``output_dir``.
         """
+        unknown = sorted(set(options) - set(self.options))
+        if unknown:
+            raise TypeError(f"{self.name}.run() got unexpected keyword arguments {unknown}")
         cfg = self.config(preset, seeds, n_tasks)
         folder = f"output/experiments/{self.name}" if output_dir is None else output_dir
         log = RunLog(folder, random_state, cfg.get("n_seeds", 1))
         run = Run(preset, cfg, log.seeds, int(random_state), n_jobs, log, options)
         total = 0 if self.units is None else self.units(cfg, log.seeds)
-        bar = progress_bar(total, self.desc, progress)
+        bar = progress_bar(total, self.desc, progress and self.units is not None)
         with TorchThreads(cfg.get("torch_threads")), bar:
             run.bar = bar
             outputs = self.measure(run)

@@ -11,7 +11,7 @@ wine have 3, breast cancer 2; Olivetti faces, 20 newsgroups, LFW, ... need a dow
 digits is the only one used. The 64 pixels are reduced to 16 dimensions by a PCA fitted on the
 *training classes* only and then standardized (also with training-class statistics).
 
-Protocol (split by class, and :mod:`skflow.experiments.protocol`):
+Protocol (split by class, and :mod:`skflow_experiments.protocol`):
 
 * training classes ``0..6`` (the learned models and the plug-in's ``sigma_min`` choice see only
   these), held-out classes ``7, 8, 9``;
@@ -48,9 +48,9 @@ Methods:
     :class:`skflow.LearnedFlowSampler` fitted as ``fit(X_train, y_train)`` with
     ``augment=None, normalize=False`` (every training class a task as it is), with the same
     budget: the negative control. (The default ``fit(X, y)`` is measured by
-    :mod:`skflow.experiments.fewshot`.)
+    :mod:`skflow_experiments.fewshot`.)
 
-Run it with ``python -m skflow.experiments scarcity --quick`` (or ``--full``; add
+Run it with ``python -m skflow_experiments scarcity --quick`` (or ``--full``; add
 ``--write-docs`` to update ``docs/results.md``), or call :func:`run`.
 """
 
@@ -183,7 +183,7 @@ class RotatedClassTasks(RotatedTasks):
     Examples
     --------
     >>> import numpy as np
-    >>> from skflow.experiments.scarcity import RotatedClassTasks
+    >>> from skflow_experiments.scarcity import RotatedClassTasks
     >>> X = np.random.default_rng(0).normal(size=(40, 3))
     >>> tasks = RotatedClassTasks(X, np.repeat([0, 1], 20))
     >>> S, Q = tasks.sample_tasks(5, 4, 6, random_state=0)
@@ -446,16 +446,7 @@ def _assemble(run: Run, outputs: tuple[list[dict], dict, dict]) -> dict[str, Any
     }
 
 
-def run(
-    preset: str = "quick",
-    *,
-    output_dir: str | Path = "output/experiments/scarcity",
-    n_jobs: int | None = None,
-    random_state: int = 0,
-    seeds: int | None = None,
-    n_tasks: int | None = None,
-    progress: bool = False,
-) -> dict[str, Any]:
+def run(preset: str = "quick", *, progress: bool = False, **options: Any) -> dict[str, Any]:
     """Run the support-scarcity experiment and write ``results.json`` and ``scarcity.png``.
 
     Per seed: trains the two learned models on the training classes, tunes the plug-in's
@@ -468,18 +459,16 @@ def run(
         Size of the run (see :data:`PRESETS`). ``"smoke"`` only tries the pipeline (not a
         result). ``"quick"`` (3 seeds x 100 tasks) runs on a
         CPU; ``"full"`` uses the paper's model configuration and is meant for a GPU.
-    output_dir : str or Path, default="output/experiments/scarcity"
-        Folder of ``results.json`` and ``scarcity.png`` (created if needed).
-    n_jobs : int or None, default=None
-        joblib workers for the plug-in evaluations (one split per job).
-    random_state : int, default=0
-        First seed; the seeds are ``random_state, random_state + 1, ...``.
-    seeds : int, optional
-        Number of seeds (default: the preset's ``n_seeds``).
-    n_tasks : int, optional
-        Held-out tasks per seed (default: the preset's ``n_eval_tasks``).
     progress : bool, default=False
-        Show a progress bar (stderr) over the trainings, tunings and evaluations, with an ETA.
+        Show a progress bar (stderr) over the work, with an ETA.
+    **options
+        Options of the shared runner (:meth:`~skflow_experiments._experiment.Experiment.run`):
+        ``output_dir`` (default ``output/experiments/scarcity``, created: ``results.json`` and the
+        figure), ``n_jobs`` (joblib workers for the plug-in evaluations, one split per job; None
+        runs them in this process, and under ``joblib.parallel_config(backend="dask")`` on a Dask
+        cluster), ``random_state`` (the first seed; the seeds are ``random_state, random_state + 1,
+        ...``), ``seeds`` and ``n_tasks`` (overrides of the preset's ``n_seeds`` and
+        ``n_eval_tasks``).
 
     Returns
     -------
@@ -492,21 +481,13 @@ def run(
 
     Examples
     --------
-    >>> from skflow.experiments import scarcity
+    >>> from skflow_experiments import scarcity
     >>> scarcity.PRESETS["quick"]["n_eval_tasks"]
     100
     >>> res = scarcity.run("tiny", output_dir="out/scarcity")  # doctest: +SKIP
     >>> res["summary"]["true"]["learned_vs_plugin"]["10"]  # doctest: +SKIP
     """
-    return SPEC.run(
-        preset,
-        output_dir=output_dir,
-        n_jobs=n_jobs,
-        random_state=random_state,
-        seeds=seeds,
-        n_tasks=n_tasks,
-        progress=progress,
-    )
+    return SPEC.run(preset, progress=progress, **options)
 
 
 #: The sentence under each table of the results page: what it shows, in words.

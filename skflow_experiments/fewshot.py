@@ -2,7 +2,7 @@
 
 The question a user with a labelled data set asks: trained with its defaults on my classes,
 does :class:`skflow.LearnedFlowSampler` generate new classes from a few examples better than
-the plug-in field? Unlike :mod:`skflow.experiments.scarcity` (which builds its own
+the plug-in field? Unlike :mod:`skflow_experiments.scarcity` (which builds its own
 rotation-augmented task source), this benchmark calls nothing but
 ``LearnedFlowSampler(random_state=seed).fit(X_train, y_train)``: support sizes, augmentation,
 normalisation and validation are the estimator's defaults.
@@ -14,7 +14,7 @@ covertype ... are ``fetch_*`` downloads), so the data sets here are splits of di
 entry of the preset's ``datasets`` names its held-out classes; the 64 pixels are reduced by a
 PCA fitted on the *training classes* only and standardized with their statistics.
 
-Protocol (:mod:`skflow.experiments.protocol`): ``n_seeds`` seeds, each training its own model
+Protocol (:mod:`skflow_experiments.protocol`): ``n_seeds`` seeds, each training its own model
 and drawing ``n_eval_tasks`` held-out tasks; task ``j`` takes held-out class ``j mod k``,
 shuffles its rows, keeps the first ``max(m)`` as the support pool (nested supports: the first
 ``m`` rows) and the others as the reference. Every sampler generates ``n_generated`` points per
@@ -28,7 +28,7 @@ Methods: ``plugin`` (:class:`skflow.NWFlowSampler`, ``sigma_min = 0.01``), ``plu
 (``sigma_min`` per ``m`` from a grid, chosen by the same protocol on the *training* classes),
 ``learned`` (the default ``fit(X_train, y_train)``).
 
-Run it with ``python -m skflow.experiments fewshot --quick --write-docs`` (``--preset smoke``:
+Run it with ``python -m skflow_experiments fewshot --quick --write-docs`` (``--preset smoke``:
 a run of about two minutes that checks the pipeline and is not a result).
 """
 
@@ -323,28 +323,22 @@ def _assemble(run: Run, datasets: dict[str, dict]) -> dict[str, Any]:
     }
 
 
-def run(
-    preset: str = "quick",
-    *,
-    output_dir: str | Path = "output/experiments/fewshot",
-    n_jobs: int | None = None,
-    random_state: int = 0,
-    seeds: int | None = None,
-    n_tasks: int | None = None,
-) -> dict[str, Any]:
+def run(preset: str = "quick", *, progress: bool = False, **options: Any) -> dict[str, Any]:
     """Run the few-shot benchmark and write ``results.json`` and ``fewshot.png``.
 
     Parameters
     ----------
     preset : {"smoke", "tiny", "quick", "full"}, default="quick"
         Size of the run (:data:`PRESETS`); ``"smoke"`` and ``"tiny"`` are not results.
-    output_dir : str or Path, default="output/experiments/fewshot"
-    n_jobs : int or None, default=None
-        joblib workers for the plug-in evaluations.
-    random_state : int, default=0
-        First seed; the seeds are ``random_state, random_state + 1, ...``.
-    seeds, n_tasks : int, optional
-        Overrides of the preset's ``n_seeds`` and ``n_eval_tasks``.
+    progress : bool, default=False
+        Show a progress bar (stderr) over the work, with an ETA.
+    **options
+        Options of the shared runner (:meth:`~skflow_experiments._experiment.Experiment.run`):
+        ``output_dir`` (default ``output/experiments/fewshot``, created: ``results.json`` and the
+        figure), ``n_jobs`` (joblib workers for the plug-in evaluations; None runs them in this
+        process, and under ``joblib.parallel_config(backend="dask")`` on a Dask cluster),
+        ``random_state`` (the first seed; the seeds are ``random_state, random_state + 1, ...``),
+        ``seeds`` and ``n_tasks`` (overrides of the preset's ``n_seeds`` and ``n_eval_tasks``).
 
     Returns
     -------
@@ -356,19 +350,12 @@ def run(
 
     Examples
     --------
-    >>> from skflow.experiments import fewshot
+    >>> from skflow_experiments import fewshot
     >>> fewshot.PRESETS["quick"]["learned"]  # the default fit(X, y)
     {}
     >>> res = fewshot.run("tiny", output_dir="out/fewshot")  # doctest: +SKIP
     """
-    return SPEC.run(
-        preset,
-        output_dir=output_dir,
-        n_jobs=n_jobs,
-        random_state=random_state,
-        seeds=seeds,
-        n_tasks=n_tasks,
-    )
+    return SPEC.run(preset, progress=progress, **options)
 
 
 def _table(res: dict, conv: str) -> str:

@@ -13,7 +13,7 @@ Every data set is standardized with :class:`~sklearn.preprocessing.StandardScale
 its rows, as a user would, and the PCA is fitted on all rows too: both are unsupervised, no
 label is used, and the prior is trained on none of it (zero-shot). Every class is a task.
 
-Tasks (as in :mod:`skflow.experiments.fewshot`): task ``j`` takes class ``j mod k``, shuffles
+Tasks (as in :mod:`skflow_experiments.fewshot`): task ``j`` takes class ``j mod k``, shuffles
 its rows, keeps the first ``max(m)`` as the support pool (nested supports: the first ``m``
 rows) and the others as the reference. A support size ``m`` is used on a data set only when
 its smallest class has at least ``m + 10`` rows (iris' classes have 50 rows and wine's
@@ -32,12 +32,12 @@ training classes that a user handed a new class can fit, issue 32's baseline), `
 reference: an upper estimate of the floor at ``n_generated`` points). Scores: unbiased MMD²
 against the reference under both median conventions and the copy check
 :func:`skflow.metrics.memorization_ratio` of every method. The protocol of
-:mod:`skflow.experiments.protocol`: paired 95 % intervals from a bootstrap over tasks of the
+:mod:`skflow_experiments.protocol`: paired 95 % intervals from a bootstrap over tasks of the
 pretrained prior against each plug-in, the percent by which its mean MMD² is lower, and the
 average of that percent over the data sets at ``m = 10`` (each data set's tasks resampled on
 their own).
 
-Fine-tuning (digits only, split as in :mod:`skflow.experiments.fewshot`: classes 0-6 for
+Fine-tuning (digits only, split as in :mod:`skflow_experiments.fewshot`: classes 0-6 for
 training, 7-9 held out; PCA and scaler fitted on the training classes): ``zero_shot`` (the
 prior), ``fine_tuned`` (the prior with ``warm_start=True``, ``max_time=budget_s`` and a large
 ``max_iter``, fitted on the training classes) and ``scratch`` (``LearnedFlowSampler`` with its
@@ -45,7 +45,7 @@ defaults, the same ``max_time``), ``n_seeds`` seeds for the two trained arms, ea
 own held-out tasks; the plug-ins as above, with ``sigma_min`` tuned on the *training* classes
 (what such a user can do). Every training's wall time and iterations are recorded.
 
-Run it with ``python -m skflow.experiments pretrained --quick --write-docs`` (``--smoke``: a
+Run it with ``python -m skflow_experiments pretrained --quick --write-docs`` (``--smoke``: a
 run of about two minutes that checks the pipeline and is not a result).
 """
 
@@ -462,7 +462,7 @@ def _lower_pct(table: dict, challenger: str, baseline: str, conv: str) -> dict:
     """``100 (1 - mean(challenger) / mean(baseline))`` with its bootstrap interval.
 
     The percent of every bootstrap replicate (the protocol's replicates: the same indices as
-    :func:`~skflow.experiments.protocol.compare_to_baseline`), not the inverted interval of
+    :func:`~skflow_experiments.protocol.compare_to_baseline`), not the inverted interval of
     the ratio, which flips where a replicate's mean MMD² is not positive.
     """
     res = average_lower([(table[baseline][conv], table[challenger][conv])])
@@ -781,31 +781,13 @@ def _assemble(run: Run, outputs: tuple[dict, dict, dict | None]) -> dict[str, An
     }
 
 
-def run(
-    preset: str = "quick",
-    *,
-    output_dir: str | Path = "output/experiments/pretrained",
-    n_jobs: int | None = None,
-    random_state: int = 0,
-    seeds: int | None = None,
-    n_tasks: int | None = None,
-    load_prior: Callable[[int], Any] | None = None,
-    load_base_prior: Callable[[int], Any] | None = None,
-    progress: bool = False,
-) -> dict[str, Any]:
+def run(preset: str = "quick", *, progress: bool = False, **options: Any) -> dict[str, Any]:
     """Run the zero-shot and fine-tuning benchmark; write ``results.json`` and ``pretrained.png``.
 
     Parameters
     ----------
     preset : {"tiny", "smoke", "quick", "full"}, default="quick"
         Size of the run (:data:`PRESETS`); ``"smoke"`` and ``"tiny"`` are not results.
-    output_dir : str or Path, default="output/experiments/pretrained"
-    n_jobs : int or None, default=None
-        joblib workers for the plug-in evaluations.
-    random_state : int, default=0
-        Seed of the task draws; the fine-tuning seeds are ``random_state, random_state + 1, ...``.
-    seeds, n_tasks : int, optional
-        Overrides of the preset's ``n_seeds`` (fine-tuning) and ``n_eval_tasks``.
     load_prior : callable, optional
         ``load_prior(n_features)`` returns a *new* fitted sampler with ``sample_batch`` (and,
         for the fine-tuning arm, ``set_params`` and ``fit``) for that many features. None:
@@ -815,7 +797,15 @@ def run(
         None: ``load_prior`` when given (the prior against itself), else the preset's
         ``base_prior`` by name.
     progress : bool, default=False
-        Show a progress bar over data sets and trainings (stderr).
+        Show a progress bar (stderr) over the work, with an ETA.
+    **options
+        Options of the shared runner (:meth:`~skflow_experiments._experiment.Experiment.run`):
+        ``output_dir`` (default ``output/experiments/pretrained``, created: ``results.json`` and the
+        figure), ``n_jobs`` (joblib workers for the plug-in evaluations; None runs them in this
+        process, and under ``joblib.parallel_config(backend="dask")`` on a Dask cluster),
+        ``random_state`` (the first seed; the seeds are ``random_state, random_state + 1, ...``),
+        ``seeds`` and ``n_tasks`` (overrides of the preset's ``n_seeds`` and ``n_eval_tasks``).
+        ``random_state`` seeds the task draws; the fine-tuning seeds follow it.
 
     Returns
     -------
@@ -829,22 +819,12 @@ def run(
 
     Examples
     --------
-    >>> from skflow.experiments import pretrained
+    >>> from skflow_experiments import pretrained
     >>> pretrained.PRESETS["quick"]["budget_s"]
     120.0
     >>> res = pretrained.run("quick", output_dir="out/pretrained")  # doctest: +SKIP
     """
-    return SPEC.run(
-        preset,
-        output_dir=output_dir,
-        n_jobs=n_jobs,
-        random_state=random_state,
-        seeds=seeds,
-        n_tasks=n_tasks,
-        progress=progress,
-        load_prior=load_prior,
-        load_base_prior=load_base_prior,
-    )
+    return SPEC.run(preset, progress=progress, **options)
 
 
 _LABELS = {
@@ -956,13 +936,13 @@ def _summary_docs(results: dict) -> list[str]:
     t = results["summary"]["targets"]
     parts += [
         "",
-        "Targets of issue 26 (true-point bandwidth): lower than the tuned plug-in at m = 5 and "
+        "Targets of the prior (true-point bandwidth): lower than the tuned plug-in at m = 5 and "
         f"10 on every data set (interval above 0): {t['lower_than_tuned_at_5_and_10_everywhere']}"
         f"; average at m = 10 at least 20 % lower: {t['average_m10_at_least_20pct']}.",
         "",
-        "Target of issue 32 (both bandwidths): not worse than the plug-in tuned on the other "
-        "classes at m = 5, 10, 20 on every data set (no interval below 0): "
-        f"{t['not_worse_than_other_classes_tuned_everywhere']}.",
+        "Target of the prior against the tuned plug-in (both bandwidths): not worse than the "
+        "plug-in tuned on the other classes at m = 5, 10, 20 on every data set (no interval "
+        f"below 0): {t['not_worse_than_other_classes_tuned_everywhere']}.",
     ]
     for conv in ("true", "pooled"):
         parts += [
@@ -1047,7 +1027,7 @@ def docs_section(results: dict, command: str) -> str:
         "sigma_min is chosen on independent task draws of the same classes: an oracle "
         "favourable to the plug-in. The plug-in tuned on the other classes chooses, for each "
         "class, the sigma_min of lowest mean MMD² on the tuning draws of the data set's other "
-        "classes: what a user handed a new class can fit (the tuned plug-in of issue 32). "
+        "classes: what a user handed a new class can fit (the tuned plug-in a user could fit). "
         'The auto plug-in is `NWFlowSampler(sigma_min="auto")`: '
         "each support's bandwidth from that support alone, the zero-shot generator a user "
         "without training classes could fit instead of the prior. The base prior is the prior "
@@ -1098,6 +1078,7 @@ SPEC = Experiment(
     figure=lambda results, outputs, folder: _plot(results, folder),
     docs=docs_section,
     headline=_cli_rows,
+    options=("load_prior", "load_base_prior"),
 )
 
 

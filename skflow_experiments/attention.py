@@ -39,7 +39,7 @@ Gaussian-kernel NW weights of its *own* queries and keys at the matched bandwidt
 (``h = 1/sqrt(scale)``), the fraction of NW-like heads (median Spearman above 0.9) and the
 key-norm dispersion that separates the two.
 
-Run it with ``python -m skflow.experiments attention --quick`` (or ``--full``); the results
+Run it with ``python -m skflow_experiments attention --quick`` (or ``--full``); the results
 go to ``output/experiments/attention/results.json`` and ``attention.png``.
 """
 
@@ -434,16 +434,7 @@ def _assemble(run: Run, outputs: list[dict]) -> dict[str, Any]:
     }
 
 
-def run(
-    preset: str = "quick",
-    *,
-    output_dir: str | Path = "output/experiments/attention",
-    n_jobs: int | None = None,
-    random_state: int = 0,
-    seeds: int | None = None,
-    n_tasks: int | None = None,
-    progress: bool = False,
-) -> dict:
+def run(preset: str = "quick", *, progress: bool = False, **options: Any) -> dict:
     """Run the attention-vs-NW experiment and write ``results.json`` and ``attention.png``.
 
     Parameters
@@ -455,20 +446,17 @@ def run(
         and with the exact head), at most 2000 iterations and 150 s of training each, 20
         held-out tasks x 128 query points, one Torch thread per job. ``"full"``: the paper's
         scale (:meth:`LearnedFlowSampler.paper_config`, ``device="auto"``), a GPU job.
-    output_dir : str or Path, default="output/experiments/attention"
-        Folder of ``results.json`` and ``attention.png`` (created).
-    n_jobs : int, optional
-        joblib workers over the models (one job per ``exact_head`` value); ``None`` runs them
-        in this process. Under ``joblib.parallel_config(backend="dask")`` they run on Dask.
-    random_state : int, default=0
-        Seed of the training, the held-out tasks and all noise.
-    seeds : int, optional
-        Number of training seeds; this experiment runs one (it compares weights, not
-        samplers), so only ``None`` or 1 is accepted.
-    n_tasks : int, optional
-        Held-out tasks (default: the preset's ``n_eval_tasks``).
     progress : bool, default=False
-        Show a progress bar (stderr) over the models, with an ETA.
+        Show a progress bar (stderr) over the work, with an ETA.
+    **options
+        Options of the shared runner (:meth:`~skflow_experiments._experiment.Experiment.run`):
+        ``output_dir`` (default ``output/experiments/attention``, created: ``results.json`` and the
+        figure), ``n_jobs`` (joblib workers over the models, one job per ``exact_head`` value; None
+        runs them in this process, and under ``joblib.parallel_config(backend="dask")`` on a Dask
+        cluster), ``random_state`` (the first seed; the seeds are ``random_state, random_state + 1,
+        ...``), ``seeds`` and ``n_tasks`` (overrides of the preset's ``n_seeds`` and
+        ``n_eval_tasks``). This experiment runs one seed (it compares weights, not samplers):
+        ``seeds`` may only be None or 1.
 
     Returns
     -------
@@ -482,22 +470,14 @@ def run(
 
     Examples
     --------
-    >>> from skflow.experiments import attention
+    >>> from skflow_experiments import attention
     >>> sorted(attention.PRESETS), attention.PRESETS["quick"]["times"]
     (['full', 'quick', 'smoke', 'tiny'], (0.1, 0.3, 0.5, 0.7, 0.9, 0.99))
     >>> res = attention.run("tiny", output_dir="out/attention")  # doctest: +SKIP
     >>> len(res["summary"]["no_head"]["best_median_per_t"])  # doctest: +SKIP
     6
     """
-    return SPEC.run(
-        preset,
-        output_dir=output_dir,
-        n_jobs=n_jobs,
-        random_state=random_state,
-        seeds=seeds,
-        n_tasks=n_tasks,
-        progress=progress,
-    )
+    return SPEC.run(preset, progress=progress, **options)
 
 
 #: The sentence under the table of the results page: what it shows, in words.

@@ -97,7 +97,7 @@ def learned_samples(
     -------
     generated : ndarray of shape (B, n_samples, d)
     record : dict
-        :func:`~skflow.experiments.protocol.training_record` of the training.
+        :func:`~skflow_experiments.protocol.training_record` of the training.
     """
     with TorchThreads(torch_threads):
         model = LearnedFlowSampler(**params)
@@ -149,7 +149,7 @@ def compare_per_support_size(
     Returns
     -------
     comparison : dict
-        ``comparison[m]``: each pair's :func:`~skflow.experiments.protocol.compare_to_baseline`
+        ``comparison[m]``: each pair's :func:`~skflow_experiments.protocol.compare_to_baseline`
         output, and ``"per_task"``, the stacked tables of shape ``(n_seeds, n_tasks)``.
 
     Examples

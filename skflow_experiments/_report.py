@@ -13,7 +13,7 @@ import numpy as np
 from ._io import SMOKE, prepare_output
 
 #: The page the experiments' ``--write-docs`` updates.
-RESULTS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "results.md"
+RESULTS_PAGE = Path(__file__).resolve().parents[1] / "docs" / "results.md"
 
 
 def machine_line(start: dict[str, Any], end: dict[str, Any]) -> str:

@@ -1,4 +1,6 @@
-"""Command line of the experiments: python -m skflow.experiments NAME [preset] [options].
+"""Command line of the experiments: python -m skflow_experiments NAME [preset] [options].
+
+Run from the root of a clone of the repository (the experiments are not installed with skflow).
 
 Runs one experiment with a progress bar (stderr, with an ETA), then prints a short table of
 its headline numbers with their 95 % intervals and the path of every file it wrote. --json
@@ -27,7 +29,7 @@ _SMOKE_LABEL = "smoke: not a result (a short run that only checks the pipeline w
 
 def _one_line(name: str) -> str:
     """The first line of experiment ``name``'s module docstring, read without importing it."""
-    spec = importlib.util.find_spec(f"skflow.experiments.{name}")
+    spec = importlib.util.find_spec(f"skflow_experiments.{name}")
     if spec is None or spec.origin is None:
         return "(module not found)"
     doc = ast.get_docstring(ast.parse(Path(spec.origin).read_text(encoding="utf-8"))) or ""
@@ -56,14 +58,14 @@ def _epilog() -> str:
         "presets: smoke (tries the pipeline, meant to take at most 2 minutes on 2 cores; not a",
         "result, never written to the docs), quick (the CPU preset whose results are in",
         "docs/results.md), full (the paper's scale, a GPU job).",
-        "example: python -m skflow.experiments attention --smoke",
+        "example: python -m skflow_experiments attention --smoke",
     ]
     return "\n".join(lines)
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m skflow.experiments",
+        prog="python -m skflow_experiments",
         description=__doc__.split("\n\n", 1)[1].strip(),
         epilog=_epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -138,7 +140,7 @@ def headline_rows(name: str, summary: dict) -> list[tuple[str, str]]:
     ('m = 10: learned MMD² below plug-in', '+20.0 % [+15.0 %, +25.0 %]')
     """
     spec = (
-        importlib.import_module(f"skflow.experiments.{name}").SPEC if name in EXPERIMENTS else None
+        importlib.import_module(f"skflow_experiments.{name}").SPEC if name in EXPERIMENTS else None
     )
     if spec is not None and spec.headline is not None:
         rows = spec.headline(summary)
@@ -206,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--write-docs: a smoke run is not a result and is never written to the docs")
     if preset == SMOKE:
         print(f"[{_SMOKE_LABEL}]", file=sys.stderr)
-    module = importlib.import_module(f"skflow.experiments.{args.name}")
+    module = importlib.import_module(f"skflow_experiments.{args.name}")
     output_dir = args.output_dir or f"output/experiments/{args.name}"
     start = time.time()
     with WarningTally() as tally:  # one line per distinct warning instead of one per fit
@@ -214,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     _print_warnings(tally)
     files = _files_written(output_dir, start)
     if args.write_docs:
-        command = "python -m skflow.experiments " + " ".join(argv)
+        command = "python -m skflow_experiments " + " ".join(argv)
         page = module.write_docs(results, command, args.docs_path)
         files.append(f"{page} (wrote its section for {args.name})")
     if args.json:

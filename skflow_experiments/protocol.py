@@ -24,7 +24,7 @@ MMD² is at the estimator's noise floor. This module fixes one protocol for all 
 Examples
 --------
 >>> import numpy as np
->>> from skflow.experiments.protocol import paired_comparison
+>>> from skflow_experiments.protocol import paired_comparison
 >>> a = np.full((3, 100), 0.010) + np.linspace(0, 1e-3, 100)  # plug-in, (seeds, tasks)
 >>> b = a / 10                                                   # learned: 10x lower
 >>> res = paired_comparison(a, b, n_boot=200)

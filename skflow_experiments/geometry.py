@@ -20,13 +20,13 @@ This module measures, on held-out tasks of :class:`skflow.tasks.SphericalShellTa
   (a grid, the best mean MMD²),
 * ``learned``: :class:`skflow.LearnedFlowSampler` trained on the shell meta-distribution.
 
-Every number follows :mod:`skflow.experiments.protocol`: ``n_seeds`` training seeds (each
+Every number follows :mod:`skflow_experiments.protocol`: ``n_seeds`` training seeds (each
 with its own held-out tasks), ``n_eval_tasks`` tasks per seed, both median-heuristic
 conventions, the noise floor (two independent true samples of each task), and 95 % bootstrap
 intervals of the ratio ``MMD²(plugin_isotropic) / MMD²(method)`` paired over tasks. All
 samplers use the same ODE solver and number of steps.
 
-Run it with ``python -m skflow.experiments geometry --quick`` (add ``--write-docs`` to update
+Run it with ``python -m skflow_experiments geometry --quick`` (add ``--write-docs`` to update
 ``docs/results.md``), or call :func:`run`.
 """
 
@@ -443,16 +443,7 @@ def _figure(results: dict, outputs: tuple[list[dict], dict], folder: Path) -> Pa
     return _plot(*outputs, folder)
 
 
-def run(
-    preset: str = "quick",
-    *,
-    output_dir: str | Path = "output/experiments/geometry",
-    n_jobs: int | None = None,
-    random_state: int = 0,
-    seeds: int | None = None,
-    n_tasks: int | None = None,
-    progress: bool = False,
-) -> dict[str, Any]:
+def run(preset: str = "quick", *, progress: bool = False, **options: Any) -> dict[str, Any]:
     """Run the geometric-mismatch experiment and write ``results.json`` and ``geometry.png``.
 
     For every dimension of the preset and every seed: train a
@@ -467,19 +458,16 @@ def run(
         Size of the run (see :data:`PRESETS`). ``"smoke"`` only tries the pipeline (not a
         result). ``"quick"`` is the headline (3 seeds x 100
         tasks, CPU); ``"full"`` uses the paper's model configuration and is meant for a GPU.
-    output_dir : str or Path, default="output/experiments/geometry"
-        Folder of ``results.json`` and ``geometry.png`` (created if needed).
-    n_jobs : int or None, default=None
-        joblib workers for the plug-in evaluations (one task per job).
-    random_state : int, default=0
-        First seed; the seeds are ``random_state, random_state + 1, ...``. Each seeds its
-        model's training, its tuning and held-out tasks and all sampling noise.
-    seeds : int, optional
-        Number of seeds (default: the preset's ``n_seeds``).
-    n_tasks : int, optional
-        Held-out tasks per seed (default: the preset's ``n_eval_tasks``).
     progress : bool, default=False
-        Show a progress bar (stderr) over the (dimension, seed) runs, with an ETA.
+        Show a progress bar (stderr) over the work, with an ETA.
+    **options
+        Options of the shared runner (:meth:`~skflow_experiments._experiment.Experiment.run`):
+        ``output_dir`` (default ``output/experiments/geometry``, created: ``results.json`` and the
+        figure), ``n_jobs`` (joblib workers for the plug-in evaluations, one task per job; None runs
+        them in this process, and under ``joblib.parallel_config(backend="dask")`` on a Dask
+        cluster), ``random_state`` (the first seed; the seeds are ``random_state, random_state + 1,
+        ...``), ``seeds`` and ``n_tasks`` (overrides of the preset's ``n_seeds`` and
+        ``n_eval_tasks``).
 
     Returns
     -------
@@ -492,21 +480,13 @@ def run(
 
     Examples
     --------
-    >>> from skflow.experiments import geometry
+    >>> from skflow_experiments import geometry
     >>> sorted(geometry.PRESETS), geometry.PRESETS["quick"]["n_eval_tasks"]
     (['full', 'quick', 'smoke', 'tiny'], 100)
     >>> res = geometry.run("tiny", output_dir="out/geometry")  # doctest: +SKIP
     >>> res["summary"]["d=4"]["true"]["ratio_ci"]  # doctest: +SKIP
     """
-    return SPEC.run(
-        preset,
-        output_dir=output_dir,
-        n_jobs=n_jobs,
-        random_state=random_state,
-        seeds=seeds,
-        n_tasks=n_tasks,
-        progress=progress,
-    )
+    return SPEC.run(preset, progress=progress, **options)
 
 
 def _budget_line(res: dict, cfg: dict) -> str:
