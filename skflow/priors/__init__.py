@@ -6,9 +6,10 @@ float32 ``state_dict``, and ``NAME.json``, its model card, which holds the confi
 rebuilds the estimator (architecture, fitted attributes, estimator parameters), the SHA-256
 of the weights and the training command, budget, machine and curves.
 
-- :mod:`skflow.priors.store`: that format (:func:`read_prior`, :func:`load_prior`,
-  :func:`write_prior`, the SHA-256 check); :meth:`skflow.LearnedFlowSampler.from_pretrained`
-  is one call of :func:`load_prior`;
+- :mod:`skflow.samplers.prior_store`: that format (:func:`read_prior`, :func:`load_prior`,
+  :func:`write_prior`, the SHA-256 check), kept with the estimators that load it (this
+  package builds estimators, so it sits above them);
+  :meth:`skflow.LearnedFlowSampler.from_pretrained` is one call of :func:`load_prior`;
 - :class:`PriorTasks`: the synthetic meta-distribution the priors are trained on;
 - :data:`RECIPES`: the named recipes (estimator, task law, budget);
 - :func:`train_prior` and ``python -m skflow.priors NAME``: the resumable, deterministic
@@ -23,9 +24,16 @@ Examples
 ('general-16.npz', 16, ['general-16', 'general-16-sized'])
 """
 
+from ..samplers.prior_store import (
+    PRIORS_DIR,
+    file_sha256,
+    load_prior,
+    pretrained_cards,
+    read_prior,
+    write_prior,
+)
 from .meta_distribution import FAMILIES, EllipticalMixtureTasks, PriorTasks
 from .recipes import RECIPES
-from .store import PRIORS_DIR, file_sha256, load_prior, pretrained_cards, read_prior, write_prior
 from .training import train_prior
 
 __all__ = [

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import argparse
 
+from ..samplers.prior_store import update_finetune_params
 from .model_card import write_docs
 from .recipes import RECIPES
-from .store import update_finetune_params
 from .training import train_prior
 
 

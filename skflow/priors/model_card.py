@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .store import PRIORS_DIR, pretrained_cards
+from ..samplers.prior_store import PRIORS_DIR, pretrained_cards
 
 __all__ = ["card_markdown", "current_command", "write_docs"]
 

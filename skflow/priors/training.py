@@ -22,10 +22,10 @@ from typing import Any
 import numpy as np
 
 from ..samplers import LearnedFlowSampler
+from ..samplers.prior_store import PRIORS_DIR
 from ..threads import limit_threads
 from .meta_distribution import PriorTasks
 from .recipes import RECIPES
-from .store import PRIORS_DIR
 
 __all__ = ["train_prior"]
 

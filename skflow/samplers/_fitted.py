@@ -5,7 +5,7 @@ architecture (``"network"``), the fitted attributes (``"fitted"``) and, for a sh
 its name and width (``"prior"``); ``state`` is the network's ``state_dict``. :func:`restore`
 is the only place that turns them into a fitted estimator. The end of ``fit``, unpickling
 and :meth:`~skflow.LearnedFlowSampler.from_pretrained` (a model card and its weights, see
-:mod:`skflow.priors.store`) all go through it, and :data:`FITTED` is the only list of the
+:mod:`skflow.samplers.prior_store`) all go through it, and :data:`FITTED` is the only list of the
 fitted attributes, as TabPFN stores its architecture config with its weights.
 """
 

@@ -510,7 +510,7 @@ class LearnedFlowSampler(BaseFlowSampler):
         >>> "general-16" in LearnedFlowSampler.pretrained_models()
         True
         """
-        from ..priors.store import pretrained_cards
+        from .prior_store import pretrained_cards
 
         return pretrained_cards(folder)
 
@@ -558,7 +558,7 @@ class LearnedFlowSampler(BaseFlowSampler):
         >>> prior.sample(5, support=S, random_state=0).shape
         (5, 3)
         """
-        from ..priors.store import load_prior
+        from .prior_store import load_prior
 
         params, config, state = load_prior(name, n_features, folder)
         return restore(cls(**params), config, state)
@@ -611,7 +611,7 @@ class LearnedFlowSampler(BaseFlowSampler):
         >>> card.name, equal
         ('mine.json', True)
         """
-        from ..priors.store import write_prior
+        from .prior_store import write_prior
 
         check_is_fitted(self, "model_")
         config, state = fitted_config(self, run_record=False)

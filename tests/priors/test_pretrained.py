@@ -18,8 +18,8 @@ from skflow.exceptions import InvalidParameterError
 from skflow.nn.transformer import CrossAttentionVelocity
 from skflow.priors import FAMILIES, RECIPES, EllipticalMixtureTasks, PriorTasks, train_prior
 from skflow.priors.model_card import current_command
-from skflow.priors.store import PRIORS_DIR, file_sha256, load_prior, read_prior
 from skflow.samplers._fitted import FITTED, fitted_config, restore
+from skflow.samplers.prior_store import PRIORS_DIR, file_sha256, load_prior, read_prior
 
 CARDS = LearnedFlowSampler.pretrained_models()
 NAMES = sorted(CARDS)

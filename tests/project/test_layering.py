@@ -47,8 +47,7 @@ LAYERS = (
     ("projection", "projection"),
     ("pipeline", "pipeline"),
     ("oversampling", "oversampling"),  # imbalanced-learn over-sampler (optional extra)
-    # the stored form of a prior (card, weights, SHA-256): files only, read by the estimators
-    ("priors.store", "priors"),
+    # (the stored form of a prior, samplers.prior_store, is the estimators' own: files only)
     # the priors' task law, recipes, training run (python -m skflow.priors) and cards page:
     # above the estimators, below the package's __init__
     ("priors", "training"),
@@ -68,8 +67,7 @@ ALLOWED = {
     "nn": _BASE | {"paths", "field"},
     "diagnostics": _BASE | {"paths", "field", "solvers", "metrics"},
     "inspection": _BASE | {"paths", "field", "metrics"},
-    "priors": _BASE,
-    "samplers": _BASE | {"paths", "tasks", "field", "solvers", "metrics", "nn", "priors"},
+    "samplers": _BASE | {"paths", "tasks", "field", "solvers", "metrics", "nn"},
     "projection": _BASE | {"paths", "field", "solvers", "metrics", "samplers"},
     "pipeline": _BASE | {"metrics", "samplers", "projection"},
     "oversampling": _BASE | {"metrics", "samplers", "projection", "pipeline"},

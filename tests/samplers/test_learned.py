@@ -612,7 +612,7 @@ def test_from_pretrained_loads_a_prior_from_a_folder(tmp_path):
     """``folder=``: a prior trained with ``python -m skflow.priors NAME --out DIR`` loads like a
     shipped one; its own files are read (and checked), not the package's."""
     from skflow.exceptions import InvalidParameterError
-    from skflow.priors.store import PRIORS_DIR
+    from skflow.samplers.prior_store import PRIORS_DIR
 
     for ext in ("json", "npz"):  # a copy of a shipped prior under a name the package lacks
         shutil.copy(PRIORS_DIR / f"general-16.{ext}", tmp_path / f"mine.{ext}")

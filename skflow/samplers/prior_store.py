@@ -9,7 +9,9 @@ config with its weights): the network's architecture (``"network"``), the fitted
 corrupted or swapped file is refused rather than silently sampled from.
 
 This module reads and writes files only (NumPy and JSON): the estimator is built from what
-:func:`load_prior` returns by the same function that ends ``fit`` and unpickling.
+:func:`load_prior` returns by the same function that ends ``fit`` and unpickling. It sits with
+the estimators that load priors, below :mod:`skflow.priors` (the task law, the recipes and the
+training command, which build estimators), so that the imports run one way.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ __all__ = [
 ]
 
 #: Folder of the shipped priors (package data: nothing is downloaded).
-PRIORS_DIR = Path(__file__).resolve().parent / "data"
+PRIORS_DIR = Path(__file__).resolve().parents[1] / "priors" / "data"
 #: Estimator parameters a card does not record (where and how loudly it runs, not the model).
 _EXECUTION = ("verbose", "device")
 
