@@ -49,11 +49,7 @@ def recentre_tasks(supports, queries, random_state=None):
     if is_torch(supports) and is_torch(queries):
         return _recentre_torch(supports, queries, random_state)
     S, Q = np.asarray(supports, dtype=np.float64), np.asarray(queries, dtype=np.float64)
-    if S.ndim != 3 or Q.ndim != 3 or S.shape[0] != Q.shape[0] or S.shape[2] != Q.shape[2]:
-        raise ValueError(
-            f"expected supports (B, m, d) and queries (B, n, d), got {S.shape} and {Q.shape}."
-        )
-    B = S.shape[0]
+    B = _tasks_of(S, Q)
     if B < 2:
         return S, Q
     rng = as_generator(random_state)
@@ -65,15 +61,21 @@ def recentre_tasks(supports, queries, random_state=None):
     return S + shift, Q + shift
 
 
+def _tasks_of(S, Q) -> int:
+    """The number of tasks ``B`` of supports (B, m, d) and queries (B, n, d) (NumPy or Torch)."""
+    if S.ndim != 3 or Q.ndim != 3 or S.shape[0] != Q.shape[0] or S.shape[2] != Q.shape[2]:
+        raise ValueError(
+            f"expected supports (B, m, d) and queries (B, n, d), got {tuple(S.shape)} and "
+            f"{tuple(Q.shape)}."
+        )
+    return int(S.shape[0])
+
+
 def _recentre_torch(S, Q, random_state):
     """:func:`recentre_tasks` of Torch tensors (B, m, d) and (B, n, d), on their device."""
     import torch
 
-    if S.ndim != 3 or Q.ndim != 3 or S.shape[0] != Q.shape[0] or S.shape[2] != Q.shape[2]:
-        raise ValueError(
-            f"expected supports (B, m, d) and queries (B, n, d), got {S.shape} and {Q.shape}."
-        )
-    B = S.shape[0]
+    B = _tasks_of(S, Q)
     if B < 2:
         return S, Q
     gen = torch_generator(random_state, S.device)

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from doctest_support import run_doctests
 
 import skflow
 import skflow_experiments
@@ -46,8 +47,6 @@ PUBLIC_MODULES = [
     "skflow.nn",
     "skflow.threads",
 ]
-
-OPTIONFLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 
 
 def _all_modules() -> list[str]:
@@ -95,19 +94,7 @@ def _quiet_numpy_printing():
 
 @pytest.mark.parametrize("modname", ALL_MODULES)
 def test_docstring_examples_pass(modname):
-    module = importlib.import_module(modname)
-    finder = doctest.DocTestFinder(exclude_empty=True)
-    runner = doctest.DocTestRunner(optionflags=OPTIONFLAGS)
-    report: list[str] = []
-    for test in sorted(finder.find(module, modname), key=lambda t: t.name):
-        runner.run(test, out=report.append)
-    results = runner.summarize(verbose=False)
-    if results.failed:
-        pytest.fail(
-            f"{results.failed} of {results.attempted} docstring examples of {modname} failed:\n"
-            + "".join(report),
-            pytrace=False,
-        )
+    run_doctests(modname)
 
 
 @pytest.mark.parametrize("modname", CHECKED_PUBLIC_MODULES)
