@@ -56,7 +56,7 @@ def _check_ten_lines(lines: list[str]) -> None:
 
 def _check_pretrained(lines: list[str]) -> None:
     assert lines[0] == "(200, 4)"
-    assert lines[1].startswith("python -m skflow.pretrain general-16"), lines
+    assert lines[1].startswith("python -m skflow.priors general-16"), lines
 
 
 def _check_few_shot(lines: list[str]) -> None:
