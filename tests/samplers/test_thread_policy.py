@@ -3,16 +3,13 @@ small calls run on the calling thread, large calls spread their items (skflow.th
 
 from __future__ import annotations
 
-import threading
-import time
-
 import numpy as np
 import pytest
 import torch
 
 from skflow import LearnedFlowSampler, NWFlowSampler, SolverOptions
 from skflow.samplers._base import SAMPLING_BATCH_SIZE
-from skflow.threads import ITEM_WORK, MIN_ITEM_ROWS, map_on_threads, rows_per_item
+from skflow.threads import rows_per_item
 
 THREAD_COUNTS = (1, 2, 3)
 
@@ -44,37 +41,6 @@ def large():
     sampler = NWFlowSampler(solver=SolverOptions(n_steps=4), random_state=0).fit(S)
     assert rows_per_item(1500, 8, SAMPLING_BATCH_SIZE) < 3000 // 4  # several items
     return sampler
-
-
-def test_items_depend_on_the_problem_size_only():
-    assert rows_per_item(10, 16, 4096) == 4096  # a few-shot call: one item
-    assert rows_per_item(65536, 64, 4096) == MIN_ITEM_ROWS
-    assert rows_per_item(1000, 16, 4096) == ITEM_WORK // 16000
-    assert rows_per_item(1000, 16, 100) == 100
-
-
-def test_every_item_runs_on_one_torch_thread_and_items_spread():
-    seen = []
-
-    def item(i):
-        seen.append((threading.get_ident(), torch.get_num_threads()))
-        time.sleep(0.002)  # long enough that the pool hands items to several threads
-        return i * i
-
-    out = _on(3, lambda: map_on_threads(item, [(i,) for i in range(40)]))
-    assert out == [i * i for i in range(40)]  # in order
-    assert {n for _, n in seen} == {1}
-    assert len({ident for ident, _ in seen}) >= 2
-    seen.clear()
-    caller = threading.get_ident()
-    _on(1, lambda: map_on_threads(item, [(i,) for i in range(5)]))  # budget 1: in place
-    assert {ident for ident, _ in seen} == {caller}
-
-
-def test_one_item_runs_on_the_calling_thread():
-    caller, seen = threading.get_ident(), []
-    _on(3, lambda: map_on_threads(lambda: seen.append(threading.get_ident()), [()]))
-    assert seen == [caller]
 
 
 def test_nw_sampling_is_the_same_on_any_thread_count(large):
