@@ -157,8 +157,8 @@ def main(argv=None) -> int:
     idle = _measure(calls, default_threads, args.repeats)
     procs = _with_load(args.load_processes, args.load_seconds)
     try:
-        load_busy = _load_avg()
         loaded = _measure(calls, default_threads, args.repeats)
+        load_busy = _load_avg()  # the 1-minute average has caught up with the load by now
     finally:
         for p in procs:
             p.kill()
@@ -168,8 +168,8 @@ def main(argv=None) -> int:
         f"`python benchmarks/bench_threads.py{' --write-docs' if args.write_docs else ''}` on "
         f"{os.cpu_count()} cores ({platform.processor() or platform.machine()}), Torch "
         f"{torch.__version__}, default threads {default_threads}; median of {args.repeats} "
-        f"runs. Load average (1/5/15 min) {load_start} before the idle runs, {load_busy} with "
-        f"{args.load_processes} background Torch processes."
+        f"runs. Load average (1/5/15 min) {load_start} before the idle runs, {load_busy} at "
+        f"the end of the runs beside {args.load_processes} background Torch processes."
     )
     text = header + "\n\n" + table
     print(text)
