@@ -16,10 +16,12 @@ from .samplers import (
     KernelOptions,
     LearnedFlowSampler,
     LedoitWolfSampler,
+    NetworkOptions,
     NWFlowSampler,
     PooledGaussianSampler,
     SigmaMinSearch,
     SolverOptions,
+    TrainingOptions,
 )
 
 __version__ = "0.1.0.dev0"
@@ -35,10 +37,12 @@ __all__ = [
     "LearnedFlowSampler",
     "LedoitWolfSampler",
     "NWFlowSampler",
+    "NetworkOptions",
     "PooledGaussianSampler",
     "SamplingPipeline",
     "SigmaMinSearch",
     "SolverOptions",
+    "TrainingOptions",
     "__version__",
     "make_sampling_pipeline",
 ]

@@ -191,10 +191,10 @@ def _meta_trained_sampler(Z, y, digit, n_support, n_steps, train_iter, random_st
     from .samplers import LearnedFlowSampler
 
     learned = LearnedFlowSampler.from_pretrained(DEMO_PRIOR, n_features=Z.shape[1])
-    learned.set_params(n_steps=n_steps, random_state=random_state, verbose=verbose)
+    learned.set_params(solver__n_steps=n_steps, random_state=random_state, verbose=verbose)
     n_iter, seconds = learned.n_iter_, learned.training_time_
     if train_iter > 0:
-        learned.set_params(max_iter=train_iter)
+        learned.set_params(training__max_iter=train_iter)
         # The training loop writes a loss line to stdout every validation_interval
         # iterations beside its progress bar (stderr); the demo shows the bar only.
         with contextlib.redirect_stdout(io.StringIO()):

@@ -250,7 +250,7 @@ class FlowOverSampler(BaseOverSampler):
             k = Z.shape[1]
             if k not in priors:
                 priors[k] = LearnedFlowSampler.from_pretrained(PRIOR, n_features=k)
-                priors[k].set_params(n_steps=self.n_steps)
+                priors[k].set_params(solver__n_steps=self.n_steps)
             return priors[k].sample(n_new, support=Z, random_state=seed)
         try:
             check_is_fitted(self.generator)

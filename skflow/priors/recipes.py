@@ -19,7 +19,8 @@ from typing import Any
 
 __all__ = ["RECIPES"]
 
-#: name -> {"description", "sampler" (LearnedFlowSampler params), "tasks" (PriorTasks
+#: name -> {"description", "sampler" (LearnedFlowSampler params, in the flat form of a model
+#: card: ``learned_params_from_flat`` groups them), "tasks" (PriorTasks
 #: params), "finetune" (the estimator parameters ``from_pretrained`` sets: a warm start with
 #: the few-shot defaults and a short schedule at a fit's own learning rate and warmup (the
 #: warmup serves the model trained from scratch beside the prior: a warm start skips it);

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..samplers import LearnedFlowSampler
+from ..samplers.options import learned_params_from_flat, training_options
 from ..samplers.prior_store import PRIORS_DIR
 from ..threads import limit_threads
 from .meta_distribution import PriorTasks
@@ -69,7 +70,7 @@ def _chunk(sampler, tasks, log: dict, total: int, started: float) -> None:
     log["cpu_s"] = log.get("cpu_s_before", 0.0) + time.process_time()
     done, rate = sampler.n_iter_, sampler.n_iter_ / max(sampler.training_time_, 1e-9)
     eta = (total - done) / max(rate, 1e-9)
-    last = np.mean(log["loss"][-sampler.max_iter :])
+    last = np.mean(log["loss"][-training_options(sampler.training).max_iter :])
     val = log["validation"][-1][1] if log["validation"] else float("nan")
     print(
         f"[{done}/{total}] loss {last:.4f}  validation loss {val:.4f}  "
@@ -133,11 +134,13 @@ def train_prior(
             sampler, log = _resume(checkpoint)
             log["wall_s_before"], log["cpu_s_before"] = log["wall_s"], log["cpu_s"]
         else:
-            params = {**recipe["sampler"], "verbose": int(progress)}
+            # a recipe holds the parameters in the flat form of a model card
+            params = learned_params_from_flat({**recipe["sampler"], "verbose": int(progress)})
             sampler, log = LearnedFlowSampler(**params), {"loss": [], "validation": []}
         while getattr(sampler, "n_iter_", 0) < total:
             done = getattr(sampler, "n_iter_", 0)
-            sampler.set_params(max_iter=min(recipe["chunk"], total - done), warm_start=done > 0)
+            chunk = min(recipe["chunk"], total - done)
+            sampler.set_params(training__max_iter=chunk, warm_start=done > 0)
             _chunk(sampler, tasks, log, total, started)
             with open(checkpoint, "wb") as f:
                 pickle.dump({"sampler": sampler, "log": log}, f)

@@ -9,7 +9,15 @@ from .classical import (
 )
 from .learned import LearnedFlowSampler
 from .nw import NWFlowSampler
-from .options import DensityOptions, EngineOptions, KernelOptions, SigmaMinSearch, SolverOptions
+from .options import (
+    DensityOptions,
+    EngineOptions,
+    KernelOptions,
+    NetworkOptions,
+    SigmaMinSearch,
+    SolverOptions,
+    TrainingOptions,
+)
 
 __all__ = [
     "BICGaussianMixtureSampler",
@@ -21,7 +29,9 @@ __all__ = [
     "LearnedFlowSampler",
     "LedoitWolfSampler",
     "NWFlowSampler",
+    "NetworkOptions",
     "PooledGaussianSampler",
     "SigmaMinSearch",
     "SolverOptions",
+    "TrainingOptions",
 ]

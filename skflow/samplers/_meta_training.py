@@ -10,7 +10,8 @@
 3. :meth:`TrainingRun.train` runs :func:`skflow.nn.training.train_flow_model`.
 
 Everything here reads the estimator's parameters from a :class:`TrainingParams` (its
-``get_params()``) and returns what ``fit`` stores; nothing touches the estimator itself.
+``get_params()`` with the option groups flattened, :meth:`TrainingParams.of`) and returns
+what ``fit`` stores; nothing touches the estimator itself.
 Torch and the task sources are imported on first use, as in the estimator.
 """
 
@@ -34,6 +35,7 @@ from ._frame import (
     support_bounds,
     task_frame,
 )
+from .options import flat_learned_params
 
 __all__ = [
     "FitOptions",
@@ -62,8 +64,10 @@ _FORWARD_STACKLEVEL = 4
 class TrainingParams(SimpleNamespace):
     """The parameters of :class:`~skflow.LearnedFlowSampler`, as meta-training reads them.
 
-    ``TrainingParams(**estimator.get_params())``: the validated public parameters as
-    attributes of the same names (see the estimator's docstring), never the estimator.
+    ``TrainingParams.of(estimator)``: the validated public parameters as attributes, those of
+    the groups ``network``, ``training`` and ``solver`` under their fields' names (see
+    :class:`~skflow.NetworkOptions`, :class:`~skflow.TrainingOptions`; ``solver``: the
+    method), never the estimator.
     Meta-training reads the architecture (``d_model``, ``n_heads``, ``n_layers``,
     ``mlp_ratio``, ``exact_head``, ``sigma_min``, ``size_embedding``), the tasks (``batch_tasks``,
     ``support_size``, ``n_targets``, ``augment``, ``normalize``, ``target``,
@@ -74,11 +78,17 @@ class TrainingParams(SimpleNamespace):
 
     Examples
     --------
-    >>> from skflow import LearnedFlowSampler
-    >>> params = TrainingParams(**LearnedFlowSampler(validation_fraction=0.2).get_params())
+    >>> from skflow import LearnedFlowSampler, TrainingOptions
+    >>> est = LearnedFlowSampler(training=TrainingOptions(validation_fraction=0.2))
+    >>> params = TrainingParams.of(est)
     >>> params.validation_share(), params.patience(validated=True)
     (0.2, 10)
     """
+
+    @classmethod
+    def of(cls, estimator: Any) -> TrainingParams:
+        """The parameters of ``estimator`` (a :class:`~skflow.LearnedFlowSampler`), flat."""
+        return cls(**flat_learned_params(estimator.get_params(deep=False)))
 
     def validation_share(self) -> float:
         """``validation_fraction`` as a float (``"auto"``: 0, no held-out rows)."""
@@ -222,8 +232,8 @@ def training_tasks(
     Examples
     --------
     >>> import numpy as np
-    >>> from skflow import LearnedFlowSampler
-    >>> params = TrainingParams(**LearnedFlowSampler(support_size=5).get_params())
+    >>> from skflow import LearnedFlowSampler, TrainingOptions
+    >>> params = TrainingParams.of(LearnedFlowSampler(training=TrainingOptions(support_size=5)))
     >>> X = np.random.default_rng(0).normal(size=(20, 2))
     >>> tasks = training_tasks(params, X, None, np.random.RandomState(0))
     >>> tasks.options.support_range, tasks.default_support.shape
@@ -458,7 +468,7 @@ def resolve_options(
     --------
     >>> import numpy as np
     >>> from skflow import LearnedFlowSampler
-    >>> params = TrainingParams(**LearnedFlowSampler().get_params())
+    >>> params = TrainingParams.of(LearnedFlowSampler())
     >>> options = resolve_options(params, labelled=True, sizes=np.array([12, 20, 30]))
     >>> options.support_range, options.augment, options.normalize, options.predictive
     ((2, 23), 'rotate', True, False)
@@ -576,11 +586,13 @@ class TrainingRun:
     Examples
     --------
     >>> import numpy as np
-    >>> from skflow import LearnedFlowSampler
+    >>> from skflow import LearnedFlowSampler, NetworkOptions, TrainingOptions
     >>> from skflow.tasks import GaussianMixtureTasks
-    >>> est = LearnedFlowSampler(d_model=8, n_layers=1, max_iter=2, batch_tasks=2,
-    ...                          support_size=4, n_targets=4)
-    >>> params = TrainingParams(**est.get_params())
+    >>> est = LearnedFlowSampler(
+    ...     NetworkOptions(d_model=8, n_layers=1),
+    ...     training=TrainingOptions(max_iter=2, batch_tasks=2, support_size=4, n_targets=4),
+    ... )
+    >>> params = TrainingParams.of(est)
     >>> rng = np.random.RandomState(0)
     >>> tasks = training_tasks(params, GaussianMixtureTasks(n_features=2), None, rng)
     >>> run = TrainingRun(params, tasks, 2, "cpu", rng)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import math
 import os
 import time
 import warnings
@@ -23,11 +22,8 @@ from .._validation import (
     check_finite_output,
     check_random_state,
     choice,
-    either,
     integer,
     optional,
-    real,
-    satisfies,
 )
 from ..solvers import evaluations_per_flow
 from ..threads import limit_threads, map_on_threads, thread_budget
@@ -59,6 +55,21 @@ from ._meta_training import (
     WarmStart,
     source_n_features,
     training_tasks,
+)
+from .options import (
+    LEARNED_DEPRECATED_KEYWORDS,
+    LEARNED_GROUPS,
+    NetworkOptions,
+    SolverOptions,
+    TrainingOptions,
+    flat_learned_params,
+    fold_deprecated,
+    fold_nested,
+    hide_deprecated_keywords,
+    learned_params_from_flat,
+    network_options,
+    solver_options,
+    training_options,
 )
 
 __all__ = ["LearnedFlowSampler"]
@@ -110,31 +121,52 @@ class LearnedFlowSampler(BaseFlowSampler):
     network, and the untrained model equals :class:`~skflow.NWFlowSampler`'s field exactly;
     training learns where and how to depart from the plug-in field.
 
-    **Parameter groups.** What is learned: the network (``d_model``, ``n_heads``,
-    ``n_layers``, ``mlp_ratio``, ``exact_head``, ``size_embedding``) on the path (``path``,
-    or the OT path of ``sigma_min``); the training (``max_iter``, ``max_time``, ``batch_tasks``,
-    ``support_size``, ``n_targets``, ``augment``, ``normalize``, ``frame_context``,
-    ``learning_rate``, ``weight_decay``, ``warmup``,
-    ``lr_schedule``, ``clip_grad``, ``time_sampling``, ``target``, ``ema_decay``,
-    ``warm_start``), its early stopping (``validation_fraction``, ``n_iter_no_change``,
-    ``tol``, ``validation_interval``), the sampling solver (``solver``, ``n_steps``,
-    ``rtol``, ``atol``) and the field's times (``time_tolerance``). *Execution* settings,
-    which change where and how it is computed, come last: ``device``, ``mixed_precision``,
-    ``compile``; then ``random_state`` and ``verbose``. All but the first six are
-    keyword-only.
+    **Parameter groups.** What is learned: the network (``network``, a
+    :class:`~skflow.NetworkOptions`) on the path (``path``, or the OT path of ``sigma_min``);
+    its training (``training``, a :class:`~skflow.TrainingOptions`: budget, tasks, optimiser,
+    loss, early stopping, mixed precision and compilation) on tasks augmented by ``augment``,
+    in the frame of ``normalize``, continued by ``warm_start``; the sampling solver
+    (``solver``, the :class:`~skflow.SolverOptions` that :class:`~skflow.NWFlowSampler` takes
+    too). *Execution* settings come last: ``device``, ``random_state`` and ``verbose``. All
+    but ``network`` and ``sigma_min`` are keyword-only. The former separate keywords
+    (``d_model=...``, ``max_iter=...``, ``n_steps=...``) still work for one release, with a
+    :class:`FutureWarning`: they are folded into their group (``set_params`` takes them too,
+    and the nested names ``network__d_model``, ``training__max_iter``, ``solver__n_steps``).
+    Their current values are readable as attributes (``sampler.max_iter``).
 
     Parameters
     ----------
-    d_model : int, default=64
-        Token width of the transformer.
-    n_heads : int, default=4
-        Attention heads per layer (``d_model`` must be divisible by it).
-    n_layers : int, default=2
-        Cross-attention blocks.
-    mlp_ratio : int, default=2
-        Hidden width of the block MLPs in units of ``d_model``.
-    exact_head : bool, default=True
-        Add the frozen exact NW head (input and gated residual of the output).
+    network : NetworkOptions or None, default=None
+        The architecture of the velocity network; None is ``NetworkOptions()``. Its fields:
+
+        d_model : int, default=64
+            Token width of the transformer.
+        n_heads : int, default=4
+            Attention heads per layer (``d_model`` must be divisible by it).
+        n_layers : int, default=2
+            Cross-attention blocks.
+        mlp_ratio : int, default=2
+            Hidden width of the block MLPs in units of ``d_model``.
+        exact_head : bool, default=True
+            Add the frozen exact NW head (input and gated residual of the output).
+        frame_context : bool, default=False
+            Let the network see the frame it works in: the support's centre and scale in the
+            training data's global standardised frame, the global mean seen from the support
+            and ``log m`` enter as a context token (``CrossAttentionVelocity(frame_context=True)``),
+            so the model can learn how far to shrink a support toward the training classes and
+            how much to trust it as ``m`` grows, which the per-task frame alone erases. Off by
+            default: in ``docs/transfer.md`` it buys nothing with the rotation augmentation and
+            trades small supports against large ones without it (see the ablation there). An
+            architecture choice: a warm start keeps the fitted network's.
+        size_embedding : bool, default=False
+            Let the network see the support size ``m``: an embedding of ``log m`` and
+            ``m^(-1/2)`` is added to every query token (``CrossAttentionVelocity(
+            size_embedding=True)``). Attention averages over the support rows, so without it one
+            network serves every ``m`` with about the same spread: trained on supports of 2 to 100
+            rows, it copies part of a 5-row support and over-smooths a 50-row one. The shipped
+            prior ``general-16-sized`` is trained with it (``docs/pretrained.md``). Off by default
+            (``fit(X, y)`` from scratch is measured without it). An architecture choice: a warm
+            start keeps the fitted network's.
     sigma_min : float, default=0.01
         Path noise at ``t = 1`` (of the default OT path; the path's own when ``path`` is
         given).
@@ -143,34 +175,86 @@ class LearnedFlowSampler(BaseFlowSampler):
         ``CosinePath(0.05)``); None is ``OTPath(sigma_min)``. The fitted network keeps it in
         its configuration (a path other than the default cannot be written to a JSON model
         card).
-    max_iter : int, default=2000
-        Training iterations (one batch of tasks each). ``0`` leaves the network untrained:
-        with ``exact_head=True`` that is exactly the plug-in NW field.
-    max_time : float, optional
-        Wall-clock budget of the whole fit in seconds; training stops at ``max_iter`` or
-        when its share of ``max_time`` is spent, whichever comes first. The share is what the
-        fit's preparation (the tasks, the network, a predictive frame's selection) left; when
-        ``normalize="auto"`` trains two models, the time that scoring both will take is kept
-        for the choice between them (predicted from a timed forward pass of the network), the
-        first training gets half of the rest and the second what the first left. The
-        learning-rate schedule
-        follows the iterations only: a run
-        that reaches ``max_iter`` first is identical, bit for bit, to the same run without
-        ``max_time``; a run stopped by the budget depends on the machine's speed and stops
-        before the cosine has decayed to 0.
-    batch_tasks : int, default=32
-        Tasks per training batch.
-    support_size : int, (low, high) or "auto", default="auto"
-        Support points per training task. A pair: every training batch draws its support
-        size log-uniformly from the integers ``low..high``, so one model serves every ``m``
-        of the range (batches are grouped by size: no task is padded or dropped).
-        ``"auto"``: ``(2, 50)`` on labelled data, with ``high`` lowered to what the classes
-        allow (the 75th percentile of the class sizes minus 2 target rows); 50 for ``fit(X)``
-        and task sources. Also the size of ``support_`` after ``fit(X)`` (``high``) and the
-        support rows per task of the few-shot :meth:`score` (an int as given; else
-        ``min(high, n_rows // 2)``).
-    n_targets : int, default=128
-        Target points per training task (each with its own noise and time).
+    training : TrainingOptions or None, default=None
+        The meta-training; None is ``TrainingOptions()``. Its fields:
+
+        max_iter : int, default=2000
+            Training iterations (one batch of tasks each). ``0`` leaves the network untrained:
+            with ``exact_head=True`` that is exactly the plug-in NW field.
+        max_time : float, optional
+            Wall-clock budget of the whole fit in seconds; training stops at ``max_iter`` or
+            when its share of ``max_time`` is spent, whichever comes first. The share is what the
+            fit's preparation (the tasks, the network, a predictive frame's selection) left; when
+            ``normalize="auto"`` trains two models, the time that scoring both will take is kept
+            for the choice between them (predicted from a timed forward pass of the network), the
+            first training gets half of the rest and the second what the first left. The
+            learning-rate schedule
+            follows the iterations only: a run
+            that reaches ``max_iter`` first is identical, bit for bit, to the same run without
+            ``max_time``; a run stopped by the budget depends on the machine's speed and stops
+            before the cosine has decayed to 0.
+        batch_tasks : int, default=32
+            Tasks per training batch.
+        support_size : int, (low, high) or "auto", default="auto"
+            Support points per training task. A pair: every training batch draws its support
+            size log-uniformly from the integers ``low..high``, so one model serves every ``m``
+            of the range (batches are grouped by size: no task is padded or dropped).
+            ``"auto"``: ``(2, 50)`` on labelled data, with ``high`` lowered to what the classes
+            allow (the 75th percentile of the class sizes minus 2 target rows); 50 for ``fit(X)``
+            and task sources. Also the size of ``support_`` after ``fit(X)`` (``high``) and the
+            support rows per task of the few-shot :meth:`score` (an int as given; else
+            ``min(high, n_rows // 2)``).
+        n_targets : int, default=128
+            Target points per training task (each with its own noise and time).
+        learning_rate : float, default=1e-3
+            Peak AdamW learning rate.
+        weight_decay : float, default=1e-4
+            AdamW weight decay.
+        warmup : int, default=100
+            Linear warmup iterations.
+        lr_schedule : {"cosine", "constant"}, default="cosine"
+            Learning rate after warmup: cosine decay to 0 at the end of training, or constant.
+        clip_grad : float or None, default=1.0
+            Maximal gradient norm (None: no clipping).
+        time_sampling : {"uniform", "log-bandwidth"}, default="uniform"
+            Law of the training times: uniform on [0, 1], or log-uniform OT bandwidth
+            ``h(t) = sigma_t / t`` on ``[sigma_min, 100]`` (more samples at late times).
+        target : {"conditional", "exact", "marginal"}, default="conditional"
+            Regression target of the training loss. ``"conditional"``: ``x_1 - (1 - sigma_min)
+            x_0``, the flow-matching target. ``"exact"``: the population velocity of each task at
+            ``x_t``, for task sources that know it (``velocity`` and
+            ``sample_tasks(..., return_params=True)``, e.g. ``GaussianMixtureTasks``); a
+            ``ValueError`` otherwise. ``"marginal"``: the self-normalized marginal (NW) field at
+            ``x_t`` of a reference set of ``4 * n_targets`` target points of the task (its first
+            ``n_targets`` are the regression points), as in empirical flow matching. Validation
+            always scores the conditional loss.
+        ema_decay : float in (0, 1) or None, default=None
+            Exponential moving average of the weights, used for sampling and validation (decay
+            ``min(ema_decay, (1 + k) / (10 + k))`` after ``k`` steps); None disables it.
+        validation_fraction : float in [0, 1) or "auto", default="auto"
+            If > 0, fixed validation tasks (``batch_tasks`` per support size, at up to 3 sizes
+            of the range) are scored (minus the flow-matching loss, with fixed noise and times)
+            every ``validation_interval`` iterations and the weights used for sampling at the
+            best check are kept (the EMA weights when ``ema_decay`` is set). Labelled data
+            (``fit(X, y)``) hold out this fraction of every class's rows for it; a task source
+            draws separate validation tasks (new distributions); ``fit(X)`` uses fresh random
+            splits of ``X`` (monitoring only). ``"auto"``: with labelled data of at least 10
+            classes, a fifth of the classes (at least 2) is held out, never trained on
+            (``validation_classes_``): new classes are what a user's test holds; otherwise no
+            validation.
+        n_iter_no_change : int, "auto" or None, default="auto"
+            Stop when the validation score (or, without validation, minus the training loss
+            averaged over an interval) has not improved by ``tol`` for this many checks.
+            ``"auto"``: 10 with validation, None (no early stopping) without.
+        tol : float, default=1e-4
+            Improvement threshold of early stopping.
+        validation_interval : int, default=50
+            Iterations between validation checks and log lines.
+        mixed_precision : bool, default=False
+            bfloat16 autocast of the learned branch during training (CUDA only; the exact head
+            always runs in float32 or better).
+        compile : bool, default=False
+            Train through ``torch.compile`` (CUDA only).
     augment : {"auto", "rotate", "recentre"} or None, default="auto"
         Task augmentation (:mod:`skflow.tasks`). ``"rotate"``: every training task is mapped
         by its own uniformly random orthogonal matrix about its support mean
@@ -216,49 +300,6 @@ class LearnedFlowSampler(BaseFlowSampler):
         weights have a lower validation loss; without validation data (fewer than 10 classes
         under ``validation_fraction="auto"``, or ``validation_fraction=0``) the network is not
         trained at all (``n_iter_ == 0``): nothing could show that training beats it.
-    frame_context : bool, default=False
-        Let the network see the frame it works in: the support's centre and scale in the
-        training data's global standardised frame, the global mean seen from the support
-        and ``log m`` enter as a context token (``CrossAttentionVelocity(frame_context=True)``),
-        so the model can learn how far to shrink a support toward the training classes and
-        how much to trust it as ``m`` grows, which the per-task frame alone erases. Off by
-        default: in ``docs/transfer.md`` it buys nothing with the rotation augmentation and
-        trades small supports against large ones without it (see the ablation there). An
-        architecture choice: a warm start keeps the fitted network's.
-    size_embedding : bool, default=False
-        Let the network see the support size ``m``: an embedding of ``log m`` and
-        ``m^(-1/2)`` is added to every query token (``CrossAttentionVelocity(
-        size_embedding=True)``). Attention averages over the support rows, so without it one
-        network serves every ``m`` with about the same spread: trained on supports of 2 to 100
-        rows, it copies part of a 5-row support and over-smooths a 50-row one. The shipped
-        prior ``general-16-sized`` is trained with it (``docs/pretrained.md``). Off by default
-        (``fit(X, y)`` from scratch is measured without it). An architecture choice: a warm
-        start keeps the fitted network's.
-    learning_rate : float, default=1e-3
-        Peak AdamW learning rate.
-    weight_decay : float, default=1e-4
-        AdamW weight decay.
-    warmup : int, default=100
-        Linear warmup iterations.
-    lr_schedule : {"cosine", "constant"}, default="cosine"
-        Learning rate after warmup: cosine decay to 0 at the end of training, or constant.
-    clip_grad : float or None, default=1.0
-        Maximal gradient norm (None: no clipping).
-    time_sampling : {"uniform", "log-bandwidth"}, default="uniform"
-        Law of the training times: uniform on [0, 1], or log-uniform OT bandwidth
-        ``h(t) = sigma_t / t`` on ``[sigma_min, 100]`` (more samples at late times).
-    target : {"conditional", "exact", "marginal"}, default="conditional"
-        Regression target of the training loss. ``"conditional"``: ``x_1 - (1 - sigma_min)
-        x_0``, the flow-matching target. ``"exact"``: the population velocity of each task at
-        ``x_t``, for task sources that know it (``velocity`` and
-        ``sample_tasks(..., return_params=True)``, e.g. ``GaussianMixtureTasks``); a
-        ``ValueError`` otherwise. ``"marginal"``: the self-normalized marginal (NW) field at
-        ``x_t`` of a reference set of ``4 * n_targets`` target points of the task (its first
-        ``n_targets`` are the regression points), as in empirical flow matching. Validation
-        always scores the conditional loss.
-    ema_decay : float in (0, 1) or None, default=None
-        Exponential moving average of the weights, used for sampling and validation (decay
-        ``min(ema_decay, (1 + k) / (10 + k))`` after ``k`` steps); None disables it.
     warm_start : bool, default=False
         If True and the estimator is fitted, ``fit`` continues training the fitted network
         for ``max_iter`` more iterations: from its last training weights, AdamW moments and
@@ -267,46 +308,19 @@ class LearnedFlowSampler(BaseFlowSampler):
         network: see ``normalize`` for the model trained beside it). The data must have the
         same number of features; the network's architecture parameters are ignored. A warm
         start after unpickling continues from ``model_``'s weights with a fresh optimizer.
-    validation_fraction : float in [0, 1) or "auto", default="auto"
-        If > 0, fixed validation tasks (``batch_tasks`` per support size, at up to 3 sizes
-        of the range) are scored (minus the flow-matching loss, with fixed noise and times)
-        every ``validation_interval`` iterations and the weights used for sampling at the
-        best check are kept (the EMA weights when ``ema_decay`` is set). Labelled data
-        (``fit(X, y)``) hold out this fraction of every class's rows for it; a task source
-        draws separate validation tasks (new distributions); ``fit(X)`` uses fresh random
-        splits of ``X`` (monitoring only). ``"auto"``: with labelled data of at least 10
-        classes, a fifth of the classes (at least 2) is held out, never trained on
-        (``validation_classes_``): new classes are what a user's test holds; otherwise no
-        validation.
-    n_iter_no_change : int, "auto" or None, default="auto"
-        Stop when the validation score (or, without validation, minus the training loss
-        averaged over an interval) has not improved by ``tol`` for this many checks.
-        ``"auto"``: 10 with validation, None (no early stopping) without.
-    tol : float, default=1e-4
-        Improvement threshold of early stopping.
-    validation_interval : int, default=50
-        Iterations between validation checks and log lines.
-    solver : {"euler", "midpoint", "heun", "rk4", "dopri5"}, default="heun"
-        ODE solver of sampling.
-    n_steps : int, default=100
-        Steps of the fixed-step solvers.
-    rtol, atol : float, default=1e-5
-        Tolerances of ``"dopri5"``.
-    time_tolerance : float, default=inf
-        How :meth:`velocity` and :meth:`attention_weights` treat times outside [0, 1]: within
-        this distance they are evaluated at the nearest end, the learned field frozen there
-        (continuous, so the flow on [0, 1] is unchanged). The default accepts every finite
-        time, so third-party adaptive solvers (torchdiffeq's ``dopri5``, ``flow_matching``'s
+    solver : {"euler", "midpoint", "heun", "rk4", "dopri5"} or SolverOptions, default="heun"
+        The ODE solve of sampling: a method name (with the default settings) or a
+        :class:`~skflow.SolverOptions` (``method``, ``n_steps`` of the fixed-step methods,
+        ``rtol`` and ``atol`` of ``"dopri5"``, and ``time_tolerance``: how :meth:`velocity`
+        and :meth:`attention_weights` treat times outside [0, 1]. Within this distance they
+        are evaluated at the nearest end, the learned field frozen there (continuous, so the
+        flow on [0, 1] is unchanged). The default ``inf`` accepts every finite time, so
+        third-party adaptive solvers (torchdiffeq's ``dopri5``, ``flow_matching``'s
         ``ODESolver``), which probe stages a whole step past ``t = 1``, work with no wrapper;
-        a finite value refuses farther times with a ``ValueError`` naming the value.
+        a finite value refuses farther times with a ``ValueError`` naming the value).
     device : {"cpu", "cuda", "auto"} or "cuda:N", default="cpu"
         Torch device of training and sampling. A model unpickled where the requested CUDA
         device is missing runs on the CPU (with a warning).
-    mixed_precision : bool, default=False
-        bfloat16 autocast of the learned branch during training (CUDA only; the exact head
-        always runs in float32 or better).
-    compile : bool, default=False
-        Train through ``torch.compile`` (CUDA only).
     random_state : int, RandomState instance or None, default=None
         Seeds the weights, the training tasks, noise and times (through local generators;
         no global seed is touched) and the sampling noise. Training on the CPU runs on one
@@ -396,11 +410,16 @@ class LearnedFlowSampler(BaseFlowSampler):
 
     Examples
     --------
+    >>> from skflow import NetworkOptions, SolverOptions, TrainingOptions
     >>> from skflow.samplers.learned import LearnedFlowSampler
     >>> from skflow.tasks import GaussianMixtureTasks
     >>> tasks = GaussianMixtureTasks(n_features=2)
-    >>> lf = LearnedFlowSampler(d_model=16, n_layers=1, max_iter=5, batch_tasks=4,
-    ...                         support_size=10, n_targets=16, n_steps=10, random_state=0)
+    >>> lf = LearnedFlowSampler(
+    ...     NetworkOptions(d_model=16, n_layers=1),
+    ...     training=TrainingOptions(max_iter=5, batch_tasks=4, support_size=10, n_targets=16),
+    ...     solver=SolverOptions(n_steps=10),
+    ...     random_state=0,
+    ... )
     >>> lf = lf.fit(tasks)
     >>> S, _ = tasks.sample_task(10, 0, random_state=1)
     >>> lf.sample(3, support=S, random_state=0).shape
@@ -409,86 +428,66 @@ class LearnedFlowSampler(BaseFlowSampler):
     (1, 4, 4, 10)
     """
 
+    @hide_deprecated_keywords
     def __init__(
         self,
-        d_model: int = 64,
-        n_heads: int = 4,
-        n_layers: int = 2,
-        mlp_ratio: int = 2,
-        exact_head: bool = True,
+        network: NetworkOptions | None = None,
         sigma_min: float = 0.01,
         *,
         path: Any = None,
-        max_iter: int = 2000,
-        max_time: float | None = None,
-        batch_tasks: int = 32,
-        support_size: Any = "auto",
-        n_targets: int = 128,
+        training: TrainingOptions | None = None,
         augment: str | None = "auto",
         normalize: Any = "auto",
-        frame_context: bool = False,
-        size_embedding: bool = False,
-        learning_rate: float = 1e-3,
-        weight_decay: float = 1e-4,
-        warmup: int = 100,
-        lr_schedule: str = "cosine",
-        clip_grad: float | None = 1.0,
-        time_sampling: str = "uniform",
-        target: str = "conditional",
-        ema_decay: float | None = None,
         warm_start: bool = False,
-        validation_fraction: Any = "auto",
-        n_iter_no_change: Any = "auto",
-        tol: float = 1e-4,
-        validation_interval: int = 50,
-        solver: str = "heun",
-        n_steps: int = 100,
-        rtol: float = 1e-5,
-        atol: float = 1e-5,
-        time_tolerance: float = math.inf,
+        solver: str | SolverOptions = "heun",
         device: str = "cpu",
-        mixed_precision: bool = False,
-        compile: bool = False,
         random_state: Any = None,
         verbose: int = 0,
+        **deprecated: Any,
     ):
-        self.d_model = d_model
-        self.n_heads = n_heads
-        self.n_layers = n_layers
-        self.mlp_ratio = mlp_ratio
-        self.exact_head = exact_head
+        self.network = network
         self.sigma_min = sigma_min
         self.path = path
-        self.max_iter = max_iter
-        self.max_time = max_time
-        self.batch_tasks = batch_tasks
-        self.support_size = support_size
-        self.n_targets = n_targets
+        self.training = training
         self.augment = augment
         self.normalize = normalize
-        self.frame_context = frame_context
-        self.size_embedding = size_embedding
-        self.learning_rate = learning_rate
-        self.weight_decay = weight_decay
-        self.warmup = warmup
-        self.lr_schedule = lr_schedule
-        self.clip_grad = clip_grad
-        self.time_sampling = time_sampling
-        self.target = target
-        self.ema_decay = ema_decay
         self.warm_start = warm_start
-        self.validation_fraction = validation_fraction
-        self.n_iter_no_change = n_iter_no_change
-        self.tol = tol
-        self.validation_interval = validation_interval
         self.solver = solver
-        self.n_steps = n_steps
-        self.rtol, self.atol = rtol, atol  # the adaptive solver's tolerances
-        self.time_tolerance = time_tolerance
         self.device = device
-        self.mixed_precision, self.compile = mixed_precision, compile
         self.random_state = random_state
         self.verbose = verbose
+        # the former keywords, for one release: folded into their group, so that
+        # get_params and clone keep the user's values under the new spelling
+        groups = {name: getattr(self, name) for name in LEARNED_GROUPS}
+        updates = fold_deprecated(
+            groups, deprecated, type(self).__name__, keywords=LEARNED_DEPRECATED_KEYWORDS
+        )
+        for name, value in updates.items():
+            setattr(self, name, value)
+
+    def set_params(self, **params: Any) -> LearnedFlowSampler:
+        """Set parameters (scikit-learn's ``set_params``).
+
+        Besides the parameters, the nested names of the groups' fields
+        (``network__d_model``, ``training__max_iter``, ``solver__n_steps``: what a
+        ``GridSearchCV`` grid may name) set one field of a group, and the former keywords
+        (``max_iter``, ``n_steps``, ...) are folded into their group with a ``FutureWarning``.
+
+        Returns
+        -------
+        self : LearnedFlowSampler
+        """
+        old = {k: params.pop(k) for k in list(params) if k in LEARNED_DEPRECATED_KEYWORDS}
+        nested = {k: params.pop(k) for k in list(params) if k.split("__")[0] in LEARNED_GROUPS}
+        super().set_params(**params)
+        owner = type(self).__name__
+        groups = {name: getattr(self, name) for name in LEARNED_GROUPS}
+        updates = fold_nested(groups, nested, owner)
+        groups.update(updates)
+        updates.update(fold_deprecated(groups, old, owner, keywords=LEARNED_DEPRECATED_KEYWORDS))
+        for name, value in updates.items():
+            setattr(self, name, value)
+        return self
 
     # -- shipped priors --------------------------------------------------------------------
     @staticmethod
@@ -561,7 +560,8 @@ class LearnedFlowSampler(BaseFlowSampler):
         from .prior_store import load_prior
 
         params, config, state = load_prior(name, n_features, folder)
-        return restore(cls(**params), config, state)
+        # a card stores the parameters flat (JSON): grouped here, without a warning
+        return restore(cls(**learned_params_from_flat(params)), config, state)
 
     def save_pretrained(
         self,
@@ -589,7 +589,9 @@ class LearnedFlowSampler(BaseFlowSampler):
             What the card says of the training run (command, wall time, machine, curves ...).
         finetune_params : dict, optional
             Parameters that :meth:`from_pretrained` sets over this sampler's, e.g.
-            ``{"warm_start": True}`` so that ``fit`` fine-tunes the loaded prior.
+            ``{"warm_start": True}`` so that ``fit`` fine-tunes the loaded prior. Groups
+            (``training=TrainingOptions(...)``) are written in the card's flat form, field
+            by field.
 
         Returns
         -------
@@ -615,10 +617,10 @@ class LearnedFlowSampler(BaseFlowSampler):
 
         check_is_fitted(self, "model_")
         config, state = fitted_config(self, run_record=False)
-        params = self.get_params()
-        return write_prior(
-            name, folder, config, state, params, dict(training or {}), dict(finetune_params or {})
-        )
+        # the card's flat form (JSON), which from_pretrained groups again
+        params = flat_learned_params(self.get_params(deep=False))
+        finetune = flat_learned_params(dict(finetune_params or {}))
+        return write_prior(name, folder, config, state, params, dict(training or {}), finetune)
 
     # -- presets ---------------------------------------------------------------------------
     @classmethod
@@ -628,70 +630,64 @@ class LearnedFlowSampler(BaseFlowSampler):
         d_model 128, 4 heads, 3 layers, MLP ratio 4, 256 tasks x 256 targets per batch, m = 50,
         AdamW 1e-4 (weight decay 1e-5) with 1000 warmup steps then constant, 100k steps,
         gradient clipping 1.0, Euler with 100 steps. Add ``device="cuda"`` (and optionally
-        ``mixed_precision=True``) to run it.
+        ``training__mixed_precision=True`` through ``set_params``) to run it.
 
         Examples
         --------
         >>> cfg = LearnedFlowSampler.paper_config()
-        >>> LearnedFlowSampler(**cfg).get_params()["d_model"]
+        >>> LearnedFlowSampler(**cfg).network.d_model
         128
         """
         return {
-            "d_model": 128,
-            "n_heads": 4,
-            "n_layers": 3,
-            "mlp_ratio": 4,
-            "exact_head": True,
+            "network": NetworkOptions(
+                d_model=128, n_heads=4, n_layers=3, mlp_ratio=4, exact_head=True
+            ),
             "sigma_min": 0.01,
-            "max_iter": 100_000,
-            "batch_tasks": 256,
-            "support_size": 50,
-            "n_targets": 256,
-            "learning_rate": 1e-4,
-            "weight_decay": 1e-5,
-            "warmup": 1000,
-            "lr_schedule": "constant",
-            "clip_grad": 1.0,
-            "time_sampling": "uniform",
-            "solver": "euler",
-            "n_steps": 100,
+            "training": TrainingOptions(
+                max_iter=100_000,
+                batch_tasks=256,
+                support_size=50,
+                n_targets=256,
+                learning_rate=1e-4,
+                weight_decay=1e-5,
+                warmup=1000,
+                lr_schedule="constant",
+                clip_grad=1.0,
+                time_sampling="uniform",
+            ),
+            "solver": SolverOptions("euler", n_steps=100),
         }
 
     # -- validation ------------------------------------------------------------------------
     _parameter_constraints = {
-        **SAMPLER_CONSTRAINTS,
-        **dict.fromkeys(("d_model", "n_heads", "n_layers", "mlp_ratio", "batch_tasks"), integer()),
-        "max_iter": integer(minimum=0),
-        "support_size": satisfies(_support_bounds),
-        "n_targets": integer(),
+        "network": network_options,
+        "sigma_min": SAMPLER_CONSTRAINTS["sigma_min"],
+        "path": check_path,
+        "training": training_options,
         "augment": optional(choice(("auto", "rotate", "recentre"))),
         "normalize": _check_normalize,
-        "path": check_path,
-        "frame_context": boolean(),
-        "size_embedding": boolean(),
-        "validation_interval": integer(),
-        "warmup": integer(minimum=0),
-        "n_iter_no_change": either("auto", integer(allow_none=True)),
-        "learning_rate": real(low=0.0, low_open=True),
-        "weight_decay": real(low=0.0),
-        "tol": real(low=0.0),
-        "clip_grad": real(low=0.0, low_open=True, allow_none=True),
-        "max_time": real(low=0.0, low_open=True, allow_none=True),
-        "validation_fraction": either("auto", real(low=0.0, high=1.0, high_open=True)),
-        # nn.training imports Torch: its choices are read when a parameter is checked
-        "time_sampling": choice(lambda: _training().TIME_SAMPLINGS),
-        "lr_schedule": choice(lambda: _training().LR_SCHEDULES),
-        "target": choice(lambda: _training().TARGETS),
-        "ema_decay": real(low=0.0, high=1.0, low_open=True, high_open=True, allow_none=True),
-        **dict.fromkeys(("exact_head", "mixed_precision", "compile", "warm_start"), boolean()),
+        "warm_start": boolean(),
+        "solver": solver_options,
+        "device": SAMPLER_CONSTRAINTS["device"],
+        "random_state": SAMPLER_CONSTRAINTS["random_state"],
         "verbose": integer(minimum=None),
     }
+    _time_tolerance_spelling = "solver=SolverOptions(time_tolerance=inf) (the default)"
 
     def _check_params(self) -> None:
         if self.d_model % self.n_heads:
             raise InvalidParameterError(
-                f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}."
+                f"d_model={self.d_model} must be divisible by n_heads={self.n_heads} "
+                "(fields of network)."
             )
+
+    # -- the groups, resolved: the one place their effective values are read ---------------
+    def _options(self, group: str) -> Any:
+        """The option object of ``group`` (``"network"``, ``"training"`` or ``"solver"``)."""
+        return _RESOLVE[group](getattr(self, group), group)
+
+    def _solver_options(self) -> SolverOptions:
+        return self._options("solver")
 
     def _train_device(self) -> str:
         import torch
@@ -831,7 +827,7 @@ class LearnedFlowSampler(BaseFlowSampler):
         device = self._train_device()
         rng = check_random_state(self.random_state)
         X, y = self._check_training_data(X, y)
-        params = TrainingParams(**self.get_params())
+        params = TrainingParams.of(self)  # the groups' effective values, flat
         # one thread on the CPU: the same seed gives the same model whatever the thread count
         with limit_threads(1) if device.split(":")[0] == "cpu" else contextlib.nullcontext():
             warm = self._warm_start()
@@ -895,7 +891,8 @@ class LearnedFlowSampler(BaseFlowSampler):
         if self.max_time is None:
             return 0.0
         sizes = choice_support_sizes(run.tasks.options.support_range, run.tasks.validation)
-        flow = evaluations_per_flow(self.solver, self.n_steps)
+        solver = self._solver_options()
+        flow = evaluations_per_flow(solver.method, solver.n_steps)
         return len(FRAMES) * scoring_seconds(run.model, self.n_features_in_, sizes, flow)
 
     def _trained_copy(self, run: TrainingRun, result: Any, continued: bool) -> LearnedFlowSampler:
@@ -1237,10 +1234,18 @@ class LearnedFlowSampler(BaseFlowSampler):
 
     def __setstate__(self, state):
         state = legacy_pickle(state)  # a pickle of an older skflow
+        # a pickle of a former version holds the former keywords as attributes
+        old = {k: state.pop(k) for k in list(state) if k in LEARNED_DEPRECATED_KEYWORDS}
         # parameters added since that pickle was written take their defaults
         for name, param in inspect.signature(type(self).__init__).parameters.items():
             if param.default is not inspect.Parameter.empty:
                 state.setdefault(name, param.default)
+        groups = {name: state[name] for name in LEARNED_GROUPS}
+        state.update(
+            fold_deprecated(
+                groups, old, type(self).__name__, warn=False, keywords=LEARNED_DEPRECATED_KEYWORDS
+            )
+        )
         fitted = state.get("_fitted")
         super().__setstate__({k: v for k, v in state.items() if k != "_fitted"})
         if fitted is not None:
@@ -1250,3 +1255,24 @@ class LearnedFlowSampler(BaseFlowSampler):
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = False
         return tags
+
+
+_RESOLVE = {"network": network_options, "training": training_options, "solver": solver_options}
+
+
+def _former_keyword(name: str, group: str, field: str) -> property:
+    """The read-only view ``sampler.NAME`` of a former keyword: the effective value of its
+    field; assigning it sets the field, as ``set_params(NAME=...)`` does (with a
+    ``FutureWarning``)."""
+
+    def get(self: LearnedFlowSampler) -> Any:
+        return getattr(self._options(group), field)
+
+    def set_value(self: LearnedFlowSampler, value: Any) -> None:
+        self.set_params(**{name: value})
+
+    return property(get, set_value, doc=f"``{group}.{field}`` (the former ``{name}``).")
+
+
+for _name, (_group, _field) in LEARNED_DEPRECATED_KEYWORDS.items():
+    setattr(LearnedFlowSampler, _name, _former_keyword(_name, _group, _field))

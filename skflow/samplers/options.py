@@ -1,6 +1,8 @@
-"""Option groups of :class:`~skflow.NWFlowSampler`: the sampling solver, the density solve,
-the velocity engine, the kernel shape and the search of ``sigma_min`` by ``fit(X, y)``, each
-one validated frozen dataclass passed as one parameter.
+"""Option groups of the estimators, each one validated frozen dataclass passed as one
+parameter. :class:`~skflow.NWFlowSampler`: the sampling solver, the density solve, the
+velocity engine, the kernel shape and the search of ``sigma_min`` by ``fit(X, y)``.
+:class:`~skflow.LearnedFlowSampler`: the same sampling solver (:class:`SolverOptions`), the
+network (:class:`NetworkOptions`) and its training (:class:`TrainingOptions`).
 
 Each group gathers settings that act in one place only (the solve of :meth:`sample`, the
 change of variables of :meth:`score_samples`, the field's engine and block sizes, the
@@ -10,9 +12,11 @@ group's usual name alone (``solver="rk4"``, ``engine="pruned"``), which means th
 that name and default settings. Values compare by value, so ``clone``, ``get_params`` and
 ``GridSearchCV`` handle them like any other parameter.
 
-The former separate keywords (``n_steps``, ``density_rtol``, ``chunk_size``, ...) are
-folded into their group for one release, with a :class:`FutureWarning`
-(:func:`fold_deprecated`).
+The former separate keywords (``n_steps``, ``density_rtol``, ``chunk_size``, ``d_model``,
+``max_iter``, ...) are folded into their group for one release, with a :class:`FutureWarning`
+(:func:`fold_deprecated`). A model card of a prior stores the learned sampler's parameters in
+the flat form (:func:`flat_learned_params`), which :func:`learned_params_from_flat` groups
+again without a warning.
 """
 
 from __future__ import annotations
@@ -27,31 +31,48 @@ from typing import Any
 
 from .._validation import (
     InvalidParameterError,
+    ParameterCheck,
+    boolean,
     check_choice,
     check_int,
     check_real,
     check_time_tolerance,
+    choice,
+    either,
+    integer,
+    real,
+    satisfies,
 )
 from ..solvers import METHODS
+from ._frame import support_bounds
 from ._kernel_geometry import KERNELS
 from ._selection import check_sigma_min_grid
 
 __all__ = [
     "DEPRECATED_KEYWORDS",
     "GROUPS",
+    "LEARNED_DEPRECATED_KEYWORDS",
+    "LEARNED_GROUPS",
     "DensityOptions",
     "EngineOptions",
     "KernelOptions",
+    "NetworkOptions",
     "SAMPLER_ENGINES",
     "SigmaMinSearch",
     "SolverOptions",
+    "TrainingOptions",
     "density_options",
     "engine_options",
+    "flat_learned_params",
     "fold_deprecated",
+    "fold_nested",
     "hide_deprecated_keywords",
     "kernel_options",
+    "learned_params_from_flat",
+    "network_options",
     "sigma_min_search_options",
     "solver_options",
+    "training_options",
 ]
 
 #: Velocity engines of :class:`~skflow.NWFlowSampler` (its ``engine`` parameter).
@@ -253,6 +274,178 @@ class SigmaMinSearch:
         check_int(self.cv, "cv of SigmaMinSearch", minimum=2)
 
 
+def _training_choices(name: str) -> Any:
+    """The choices of a training setting, defined in :mod:`skflow.nn.training` (imported
+    when first checked: it imports Torch)."""
+
+    def choices() -> Any:
+        from ..nn import training
+
+        return getattr(training, name)
+
+    return choice(choices)
+
+
+def _check_fields(options: Any, checks: dict[str, ParameterCheck]) -> None:
+    """Run each field's check (messages name the field, as a flat parameter's did)."""
+    for field, check in checks.items():
+        check(getattr(options, field), field)
+
+
+#: Checks of the fields of :class:`NetworkOptions`.
+NETWORK_CHECKS: dict[str, ParameterCheck] = {
+    **dict.fromkeys(("d_model", "n_heads", "n_layers", "mlp_ratio"), integer()),
+    **dict.fromkeys(("exact_head", "frame_context", "size_embedding"), boolean()),
+}
+#: Checks of the fields of :class:`TrainingOptions`.
+TRAINING_CHECKS: dict[str, ParameterCheck] = {
+    "max_iter": integer(minimum=0),
+    "max_time": real(low=0.0, low_open=True, allow_none=True),
+    "batch_tasks": integer(),
+    "support_size": satisfies(support_bounds),
+    "n_targets": integer(),
+    "learning_rate": real(low=0.0, low_open=True),
+    "weight_decay": real(low=0.0),
+    "warmup": integer(minimum=0),
+    "lr_schedule": _training_choices("LR_SCHEDULES"),
+    "clip_grad": real(low=0.0, low_open=True, allow_none=True),
+    "time_sampling": _training_choices("TIME_SAMPLINGS"),
+    "target": _training_choices("TARGETS"),
+    "ema_decay": real(low=0.0, high=1.0, low_open=True, high_open=True, allow_none=True),
+    "validation_fraction": either("auto", real(low=0.0, high=1.0, high_open=True)),
+    "n_iter_no_change": either("auto", integer(allow_none=True)),
+    "tol": real(low=0.0),
+    "validation_interval": integer(),
+    **dict.fromkeys(("mixed_precision", "compile"), boolean()),
+}
+
+
+@dataclass(frozen=True)
+class NetworkOptions:
+    """The architecture of :class:`~skflow.LearnedFlowSampler`'s velocity network
+    (:class:`~skflow.nn.transformer.CrossAttentionVelocity`; the ``network`` parameter).
+
+    A warm start keeps the fitted network's architecture and ignores these.
+
+    Parameters
+    ----------
+    d_model : int, default=64
+        Token width of the transformer.
+    n_heads : int, default=4
+        Attention heads per layer (``d_model`` must be divisible by it).
+    n_layers : int, default=2
+        Cross-attention blocks.
+    mlp_ratio : int, default=2
+        Hidden width of the block MLPs in units of ``d_model``.
+    exact_head : bool, default=True
+        Add the frozen exact NW head (input and gated residual of the output): the
+        untrained model is the plug-in NW field.
+    frame_context : bool, default=False
+        Let the network see the frame it works in (the support's centre and scale in the
+        training data's standardised frame, the global mean seen from the support and
+        ``log m``, as a context token); see :class:`~skflow.LearnedFlowSampler`.
+    size_embedding : bool, default=False
+        Let the network see the support size ``m`` (an embedding of ``log m`` and
+        ``m^(-1/2)`` added to every query token); the shipped prior ``general-16-sized`` has it.
+
+    Examples
+    --------
+    >>> from skflow import LearnedFlowSampler, NetworkOptions
+    >>> LearnedFlowSampler(network=NetworkOptions(d_model=16, n_heads=2)).network.n_layers
+    2
+    """
+
+    d_model: int = 64
+    n_heads: int = 4
+    n_layers: int = 2
+    mlp_ratio: int = 2
+    exact_head: bool = True
+    frame_context: bool = False
+    size_embedding: bool = False
+
+    def __post_init__(self) -> None:
+        _check_fields(self, NETWORK_CHECKS)
+
+
+@dataclass(frozen=True)
+class TrainingOptions:
+    """The meta-training of :class:`~skflow.LearnedFlowSampler` (the ``training``
+    parameter): its budget, tasks, optimiser, loss, early stopping and execution.
+
+    Parameters
+    ----------
+    max_iter : int, default=2000
+        Training iterations (one batch of tasks each); ``0`` leaves the network untrained.
+    max_time : float, optional
+        Wall-clock budget of the whole fit in seconds (see the estimator).
+    batch_tasks : int, default=32
+        Tasks per training batch.
+    support_size : int, (low, high) or "auto", default="auto"
+        Support points per training task (and per task of the few-shot ``score``).
+    n_targets : int, default=128
+        Target points per training task.
+    learning_rate : float, default=1e-3
+        Peak AdamW learning rate.
+    weight_decay : float, default=1e-4
+        AdamW weight decay.
+    warmup : int, default=100
+        Linear warmup iterations.
+    lr_schedule : {"cosine", "constant"}, default="cosine"
+        Learning rate after warmup.
+    clip_grad : float or None, default=1.0
+        Maximal gradient norm (None: no clipping).
+    time_sampling : {"uniform", "log-bandwidth"}, default="uniform"
+        Law of the training times.
+    target : {"conditional", "exact", "marginal"}, default="conditional"
+        Regression target of the training loss.
+    ema_decay : float in (0, 1) or None, default=None
+        Exponential moving average of the weights (None: none).
+    validation_fraction : float in [0, 1) or "auto", default="auto"
+        Held-out validation (rows, tasks or classes) of early stopping.
+    n_iter_no_change : int, "auto" or None, default="auto"
+        Patience of early stopping in validation checks (``"auto"``: 10 with validation).
+    tol : float, default=1e-4
+        Improvement threshold of early stopping.
+    validation_interval : int, default=50
+        Iterations between validation checks and log lines.
+    mixed_precision : bool, default=False
+        bfloat16 autocast of the learned branch (CUDA only).
+    compile : bool, default=False
+        Train through ``torch.compile`` (CUDA only).
+
+    Each is described in full under :class:`~skflow.LearnedFlowSampler`.
+
+    Examples
+    --------
+    >>> from skflow import LearnedFlowSampler, TrainingOptions
+    >>> LearnedFlowSampler(training=TrainingOptions(max_iter=10)).training.warmup
+    100
+    """
+
+    max_iter: int = 2000
+    max_time: float | None = None
+    batch_tasks: int = 32
+    support_size: Any = "auto"
+    n_targets: int = 128
+    learning_rate: float = 1e-3
+    weight_decay: float = 1e-4
+    warmup: int = 100
+    lr_schedule: str = "cosine"
+    clip_grad: float | None = 1.0
+    time_sampling: str = "uniform"
+    target: str = "conditional"
+    ema_decay: float | None = None
+    validation_fraction: Any = "auto"
+    n_iter_no_change: Any = "auto"
+    tol: float = 1e-4
+    validation_interval: int = 50
+    mixed_precision: bool = False
+    compile: bool = False
+
+    def __post_init__(self) -> None:
+        _check_fields(self, TRAINING_CHECKS)
+
+
 def _group(value: Any, name: str, cls: type, by_name: str | None) -> Any:
     """``value`` as an instance of ``cls``: itself, ``cls()`` for None (when there is no
     name), or ``cls(**{by_name: value})`` for a name."""
@@ -334,6 +527,28 @@ def sigma_min_search_options(value: Any, name: str = "sigma_min_search") -> Sigm
     )
 
 
+def network_options(value: Any, name: str = "network") -> NetworkOptions:
+    """The :class:`NetworkOptions` of a ``network`` parameter (None: the defaults).
+
+    Examples
+    --------
+    >>> network_options(None).d_model
+    64
+    """
+    return _group(value, name, NetworkOptions, None)
+
+
+def training_options(value: Any, name: str = "training") -> TrainingOptions:
+    """The :class:`TrainingOptions` of a ``training`` parameter (None: the defaults).
+
+    Examples
+    --------
+    >>> training_options(None).max_iter
+    2000
+    """
+    return _group(value, name, TrainingOptions, None)
+
+
 #: Former keywords of :class:`~skflow.NWFlowSampler`: ``old: (parameter, field)``.
 DEPRECATED_KEYWORDS = {
     "n_steps": ("solver", "n_steps"),
@@ -351,25 +566,43 @@ DEPRECATED_KEYWORDS = {
     "sigma_min_grid": ("sigma_min_search", "grid"),
     "cv": ("sigma_min_search", "cv"),
 }
+#: Former keywords of :class:`~skflow.LearnedFlowSampler`: ``old: (parameter, field)``.
+LEARNED_DEPRECATED_KEYWORDS = {
+    **{f.name: ("network", f.name) for f in dataclasses.fields(NetworkOptions)},
+    **{f.name: ("training", f.name) for f in dataclasses.fields(TrainingOptions)},
+    **{k: ("solver", k) for k in ("n_steps", "rtol", "atol", "time_tolerance")},
+}
 _AS_OPTIONS = {
     "solver": solver_options,
     "density": density_options,
     "engine": engine_options,
     "kernel": kernel_options,
     "sigma_min_search": sigma_min_search_options,
+    "network": network_options,
+    "training": training_options,
 }
-#: The parameters that hold option groups.
-GROUPS = tuple(_AS_OPTIONS)
+#: The parameters of :class:`~skflow.NWFlowSampler` that hold option groups.
+GROUPS = ("solver", "density", "engine", "kernel", "sigma_min_search")
+#: The parameters of :class:`~skflow.LearnedFlowSampler` that hold option groups.
+LEARNED_GROUPS = ("network", "training", "solver")
 
 
 def fold_deprecated(
-    current: dict[str, Any], old: dict[str, Any], owner: str, *, warn: bool = True
+    current: dict[str, Any],
+    old: dict[str, Any],
+    owner: str,
+    *,
+    warn: bool = True,
+    keywords: dict[str, tuple[str, str]] | None = None,
 ) -> dict[str, Any]:
     """The new parameters with the former keywords ``old`` folded in.
 
     ``current`` holds the groups' parameters as set (``solver``, ``density``, ``engine``);
     each former keyword replaces its field in its group, with a :class:`FutureWarning`
-    naming the new spelling (unless ``warn`` is False, for pickles of former versions).
+    naming the new spelling (unless ``warn`` is False, for pickles of former versions and
+    model cards). ``keywords``: the former keywords of the estimator (default
+    :data:`DEPRECATED_KEYWORDS`, :class:`~skflow.NWFlowSampler`'s;
+    :data:`LEARNED_DEPRECATED_KEYWORDS` for :class:`~skflow.LearnedFlowSampler`).
     Unknown keywords raise ``TypeError``, as Python does. Only the groups that change are
     returned.
 
@@ -378,11 +611,12 @@ def fold_deprecated(
     >>> fold_deprecated({"solver": "rk4"}, {"n_steps": 5}, "NWFlowSampler", warn=False)
     {'solver': SolverOptions(method='rk4', n_steps=5, rtol=1e-05, atol=1e-05, time_tolerance=inf)}
     """
+    keywords = DEPRECATED_KEYWORDS if keywords is None else keywords
     updates: dict[str, Any] = {}
     for key, value in old.items():
-        if key not in DEPRECATED_KEYWORDS:
+        if key not in keywords:
             raise TypeError(f"{owner}.__init__() got an unexpected keyword argument {key!r}")
-        param, field = DEPRECATED_KEYWORDS[key]
+        param, field = keywords[key]
         group = _AS_OPTIONS[param](updates.get(param, current.get(param)), param)
         if key == "sigma_min_grid" and group is None:  # a grid turns the search on
             group = SigmaMinSearch()
@@ -401,6 +635,74 @@ def fold_deprecated(
                 stacklevel=3,
             )
     return updates
+
+
+def fold_nested(current: dict[str, Any], nested: dict[str, Any], owner: str) -> dict[str, Any]:
+    """The groups with the nested settings ``nested`` (``{"training__max_iter": 5}``) folded
+    in: what ``set_params`` (hence ``GridSearchCV``) does with a ``group__field`` name.
+
+    ``current`` holds the groups' parameters as set; an unknown group or field raises
+    ``ValueError``, as scikit-learn's ``set_params`` does. Only the groups that change are
+    returned.
+
+    Examples
+    --------
+    >>> fold_nested({"solver": "rk4"}, {"solver__n_steps": 5}, "LearnedFlowSampler")["solver"]
+    SolverOptions(method='rk4', n_steps=5, rtol=1e-05, atol=1e-05, time_tolerance=inf)
+    """
+    updates: dict[str, Any] = {}
+    for key, value in nested.items():
+        param, _, field = key.partition("__")
+        group = _AS_OPTIONS[param](updates.get(param, current[param]), param)
+        if field not in {f.name for f in dataclasses.fields(group)}:
+            raise ValueError(
+                f"Invalid parameter {key!r} for estimator {owner}: {type(group).__name__} "
+                f"has no field {field!r}."
+            )
+        updates[param] = dataclasses.replace(group, **{field: value})
+    return updates
+
+
+def flat_learned_params(params: dict[str, Any]) -> dict[str, Any]:
+    """:class:`~skflow.LearnedFlowSampler` parameters in the flat form of a model card: each
+    group (``network``, ``training``, ``solver``) present in ``params`` replaced by its fields
+    (``solver`` by its method and ``n_steps``, ``rtol``, ``atol``, ``time_tolerance``).
+
+    Examples
+    --------
+    >>> flat = flat_learned_params({"training": TrainingOptions(max_iter=5), "verbose": 0})
+    >>> flat["max_iter"], flat["warmup"], flat["verbose"]
+    (5, 100, 0)
+    """
+    flat = {k: v for k, v in params.items() if k not in LEARNED_GROUPS}
+    for param in LEARNED_GROUPS:
+        if param in params:
+            fields = dataclasses.asdict(_AS_OPTIONS[param](params[param], param))
+            flat.update(fields)
+    if "method" in flat:
+        flat["solver"] = flat.pop("method")
+    return flat
+
+
+def learned_params_from_flat(flat: dict[str, Any]) -> dict[str, Any]:
+    """The :class:`~skflow.LearnedFlowSampler` parameters of the flat form of a model card or
+    a recipe (``{"d_model": 64, "max_iter": 300, ...}``), grouped without a warning: the
+    stored form of the parameters is flat (JSON), the estimator's grouped.
+
+    Examples
+    --------
+    >>> params = learned_params_from_flat({"max_iter": 5, "n_steps": 10, "warm_start": True})
+    >>> params["training"].max_iter, params["solver"].n_steps, params["warm_start"]
+    (5, 10, True)
+    """
+    old = {k: v for k, v in flat.items() if k in LEARNED_DEPRECATED_KEYWORDS}
+    params = {k: v for k, v in flat.items() if k not in old}
+    current = {name: params.get(name) for name in LEARNED_GROUPS}
+    current["solver"] = params.get("solver", "heun")
+    groups = fold_deprecated(
+        current, old, "LearnedFlowSampler", warn=False, keywords=LEARNED_DEPRECATED_KEYWORDS
+    )
+    return {**params, **groups}
 
 
 def hide_deprecated_keywords(init: Callable) -> Callable:
