@@ -478,7 +478,11 @@ class LearnedFlowSampler(BaseFlowSampler):
         self : LearnedFlowSampler
         """
         old = {k: params.pop(k) for k in list(params) if k in LEARNED_DEPRECATED_KEYWORDS}
-        nested = {k: params.pop(k) for k in list(params) if k.split("__")[0] in LEARNED_GROUPS}
+        nested = {
+            k: params.pop(k)
+            for k in list(params)
+            if "__" in k and k.split("__")[0] in LEARNED_GROUPS
+        }
         super().set_params(**params)
         owner = type(self).__name__
         groups = {name: getattr(self, name) for name in LEARNED_GROUPS}

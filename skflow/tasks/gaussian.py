@@ -250,7 +250,8 @@ class GaussianMixtureTasks(SyntheticTasks):
         ``u_t(x) = (E[x_1 | x_t = x] - (1 - sigma_min) x) / sigma_t`` on the OT path (``path``'s
         :meth:`~skflow.paths.GaussianPath.velocity_from_mean` otherwise): the marginal field that
         conditional flow matching regresses on in expectation, here without sampling noise
-        (a low-variance regression target, ``LearnedFlowSampler(training=TrainingOptions(target="exact"))``).
+        (a low-variance regression target,
+        ``LearnedFlowSampler(training=TrainingOptions(target="exact"))``).
 
         Parameters
         ----------

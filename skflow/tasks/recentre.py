@@ -92,9 +92,9 @@ class RecentredTasks(TransformedTasks):
 
     Every batch of ``source`` is mapped by :func:`recentre_tasks`. Few training classes are
     few class locations; a meta-learner that sees the support's absolute position
-    (``LearnedFlowSampler(NetworkOptions(frame_context=True))``) and always the same locations learns to snap
-    to them. Recentred tasks keep what transfers to new classes: the spread of the class
-    centres and every class's shape and orientation.
+    (``LearnedFlowSampler(NetworkOptions(frame_context=True))``) and always the same
+    locations learns to snap to them. Recentred tasks keep what transfers to new classes: the
+    spread of the class centres and every class's shape and orientation.
 
     Parameters
     ----------

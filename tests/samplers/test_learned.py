@@ -20,6 +20,7 @@ from skflow.nn.training import H_MAX, lr_factor, sample_times
 from skflow.nn.transformer import CrossAttentionVelocity
 from skflow.samplers.learned import LearnedFlowSampler
 from skflow.samplers.nw import NWFlowSampler
+from skflow.samplers.options import flat_learned_params
 from skflow.tasks import GaussianMixtureTasks, HierarchicalTasks, SphericalShellTasks
 
 TINY = dict(
@@ -601,10 +602,13 @@ def test_size_embedding_reaches_the_network_and_old_pickles_get_its_default(gmm2
     assert sized.model_.size_embedding and sized.model_.config["size_embedding"]
     assert not LearnedFlowSampler(**small).fit(gmm2).model_.size_embedding
     state = sized.__getstate__()
-    del state["size_embedding"]  # as an older skflow pickled it
+    # as an older skflow pickled it: the parameters flat, size_embedding not among them
+    groups = {k: state.pop(k) for k in ("network", "training", "solver")}
+    state.update(flat_learned_params(groups))
+    del state["size_embedding"]
     old = LearnedFlowSampler.__new__(LearnedFlowSampler)
     old.__setstate__(state)
-    assert old.get_params()["size_embedding"] is False
+    assert old.size_embedding is False and old.network.d_model == 8
     assert old.model_.size_embedding  # the network is the pickled one
 
 
