@@ -32,7 +32,7 @@ X_new = prior.sample(200, support=X[:10], random_state=0)
 ```
 
 **Two priors.** `general-16-sized` is `general-16` retrained with one change: its network
-sees the support size m (`LearnedFlowSampler(size_embedding=True)`). Attention, the support
+sees the support size m (`NetworkOptions(size_embedding=True)`). Attention, the support
 summary and the exact head all average over a support's rows, so `general-16` cannot count
 them and serves every m with about the same spread: on held-out tasks of its own training law
 it copies part of a 5-row support and over-smooths a 50-row one (the last ablation on this

@@ -17,7 +17,6 @@ values; the only attribute a call writes is the documented ``sampling_error_boun
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -58,7 +57,7 @@ from ._batch import (
     work_items,
 )
 from ._solve import solve_flow
-from .options import SolverOptions
+from .options import SolverOptions, solver_options
 
 __all__ = [
     "SAMPLER_CONSTRAINTS",
@@ -241,16 +240,9 @@ class BaseFlowSampler(BaseEstimator):
         return getattr(self, "n_jobs", None)
 
     def _solver_options(self) -> SolverOptions:
-        """The sampling solve's settings; by default from the separate parameters ``solver``,
-        ``n_steps``, ``rtol``, ``atol`` and ``time_tolerance`` (those of
-        :class:`~skflow.LearnedFlowSampler`; ``inf`` for pickles from before it existed)."""
-        return SolverOptions(
-            self.solver,
-            self.n_steps,
-            self.rtol,
-            self.atol,
-            getattr(self, "time_tolerance", math.inf),
-        )
+        """The sampling solve's settings: the ``solver`` parameter (a method name or a
+        :class:`~skflow.SolverOptions`), as both estimators take it."""
+        return solver_options(self.solver)
 
     # -- sampling --------------------------------------------------------------------------
     def _time_grid(self, n_points: int | None = None) -> np.ndarray:

@@ -195,7 +195,7 @@ FAST = [
     ),
     (
         "choosing.md",
-        "LearnedFlowSampler(max_iter=200)",
+        "LearnedFlowSampler(training=TrainingOptions(max_iter=200))",
         "LearnedFlowSampler(max_iter=2, n_steps=4)",
     ),  # noqa: E501
     # the selectors score every candidate on class-grouped folds: 2 folds, 1 repeat, 2 arms

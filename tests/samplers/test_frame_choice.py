@@ -233,7 +233,7 @@ def test_max_time_is_the_budget_of_the_whole_fit(two_cluster_classes, monkeypatc
     from skflow.samplers import _meta_training
     from skflow.samplers.learned import _with_budget
 
-    params = _meta_training.TrainingParams(**LearnedFlowSampler(max_time=10.0).get_params())
+    params = _meta_training.TrainingParams.of(LearnedFlowSampler(max_time=10.0))
     assert _with_budget(params, 0.5).max_time == 5.0 and params.max_time == 10.0
     assert _with_budget(params, 0.5, spent=1.0, reserve=3.0).max_time == 3.0
     assert _with_budget(params, 1.0, spent=4.0).max_time == 6.0

@@ -144,7 +144,7 @@ def test_training_tasks_rotate_about_the_frame_origin(classes, augment):
     est = LearnedFlowSampler(
         normalize="predictive", augment=augment, batch_tasks=4, support_size=5, n_targets=6
     )
-    params = TrainingParams(**est.get_params())
+    params = TrainingParams.of(est)
     tasks = training_tasks(params, X, y, np.random.RandomState(0))
     assert tasks.options.augment == augment and tasks.options.predictive
     run = TrainingRun(params, tasks, 3, "cpu", np.random.RandomState(0))

@@ -407,7 +407,7 @@ def _run(source, mode, seed=0, **params):
         d_model=8, n_layers=1, max_iter=3, batch_tasks=4, support_size=(3, 6), n_targets=5,
         **params,
     )  # fmt: skip
-    p = TrainingParams(**est.get_params())
+    p = TrainingParams.of(est)
     rng = np.random.RandomState(seed)
     run = TrainingRun(p, training_tasks(p, source, None, rng), source.n_features, "cpu", rng)
     run.task_draws = mode
