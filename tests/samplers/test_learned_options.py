@@ -354,3 +354,14 @@ def test_paper_config_uses_the_groups():
         est = LearnedFlowSampler(**LearnedFlowSampler.paper_config())
     assert est.network.n_layers == 3 and est.training.max_iter == 100_000
     assert est.solver == SolverOptions("euler", n_steps=100)
+
+
+def test_several_former_keywords_fold_into_one_group():
+    with pytest.warns(FutureWarning) as rec:
+        est = LearnedFlowSampler(max_iter=3, warmup=5, n_steps=4, atol=1e-3)
+    assert len(rec) == 4
+    assert est.training == TrainingOptions(max_iter=3, warmup=5)
+    assert est.solver == SolverOptions(n_steps=4, atol=1e-3)
+    with pytest.warns(FutureWarning):
+        est.set_params(tol=0.5, max_iter=9, training__warmup=6)
+    assert est.training == TrainingOptions(max_iter=9, warmup=6, tol=0.5)
