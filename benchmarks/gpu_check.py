@@ -402,7 +402,7 @@ def step_train(name: str, self_test: bool) -> dict:
         raise RuntimeError(f"{len(starts)} batch draws for {est.n_iter_} training steps")
     steady = steady_rate(starts, skip=est.n_iter_ // 4)
     overall = est.n_iter_ / est.training_time_
-    shape = (params["batch_tasks"], params["support_size"], params["n_targets"])
+    shape = (est.training.batch_tasks, est.training.support_size, est.training.n_targets)
     draw_s = device_draw_seconds(tasks.source, shape, device)
     res = {
         "device": device,

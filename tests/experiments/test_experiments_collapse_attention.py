@@ -28,7 +28,7 @@ def test_presets_and_cli_parse(module, monkeypatch, tmp_path, capsys):
         assert {"n_support", "sigma_min", "learned", "max_time", "torch_threads"} <= set(cfg)
         assert cfg["n_support"] == 50 and cfg["sigma_min"] == 0.01
     assert module.PRESETS["quick"]["max_time"] is not None  # the quick preset is time-capped
-    assert module.PRESETS["full"]["learned"]["d_model"] == 128  # paper scale
+    assert module.PRESETS["full"]["learned"]["network"].d_model == 128  # paper scale
     name = module.__name__.rsplit(".", 1)[-1]
 
     calls = []

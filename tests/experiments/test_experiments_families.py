@@ -21,7 +21,7 @@ def test_registered_and_cli(monkeypatch, capsys):
     assert "families" in EXPERIMENTS
     assert set(families.PRESETS) >= {"tiny", "quick", "full"}
     assert families.PRESETS["quick"]["max_time"] is not None
-    assert families.PRESETS["full"]["learned"]["d_model"] == 128  # the paper's scale
+    assert families.PRESETS["full"]["learned"]["network"].d_model == 128  # the paper's scale
     calls = []
 
     def fake_run(preset="quick", *, output_dir, n_jobs=None, random_state=0):
