@@ -306,7 +306,7 @@ class LearnedFlowSampler(BaseFlowSampler):
         EMA, with the task, noise and time streams continuing, without a second warmup;
         ``n_iter_``, ``loss_curve_`` and ``training_time_`` accumulate (of the continued
         network: see ``normalize`` for the model trained beside it). The data must have the
-        same number of features; the network's architecture parameters are ignored. A warm
+        same number of features; the ``network`` options are ignored. A warm
         start after unpickling continues from ``model_``'s weights with a fresh optimizer.
     solver : {"euler", "midpoint", "heun", "rk4", "dopri5"} or SolverOptions, default="heun"
         The ODE solve of sampling: a method name (with the default settings) or a
