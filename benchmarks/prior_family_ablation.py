@@ -43,6 +43,7 @@ from sklearn.preprocessing import StandardScaler
 from skflow import LearnedFlowSampler, NWFlowSampler
 from skflow.metrics import memorization_ratio
 from skflow.priors import RECIPES, PriorTasks
+from skflow.samplers.options import learned_params_from_flat
 from skflow.threads import limit_threads
 from skflow_experiments.protocol import scores_both_conventions
 
@@ -224,7 +225,8 @@ def train_variant(name: str, iters: int) -> tuple[LearnedFlowSampler, float]:
     recipe = RECIPES["general-16"]
     params = {**recipe["sampler"], "max_iter": iters, "validation_fraction": 0.0, **changed}
     t0 = time.perf_counter()
-    model = LearnedFlowSampler(**params).fit(PriorTasks(16, weights=weights))
+    model = LearnedFlowSampler(**learned_params_from_flat(params))  # a recipe's flat form
+    model.fit(PriorTasks(16, weights=weights))
     return model, time.perf_counter() - t0
 
 

@@ -38,8 +38,9 @@ import time
 
 import numpy as np
 
-from skflow import NWFlowSampler, SolverOptions
+from skflow import NWFlowSampler
 from skflow.metrics import mmd2
+from skflow.samplers.options import solver_options
 from skflow.tasks import SphericalShellTasks
 
 try:
@@ -88,9 +89,7 @@ def run(
     supports, truths = tasks.sample_tasks(
         n_eval_tasks, n_support, n_points, random_state=10_000 + seed
     )
-    plugin = NWFlowSampler(
-        sigma_min=sigma_min, solver=SolverOptions(learned.solver, n_steps=learned.n_steps)
-    )
+    plugin = NWFlowSampler(sigma_min=sigma_min, solver=solver_options(learned.solver))
     t0 = time.perf_counter()
     # learned: all tasks in one batched flow; plug-in: task by task (its own fast NumPy core)
     generated = learned.sample_batch(n_points, supports, random_state=seed)

@@ -40,6 +40,7 @@ import numpy as np
 from sklearn.decomposition import PCA
 
 from skflow import LearnedFlowSampler, NWFlowSampler, SolverOptions
+from skflow.samplers.options import solver_options
 from skflow.tasks import SphericalShellTasks
 from skflow.threads import parallel_map
 
@@ -225,7 +226,8 @@ def _run_seed(d: int, cfg: dict, n_jobs, seed: int) -> dict[str, Any]:
     tasks = SphericalShellTasks(n_features=d)
     learned, train = _train(tasks, cfg, derive_seed(seed, 1, d))
     t0 = time.perf_counter()
-    best_sigma, tune_scores = _tune_sigma_min(tasks, cfg, learned.solver, n_jobs, seed)
+    solver = solver_options(learned.solver).method  # the learned model's, for the plug-ins
+    best_sigma, tune_scores = _tune_sigma_min(tasks, cfg, solver, n_jobs, seed)
     supports, truths, floors = _held_out(tasks, cfg, derive_seed(seed, 3, d))
     methods = {name: _SIGMA_MIN for name in _PLUGINS} | {"plugin_tuned": best_sigma}
     rows = parallel_map(
@@ -236,7 +238,7 @@ def _run_seed(d: int, cfg: dict, n_jobs, seed: int) -> dict[str, Any]:
                 truths[b],
                 methods,
                 cfg["n_steps"],
-                learned.solver,
+                solver,
                 derive_seed(seed, 4, b),
             )
             for b in range(len(supports))

@@ -128,11 +128,14 @@ class LearnedFlowSampler(BaseFlowSampler):
     in the frame of ``normalize``, continued by ``warm_start``; the sampling solver
     (``solver``, the :class:`~skflow.SolverOptions` that :class:`~skflow.NWFlowSampler` takes
     too). *Execution* settings come last: ``device``, ``random_state`` and ``verbose``. All
-    but ``network`` and ``sigma_min`` are keyword-only. The former separate keywords
-    (``d_model=...``, ``max_iter=...``, ``n_steps=...``) still work for one release, with a
+    but the first two are keyword-only.
+
+    **Former keywords.** The separate keywords of former versions (``d_model=...``,
+    ``max_iter=...``, ``n_steps=...``) still work for one release, with a
     :class:`FutureWarning`: they are folded into their group (``set_params`` takes them too,
-    and the nested names ``network__d_model``, ``training__max_iter``, ``solver__n_steps``).
-    Their current values are readable as attributes (``sampler.max_iter``).
+    and the nested names ``network__d_model``, ``training__max_iter``, ``solver__n_steps``:
+    one field of a group, what a ``GridSearchCV`` grid may name). Their current values are
+    readable as attributes (``sampler.max_iter``).
 
     Parameters
     ----------

@@ -361,7 +361,7 @@ AFTER_SET_PARAMS = [
     ),
     (
         _learned,
-        [{"solver": "bogus"}, {"n_steps": 0}, {"device": "tpu"}, {"sigma_min": 2.0}],
+        [{"solver": "bogus"}, {"training": 5}, {"device": "tpu"}, {"sigma_min": 2.0}],
         [
             lambda s: s.sample(2),
             lambda s: s.sample_trajectories(2),

@@ -8,6 +8,8 @@ import json
 import numpy as np
 import pytest
 
+from skflow.samplers.options import flat_learned_params
+
 
 @pytest.fixture(scope="module")
 def ablation(load_benchmark):
@@ -54,7 +56,9 @@ def test_every_variant_is_a_recipe_change(ablation):
     for weights, changed in ablation.VARIANTS.values():
         assert weights is None or set(weights) <= {"gaussian", "student", "lognormal", "rings",
                                                    "moons", "spirals", "shells"}  # fmt: skip
-        assert set(changed) <= set(ablation.LearnedFlowSampler().get_params())
+        # the recipe's flat form (a model card's): every field of every group by its name
+        flat = flat_learned_params(ablation.LearnedFlowSampler().get_params())
+        assert set(changed) <= set(flat)
 
 
 def test_prior_law_selection_has_its_own_block_and_reference(ablation, tmp_path):
