@@ -26,13 +26,14 @@ from skflow import SolverOptions
 from skflow.metrics import mmd2
 from skflow.samplers.learned import LearnedFlowSampler
 from skflow.samplers.nw import NWFlowSampler
+from skflow.samplers.options import learned_params_from_flat
 from skflow.tasks import GaussianMixtureTasks
 
 TARGETS = ("conditional", "exact", "marginal")
 
 
 def _model(target: str, seed: int, args) -> LearnedFlowSampler:
-    return LearnedFlowSampler(
+    flat = dict(
         d_model=32,
         n_heads=4,
         n_layers=2,
@@ -46,6 +47,7 @@ def _model(target: str, seed: int, args) -> LearnedFlowSampler:
         target=target,
         random_state=seed,
     )
+    return LearnedFlowSampler(**learned_params_from_flat(flat))
 
 
 def _mmd_per_task(generated: np.ndarray, true: np.ndarray) -> np.ndarray:

@@ -59,8 +59,9 @@ import bench_field  # noqa: E402
 from skflow import (  # noqa: E402
     LearnedFlowSampler,
     NWFlowSampler,
-    SolverOptions,  # noqa: E402
+    SolverOptions,
 )
+from skflow.samplers.options import learned_params_from_flat  # noqa: E402
 
 DOCS = ROOT / "docs" / "performance.md"
 #: The file whose table ``AUTO_NUMPY_SUPPORT_CPU`` the calibration produces (read, not imported).
@@ -246,9 +247,8 @@ def bench_learned(cfg, device):
 
     B, n = cfg["tasks"], cfg["per_task"]
     steps = cfg["learned_steps"]
-    lf = LearnedFlowSampler(
-        max_iter=0, support_size=M, n_steps=steps, device=device, random_state=0
-    ).fit(GaussianMixtureTasks(n_features=D))
+    flat = dict(max_iter=0, support_size=M, n_steps=steps, device=device, random_state=0)
+    lf = LearnedFlowSampler(**learned_params_from_flat(flat)).fit(GaussianMixtureTasks(D))
     S = _data((B, M, D), 4)
     x0 = torch.from_numpy(_data((B, n, D), 5)).to(device)
     s = torch.from_numpy(S).to(device)

@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from skflow import LearnedFlowSampler  # noqa: E402
+from skflow.samplers.options import learned_params_from_flat  # noqa: E402
 from skflow.tasks import GaussianMixtureTasks  # noqa: E402
 
 DOCS = ROOT / "docs" / "learned.md"
@@ -46,7 +47,7 @@ GROUPS = (
 
 
 def _model(iterations: int) -> LearnedFlowSampler:
-    return LearnedFlowSampler(
+    flat = dict(
         d_model=128,
         n_heads=4,
         n_layers=3,
@@ -59,6 +60,7 @@ def _model(iterations: int) -> LearnedFlowSampler:
         device="cpu",
         random_state=0,
     )
+    return LearnedFlowSampler(**learned_params_from_flat(flat))
 
 
 def ms_per_iteration(d: int, iterations: int) -> float:

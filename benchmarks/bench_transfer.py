@@ -106,6 +106,7 @@ from skflow import (
     PooledGaussianSampler,
 )
 from skflow.metrics import memorization_ratio, mmd2
+from skflow.samplers.options import learned_params_from_flat, nested_learned_params
 from skflow.tasks import GaussianMixtureTasks, HierarchicalTasks
 from skflow.threads import limit_threads
 
@@ -293,10 +294,12 @@ def fit_learned(X, y, seed: int, max_time: float, **params) -> tuple[LearnedFlow
     wall, cpu = time.perf_counter(), time.process_time()
     prior = params.pop("from_pretrained", None)
     if prior is None:
-        model = LearnedFlowSampler(max_time=max_time, random_state=seed, **params)
+        flat = {"max_time": max_time, "random_state": seed, **params}
+        model = LearnedFlowSampler(**learned_params_from_flat(flat))
     else:
         model = LearnedFlowSampler.from_pretrained(prior, n_features=X.shape[1])
-        model.set_params(max_time=min(max_time, PRIOR_FT_SECONDS), random_state=seed, **params)
+        budget = {"max_time": min(max_time, PRIOR_FT_SECONDS), **params}
+        model.set_params(**nested_learned_params(budget), random_state=seed)
     start = getattr(model, "n_iter_", 0)  # a prior's own training iterations
     model.fit(X, y)
     # a network of each support's frame continues the prior's; a predictive-frame one is new
@@ -362,7 +365,9 @@ def fit_selected(X, y, seed: int, max_time: float, **params) -> tuple:
 
     wall, cpu = time.perf_counter(), time.process_time()
     params.pop("candidate_of")
-    net = LearnedFlowSampler(max_time=max_time, random_state=seed, **params)
+    net = LearnedFlowSampler(
+        **learned_params_from_flat({"max_time": max_time, "random_state": seed, **params})
+    )
     sel = BestClassicalSampler(
         [*default_candidates(), net], support_size=list(SUPPORT_SIZES),
         n_splits=SELECTION_SPLITS, random_state=seed,

@@ -384,6 +384,7 @@ def step_train(name: str, self_test: bool) -> dict:
     import torch
 
     from skflow import LearnedFlowSampler
+    from skflow.samplers.options import learned_params_from_flat
     from skflow.tasks import GaussianMixtureTasks
 
     # every batch drawn where the model trains (the self-test: the same path on the CPU)
@@ -393,7 +394,8 @@ def step_train(name: str, self_test: bool) -> dict:
     tasks = TimedTasks(GaussianMixtureTasks(n_features=cfg.pop("n_features")))
     device = "cpu" if self_test else "cuda"
     params = {**LearnedFlowSampler.paper_config(), **cfg, "random_state": 0}
-    est = LearnedFlowSampler(**params, device=device, mixed_precision=mixed, compile=compiled)
+    flat = {**params, "device": device, "mixed_precision": mixed, "compile": compiled}
+    est = LearnedFlowSampler(**learned_params_from_flat(flat))
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
     est.fit(tasks)

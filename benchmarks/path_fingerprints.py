@@ -29,6 +29,7 @@ from skflow.field import NWField
 from skflow.nn.heads import MultiHeadNW
 from skflow.nn.objective import sample_times
 from skflow.projection import nw_flow_matching_loss
+from skflow.samplers.options import learned_params_from_flat
 from skflow.tasks import GaussianMixtureTasks
 
 
@@ -79,11 +80,12 @@ def learned_values() -> dict:
     S, _ = tasks.sample_task(6, 0, random_state=1)
     for target in ("conditional", "marginal", "exact"):
         for sampling in ("uniform", "log-bandwidth"):
-            lf = LearnedFlowSampler(
+            flat = dict(
                 d_model=16, n_heads=2, n_layers=1, max_iter=6, batch_tasks=4, n_targets=8,
                 support_size=6, target=target, time_sampling=sampling, random_state=0,
                 validation_interval=3,
-            ).fit(tasks)  # fmt: skip
+            )  # fmt: skip
+            lf = LearnedFlowSampler(**learned_params_from_flat(flat)).fit(tasks)
             out[f"learned-{target}-{sampling}"] = lf.sample(5, support=S, random_state=0)
             out[f"learned-{target}-{sampling}-loss"] = np.array(lf.loss_curve_)
     return out

@@ -40,7 +40,7 @@ import numpy as np
 
 from skflow import NWFlowSampler
 from skflow.metrics import mmd2
-from skflow.samplers.options import solver_options
+from skflow.samplers.options import learned_params_from_flat, solver_options
 from skflow.tasks import SphericalShellTasks
 
 try:
@@ -78,7 +78,7 @@ def run(
         verbose=verbose,
     )
     params.update(overrides or {})
-    learned = LearnedFlowSampler(**params)
+    learned = LearnedFlowSampler(**learned_params_from_flat(params))
 
     t0 = time.perf_counter()
     learned.fit(tasks)

@@ -36,6 +36,7 @@ import torch
 
 from skflow import LearnedFlowSampler
 from skflow.inspection import AttentionRecorder, nw_correspondence, plot_nw_correspondence
+from skflow.samplers.options import learned_params_from_flat
 from skflow.tasks import GaussianMixtureTasks
 
 PRESETS = {
@@ -80,9 +81,8 @@ def inspect_decoder(seed):
 def inspect_learned(cfg, seed):
     """A LearnedFlowSampler's cross-attention along its own trajectories, one step per t."""
     tasks = GaussianMixtureTasks(n_features=2)
-    model = LearnedFlowSampler(
-        exact_head=False, support_size=50, n_steps=50, random_state=seed, **cfg
-    )
+    flat = dict(exact_head=False, support_size=50, n_steps=50, random_state=seed, **cfg)
+    model = LearnedFlowSampler(**learned_params_from_flat(flat))
     start = time.perf_counter()
     model.fit(tasks)
     print(f"\ntrained {model.n_iter_} iterations in {time.perf_counter() - start:.1f} s")

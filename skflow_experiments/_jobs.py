@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from skflow import LearnedFlowSampler, NWFlowSampler, SolverOptions
+from skflow.samplers.options import learned_params_from_flat
 
 from ._io import TorchThreads, derive_seed
 from ._report import ci_pct, lower_pct
@@ -100,7 +101,7 @@ def learned_samples(
         :func:`~skflow_experiments.protocol.training_record` of the training.
     """
     with TorchThreads(torch_threads):
-        model = LearnedFlowSampler(**params)
+        model = LearnedFlowSampler(**learned_params_from_flat(params))
         t0 = time.perf_counter()
         model.fit(source)
         seconds = time.perf_counter() - t0

@@ -55,6 +55,7 @@ from skflow import LearnedFlowSampler, NWFlowSampler
 from skflow.field import nw_logits
 from skflow.inspection import AttentionRecorder, attention_weights, nw_correspondence
 from skflow.metrics import nw_weight_correlation
+from skflow.samplers.options import learned_params_from_flat
 from skflow.tasks import GaussianMixtureTasks
 
 from ._experiment import Experiment, Run
@@ -234,7 +235,7 @@ def _model_job(exact_head: bool, cfg: dict, random_state: int) -> dict:
         "random_state": derive_seed(random_state, 1),  # the same seed for both models
     }
     with TorchThreads(cfg["torch_threads"]):
-        model = LearnedFlowSampler(**params)
+        model = LearnedFlowSampler(**learned_params_from_flat(params))
         t0 = time.perf_counter()
         model.fit(tasks)
         train_seconds = time.perf_counter() - t0

@@ -45,6 +45,7 @@ from sklearn.preprocessing import StandardScaler
 
 from skflow import LearnedFlowSampler, NWFlowSampler
 from skflow.metrics import memorization_ratio
+from skflow.samplers.options import learned_params_from_flat
 from skflow.threads import parallel_map
 
 from ._experiment import Experiment, Run
@@ -214,7 +215,8 @@ def _run_seed(spec: dict, cfg: dict, n_jobs, seed: int) -> dict:
     """Train the default model on the training classes, tune the plug-in, evaluate."""
     Z, y, train, _ = _features(spec)
     t0 = time.perf_counter()
-    model = LearnedFlowSampler(**cfg["learned"], random_state=seed).fit(Z[train], y[train])
+    params = learned_params_from_flat({**cfg["learned"], "random_state": seed})
+    model = LearnedFlowSampler(**params).fit(Z[train], y[train])
     record = training_record(model, time.perf_counter() - t0, seed) | {
         "support_range": list(model.support_range_),
         "stop": "max_iter" if model.n_iter_ == model.max_iter else "early stopping",

@@ -40,7 +40,7 @@ import numpy as np
 from sklearn.decomposition import PCA
 
 from skflow import LearnedFlowSampler, NWFlowSampler, SolverOptions
-from skflow.samplers.options import solver_options
+from skflow.samplers.options import learned_params_from_flat, solver_options
 from skflow.tasks import SphericalShellTasks
 from skflow.threads import parallel_map
 
@@ -200,7 +200,7 @@ def _learned_params(cfg: dict, seed: int) -> dict[str, Any]:
 
 def _train(tasks, cfg: dict, seed: int) -> tuple[LearnedFlowSampler, dict[str, Any]]:
     """One learned model and its training record (iterations, seconds, reproducibility)."""
-    model = LearnedFlowSampler(**_learned_params(cfg, seed))
+    model = LearnedFlowSampler(**learned_params_from_flat(_learned_params(cfg, seed)))
     t0 = time.perf_counter()
     model.fit(tasks)
     seconds = time.perf_counter() - t0

@@ -65,6 +65,7 @@ from sklearn.preprocessing import StandardScaler
 from skflow import LearnedFlowSampler, NWFlowSampler
 from skflow.exceptions import MemorizationWarning
 from skflow.metrics import memorization_ratio
+from skflow.samplers.options import learned_params_from_flat, nested_learned_params
 from skflow.threads import parallel_map
 
 from ._experiment import Experiment, Run
@@ -577,8 +578,11 @@ def _train_arms(Z, y, cfg: dict, load_prior: Callable, seed: int) -> tuple[dict,
     budget = {"max_time": cfg["budget_s"], "max_iter": int(cfg["train_max_iter"])}
     fine = load_prior(Z.shape[1])
     before = int(getattr(fine, "n_iter_", 0))
-    fine.set_params(**cfg["fine_tune"], warm_start=True, random_state=seed, **budget)
-    scratch = LearnedFlowSampler(**cfg["scratch"], random_state=seed, **budget)
+    fine.set_params(
+        **nested_learned_params({**cfg["fine_tune"], **budget}), warm_start=True, random_state=seed
+    )
+    scratch_params = {**cfg["scratch"], "random_state": seed, **budget}
+    scratch = LearnedFlowSampler(**learned_params_from_flat(scratch_params))
     models, records = {"fine_tuned": fine, "scratch": scratch}, {}
     for name, model in models.items():
         t0 = time.perf_counter()

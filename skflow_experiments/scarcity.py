@@ -66,6 +66,7 @@ from sklearn.decomposition import PCA
 from sklearn.preprocessing import StandardScaler
 
 from skflow import LearnedFlowSampler, NWFlowSampler, SolverOptions
+from skflow.samplers.options import learned_params_from_flat
 from skflow.tasks import ClassTasks, RotatedTasks
 from skflow.threads import parallel_map
 
@@ -252,7 +253,7 @@ def _train_models(Z, y, cfg: dict, seed: int) -> tuple[dict, dict]:
     ):
         t0 = time.perf_counter()
         params = _learned_params(cfg, derive_seed(seed, 1)) | extra
-        model = LearnedFlowSampler(**params).fit(*source)
+        model = LearnedFlowSampler(**learned_params_from_flat(params)).fit(*source)
         models[name] = model
         records[name] = {
             "seed": seed,

@@ -69,6 +69,7 @@ __all__ = [
     "hide_deprecated_keywords",
     "kernel_options",
     "learned_params_from_flat",
+    "nested_learned_params",
     "network_options",
     "sigma_min_search_options",
     "solver_options",
@@ -703,6 +704,27 @@ def learned_params_from_flat(flat: dict[str, Any]) -> dict[str, Any]:
         current, old, "LearnedFlowSampler", warn=False, keywords=LEARNED_DEPRECATED_KEYWORDS
     )
     return {**params, **groups}
+
+
+def nested_learned_params(flat: dict[str, Any]) -> dict[str, Any]:
+    """The ``set_params`` names of flat :class:`~skflow.LearnedFlowSampler` parameters
+    (``{"max_iter": 5}`` -> ``{"training__max_iter": 5}``): changes only those fields of a
+    fitted or configured sampler's groups, where :func:`learned_params_from_flat` builds
+    whole groups (for a new sampler).
+
+    Examples
+    --------
+    >>> nested_learned_params({"max_iter": 5, "solver": "rk4", "n_steps": 10, "verbose": 1})
+    {'training__max_iter': 5, 'solver__method': 'rk4', 'solver__n_steps': 10, 'verbose': 1}
+    """
+    nested = {}
+    for key, value in flat.items():
+        if key in LEARNED_DEPRECATED_KEYWORDS:
+            group, field = LEARNED_DEPRECATED_KEYWORDS[key]
+            nested[f"{group}__{field}"] = value
+        else:
+            nested["solver__method" if key == "solver" else key] = value
+    return nested
 
 
 def hide_deprecated_keywords(init: Callable) -> Callable:

@@ -8,7 +8,7 @@ support's frame), fitted on random labelled rows of the requested width.
 import numpy as np
 import pytest
 
-from skflow import LearnedFlowSampler
+from skflow import LearnedFlowSampler, NetworkOptions, SolverOptions, TrainingOptions
 from skflow_experiments import EXPERIMENTS, pretrained
 from skflow_experiments import __main__ as cli
 
@@ -17,12 +17,10 @@ def _stand_in(n_features: int) -> LearnedFlowSampler:
     rng = np.random.default_rng(n_features)
     X, y = rng.normal(size=(60, n_features)), np.repeat(np.arange(3), 20)
     model = LearnedFlowSampler(
-        d_model=16,
-        n_layers=1,
-        max_iter=0,
+        NetworkOptions(d_model=16, n_layers=1),
+        training=TrainingOptions(max_iter=0, support_size=(2, 50)),
         normalize=True,
-        support_size=(2, 50),
-        n_steps=8,
+        solver=SolverOptions(n_steps=8),
         random_state=0,
     )
     return model.fit(X, y)
@@ -174,7 +172,7 @@ def test_the_prior_is_compared_with_the_base_prior_on_the_same_tasks(tiny, tmp_p
             assert r["pct"] == pytest.approx(0.0, abs=1e-9)
 
     def base(n_features):  # another sampler: the same field, a 2-step solver
-        return _stand_in(n_features).set_params(n_steps=2)
+        return _stand_in(n_features).set_params(solver__n_steps=2)
 
     out = tmp_path / "out"
     other = pretrained.run("tiny", output_dir=out, load_prior=_stand_in, load_base_prior=base)
