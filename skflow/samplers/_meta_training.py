@@ -709,7 +709,7 @@ class TrainingRun:
         """Where this run's training batches are drawn: ``"numpy"`` (in the loop, today's
         path, always on the CPU unless forced otherwise), ``"device"`` (Torch on the training
         device) or ``"prefetch"`` (NumPy, one batch ahead, :class:`PrefetchedDraws`)."""
-        from ..tasks._device import supports_device_draws
+        from ..tasks import supports_device_draws
 
         mode = self.task_draws or "auto"
         if mode not in ("auto", "numpy", "device", "prefetch"):
@@ -733,7 +733,7 @@ class TrainingRun:
     def task_batches(self, source: Any, rng: np.random.Generator, target: str):
         """The ``draw_tasks`` callable of the loop (see :meth:`draw_mode`); call its
         ``close()`` when there is one (the prefetching worker)."""
-        from ..tasks._device import PrefetchedDraws
+        from ..tasks import PrefetchedDraws
 
         mode = self.draw_mode()
         if mode == "device":

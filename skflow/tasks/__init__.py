@@ -48,6 +48,10 @@ RotatedTasks, rotate_tasks (:mod:`skflow.tasks.rotation`)
 RecentredTasks, recentre_tasks (:mod:`skflow.tasks.recentre`)
     Task augmentation: every task moved to a new centre drawn like the training classes'
     centres (shape and orientation kept).
+PrefetchedDraws, supports_device_draws (:mod:`skflow.tasks._device`)
+    Training batches where the model trains: every family above draws on a device with
+    ``sample_tasks(..., device=...)`` (``supports_device_draws``); a source that cannot is
+    drawn one batch ahead in a background thread (``PrefetchedDraws``).
 
 The task sources never put a task's support rows among its targets (the synthetic ones draw
 every point independently; the data-based ones split rows).
@@ -56,6 +60,7 @@ every point independently; the data-based ones split rows).
 (:meth:`GaussianMixtureTasks.velocity`), a low-variance regression target.
 """
 
+from ._device import PrefetchedDraws, supports_device_draws
 from .gaussian import GaussianMixtureParams, GaussianMixtureTasks
 from .hierarchical import HierarchicalTasks
 from .labelled import ClassTasks, FewShotClassTasks, SingleDatasetTasks
@@ -73,6 +78,7 @@ __all__ = [
     "HierarchicalTasks",
     "MixedTasks",
     "MoonsTasks",
+    "PrefetchedDraws",
     "RingTasks",
     "RecentredTasks",
     "RotatedTasks",
@@ -81,6 +87,7 @@ __all__ = [
     "SpiralTasks",
     "recentre_tasks",
     "rotate_tasks",
+    "supports_device_draws",
 ]
 
 # ``doctest.testmod(skflow.tasks)`` sees only what this module defines; list the re-exported
