@@ -14,6 +14,8 @@ Settings (each task is one unseen class: ``m`` support rows, the others its refe
   location or a covariance (no Bayes limit);
 * ``digits``: scikit-learn's digits, PCA to 16 components and standardisation fitted on the
   training classes 0-6; test classes 7, 8, 9 (no Bayes limit);
+* ``digits-rows``: seen classes, new rows: half of every digit's rows (all ten digits) to
+  ``fit`` (PCA and scaling fitted on them), supports and references from the other half;
 * ``digits-loco``: leave one class out, ten times: trained on nine digits (PCA and scaling
   fitted on them), tested on the tenth; a tenth of the tasks per held-out digit.
 
@@ -27,10 +29,13 @@ covariance), ``gmm_bic``,
 ``plugin_tuned`` (``sigma_min`` from a grid chosen per ``m`` on the training classes, the same
 selector with plug-in candidates only), ``prior`` (``LearnedFlowSampler.from_pretrained(
 "general-16")`` zero-shot), ``learned`` (``LearnedFlowSampler(max_time=...).fit(X, y)``,
-defaults otherwise: with 10 classes or more a model in the predictive frame, as
-``learned_pred``, and one in each support's own frame, each support size served by the one
-that validated better at the nearest size; ``learned_one_frame`` in runs saved before that:
-one of the two for every size),
+defaults otherwise: one network in the predictive frame that sees the support size, as
+``pred_sized`` (10 classes or more: validated on held-out classes) and ``pred_sized_rows``
+(fewer: on a fifth of every class's rows); ``learned_two_frames`` in runs saved before that:
+with 10 classes or more a model in the predictive frame and one in each support's own frame,
+each support size served by the one that validated better at the nearest size, with fewer the
+support's frame alone; ``learned_one_frame`` in runs saved before that: one of the two for
+every size),
 ``learned_support`` (each support's own frame, ``normalize=True``: the default with fewer
 classes, and with any number before the predictive frame became the default) and the ablation
 arms of :data:`LEARNED_ARMS` (the same with one or two
@@ -116,7 +121,7 @@ PAGE = Path(__file__).resolve().parents[1] / "docs" / "transfer.md"
 #: Learned arms: name -> parameters of ``LearnedFlowSampler`` besides the budget and the seed.
 #: ``learned`` is the default recipe; the others change one thing each (the ablation).
 LEARNED_ARMS = {
-    # the defaults: with >= 10 classes the predictive frame (rotated in it), else the support's
+    # the defaults: one network in the predictive frame (rotated in it) that sees the size m
     "learned": {},
     "learned_support": {"normalize": True},  # each support's own frame, rotation augmentation
     "ctx_rotate": {"frame_context": True},  # the network also sees its frame
@@ -134,6 +139,14 @@ LEARNED_ARMS = {
     "pred_rows": {"normalize": "predictive", "validation_fraction": 0.2},
     # the defaults with a network that sees the support size m
     "learned_sized": {"size_embedding": True},
+    # one network for every m: the predictive frame and a network that sees m (held-out
+    # classes validate it with 10 classes or more; with fewer, a fifth of every class's rows)
+    "pred_sized": {"normalize": "predictive", "size_embedding": True},
+    "pred_sized_rows": {
+        "normalize": "predictive",
+        "size_embedding": True,
+        "validation_fraction": 0.2,
+    },  # fmt: skip
     # the shipped prior fine-tuned (its card's fine-tuning recipe, normalize="auto") with a
     # budget of PRIOR_FT_SECONDS for the whole fit
     "prior_ft": {"from_pretrained": "general-16"},
@@ -158,6 +171,10 @@ DEFAULT_LEARNED = ("learned", "ctx_rotate", "ctx_no_aug", "ctx_recentre")
 # name -> what it was, for the tables that compare learned arms.
 SAVED_ONLY_ARMS = {
     "learned_one_frame": "the former defaults: one frame for every support size",
+    "learned_two_frames": (
+        "the former defaults: two networks (predictive and support frame) chosen per support "
+        "size with 10 classes or more, the support's frame alone with fewer"
+    ),
     "prior_ft_support": "the prior fine-tuned in its own frame only (the former card recipe)",
     "prior_ft_choice_extra": (
         "the former card schedule (learning_rate=3e-4, warmup=0) with the former budget: "
@@ -211,6 +228,8 @@ def setting_data(name: str, n_tasks: int, seed: int) -> dict:
         )
         return {"X": X, "y": y, "pools": pools, "refs": list(refs), "bayes": fam,
                 "oracle": FreshRows(fam, means)}  # fmt: skip
+    if name == "digits-rows":
+        return digits_rows_data(n_tasks, seed)
     Xd, yd = load_digits(return_X_y=True)
     held = [int(name.rsplit("-", 1)[1])] if name.startswith("digits-loco-") else [7, 8, 9]
     train = ~np.isin(yd, held)
@@ -223,6 +242,27 @@ def setting_data(name: str, n_tasks: int, seed: int) -> dict:
         rows = rows[rng.permutation(len(rows))]
         pools.append(rows[:max_m])
         refs.append(rows[max_m:])
+    return {"X": Z[train], "y": yd[train], "pools": np.stack(pools), "refs": refs, "bayes": None,
+            "oracle": None}  # fmt: skip
+
+
+def digits_rows_data(n_tasks: int, seed: int) -> dict:
+    """The ``digits-rows`` setting: half of every digit's rows (a seeded split) train, the
+    other half gives each task's support (task ``j`` is digit ``j % 10``) and reference."""
+    Xd, yd = load_digits(return_X_y=True)
+    rng = np.random.default_rng(seed + 2000)
+    train = np.zeros(len(yd), dtype=bool)
+    for c in range(10):
+        rows = rng.permutation(np.flatnonzero(yd == c))
+        train[rows[: len(rows) // 2]] = True
+    pca = PCA(n_components=D, random_state=0).fit(Xd[train])
+    Z = StandardScaler().fit(pca.transform(Xd[train])).transform(pca.transform(Xd))
+    pools, refs = [], []
+    for j in range(n_tasks):
+        rows = Z[~train & (yd == j % 10)]
+        rows = rows[rng.permutation(len(rows))]
+        pools.append(rows[: max(SUPPORT_SIZES)])
+        refs.append(rows[max(SUPPORT_SIZES) :])
     return {"X": Z[train], "y": yd[train], "pools": np.stack(pools), "refs": refs, "bayes": None,
             "oracle": None}  # fmt: skip
 
@@ -302,35 +342,17 @@ def fit_learned(X, y, seed: int, max_time: float, **params) -> tuple[LearnedFlow
         model.set_params(**nested_learned_params(budget), random_state=seed)
     start = getattr(model, "n_iter_", 0)  # a prior's own training iterations
     model.fit(X, y)
-    # a network of each support's frame continues the prior's; a predictive-frame one is new
-    ran = {m: int(m.n_iter_ - (start if m.model_.base == "nw" else 0)) for m in _models(model)}
     record = {
-        "n_iter": ran[model],
+        "n_iter": int(model.n_iter_ - start),
         "wall_s": round(time.perf_counter() - wall, 1),
         "cpu_s": round(time.process_time() - cpu, 1),
         "params": params if prior is None else {"from_pretrained": prior, **params},
     }
-    if len(ran) > 1:  # the support-frame model of the sizes where that frame won
-        record["n_iter_support_frame"] = ran[model.support_frame_sampler_]
-    scores = getattr(model, "frame_validation_mmd2_", None)
-    if scores is not None:  # normalize="auto": both frames' validation MMD² per size
-        record["frame_validation_mmd2"] = {k: [round(v, 5) for v in vs] for k, vs in scores.items()}
-        record["frame_by_size"] = dict(
-            zip(
-                map(str, model.frame_by_size_["sizes"]), model.frame_by_size_["frames"], strict=True
-            )
-        )
     frame = getattr(model, "predictive_frame_", None)
     if frame is not None:  # the Gaussian arm of the frame, per support size
         names = [type(e).__name__.replace("Sampler", "") for e in frame.best_estimators_]
         record["frame"] = dict(zip(map(str, frame.support_sizes_.tolist()), names, strict=True))
     return model, record
-
-
-def _models(model: LearnedFlowSampler) -> list[LearnedFlowSampler]:
-    """The fitted model and, when the frames differ between sizes, its support-frame model."""
-    other = getattr(model, "support_frame_sampler_", None)
-    return [model] if other is None else [model, other]
 
 
 def fixed_arms(X, y, seed: int, max_time: float, max_iter, records: dict, learned=()) -> dict:
@@ -457,10 +479,10 @@ def run_one(
 
 
 ORDER = (
-    "oracle", "bayes", "eb_true_T", "bayes_est", "learned", "learned_one_frame", "learned_support",
-    "learned_pred", "pred_no_aug",
-    "pred_recentre", "pred_big", "pred_rows", "learned_sized", "ctx_rotate", "ctx_no_aug",
-    "ctx_recentre",
+    "oracle", "bayes", "eb_true_T", "bayes_est", "learned", "learned_two_frames",
+    "learned_one_frame", "learned_support", "learned_pred", "pred_no_aug",
+    "pred_recentre", "pred_big", "pred_rows", "learned_sized", "pred_sized", "pred_sized_rows",
+    "ctx_rotate", "ctx_no_aug", "ctx_recentre",
     "learned_abs", "best_with_learned",
     "prior", "prior_ft", "prior_ft_gentle", "prior_sized_ft", "prior_ft_choice_extra",
     "prior_ft_lr_choice_extra", "prior_ft_support",

@@ -100,19 +100,17 @@ def callable_bandwidth(bandwidth: Callable, t: np.ndarray) -> np.ndarray:
 def torch_coefficients(
     t: Any,
     *,
-    sigma_min: float = 0.01,
+    path: GaussianPath,
     bandwidth: str | float | Callable,
     dtype: Any,
     device: Any,
     validate: bool = True,
     limit: bool = False,
     tolerance: float = TIME_TOLERANCE,
-    path: GaussianPath | None = None,
 ) -> tuple[Any, Any, Any]:
     """Coefficients ``a(t), b(t), sigma_t`` as tensors of the shape of ``t`` (on ``device``).
 
-    ``path`` is the probability path (default: ``OTPath(sigma_min)``; ``sigma_min`` is
-    ignored when a path is given).
+    ``path`` is the probability path, already built by the caller (the field's).
 
     Computed in float64 (where the device has it) and cast to ``dtype``, with Torch operations
     only, so a per-row time tensor on a GPU never leaves it. A callable bandwidth is evaluated
@@ -142,7 +140,6 @@ def torch_coefficients(
         if not bool(inside.all()):  # the host check names the value and the fix
             clamp_times(t.detach().cpu().numpy(), "t", tolerance)
     t = t.clamp(0.0, 1.0)  # NaN stays NaN (refused above where validated)
-    path = as_path(path, sigma_min)
     alpha, sigma_t = path.alpha(t), path.sigma(t)
     if callable(bandwidth):
         t_np = t.detach().cpu().numpy().astype(np.float64)

@@ -114,9 +114,10 @@ class TrainingResult:
 
 @dataclass
 class _Settings:
-    """Scalar options of :func:`train_flow_model` (validated by the caller)."""
+    """Options of :func:`train_flow_model` (validated by the caller), with the run's one
+    path (built by the caller from its ``path`` and ``sigma_min``)."""
 
-    sigma_min: float
+    path: GaussianPath
     max_iter: int
     learning_rate: float
     weight_decay: float
@@ -132,7 +133,6 @@ class _Settings:
     mixed_precision: bool = False
     target: str = "conditional"
     ema_decay: float | None = None
-    path: Any = None
     score_initial: bool = False
 
 
@@ -176,7 +176,7 @@ class _Trainer:
     def __init__(self, model, draw_tasks, cfg: _Settings, generator, device, forward, state):
         self.model, self.draw_tasks, self.cfg = model, draw_tasks, cfg
         # the one path of the run: the times, the loss and the marginal target all use it
-        self.path = as_path(cfg.path, cfg.sigma_min)
+        self.path = cfg.path
         self.generator, self.device = generator, torch.device(device)
         self.forward = model if forward is None else forward
         self.params = [p for p in model.parameters() if p.requires_grad]
@@ -451,7 +451,7 @@ def train_flow_model(
     model: torch.nn.Module,
     draw_tasks: Callable[[], tuple[np.ndarray, np.ndarray]],
     *,
-    sigma_min: float,
+    sigma_min: float = 0.01,
     max_iter: int,
     learning_rate: float,
     weight_decay: float,
@@ -541,8 +541,9 @@ time_sampling
     -------
     result : TrainingResult
     """
+    check_choice(target, "target", TARGETS)
     cfg = _Settings(
-        sigma_min=sigma_min,
+        path=as_path(path, sigma_min),
         max_iter=max_iter,
         learning_rate=learning_rate,
         weight_decay=weight_decay,
@@ -558,10 +559,8 @@ time_sampling
         mixed_precision=mixed_precision,
         target=target,
         ema_decay=ema_decay,
-        path=path,
         score_initial=score_initial,
     )
-    check_choice(target, "target", TARGETS)
     trainer = _Trainer(model, draw_tasks, cfg, generator, device, forward, state or {})
     if validation is not None:
         trainer.set_validation(validation)

@@ -52,7 +52,7 @@ class FourierTimeEmbedding(nn.Module):
     ----------
     d_model : int
         Output width.
-    sigma_min : float
+    sigma_min : float, default=0.01
         Path noise at ``t = 1`` (of the default OT path; ignored when ``path`` is given).
     n_frequencies : int, default=8
     path : GaussianPath, optional
@@ -62,7 +62,7 @@ class FourierTimeEmbedding(nn.Module):
     def __init__(
         self,
         d_model: int,
-        sigma_min: float,
+        sigma_min: float = 0.01,
         n_frequencies: int = 8,
         path: GaussianPath | None = None,
     ):
@@ -137,12 +137,13 @@ class _Block(nn.Module):
 
 
 def _network_config(
-    n_features, d_model, n_heads, n_layers, mlp_ratio, exact_head, sigma_min, support_summary,
-    n_frequencies, path, frame_context, base, size_embedding,
+    n_features, d_model, n_heads, n_layers, mlp_ratio, exact_head, path, support_summary,
+    n_frequencies, path_given, frame_context, base, size_embedding,
 ) -> dict:  # fmt: skip
     """The validated constructor arguments of :class:`CrossAttentionVelocity` as its
     ``config`` (the defaults of later options left out, so older configurations stay as
-    they were)."""
+    they were): ``path`` is the network's (built), stored as ``"path"`` only when the caller
+    gave one (``path_given``), and always as its ``"sigma_min"``."""
     check_choice(base, "base", ("nw", "gaussian"))
     d = check_int(n_features, "n_features")
     for name, value in (
@@ -155,8 +156,7 @@ def _network_config(
         check_int(value, name)
     if d_model % n_heads:
         raise InvalidParameterError(f"d_model={d_model} must be divisible by n_heads={n_heads}.")
-    path = None if path is None else as_path(path)
-    sigma_min = check_sigma_min(sigma_min if path is None else path.sigma_min)
+    sigma_min = check_sigma_min(path.sigma_min)
     config = {
         "n_features": d,
         "d_model": d_model,
@@ -169,7 +169,8 @@ def _network_config(
         "n_frequencies": n_frequencies,
     }
     # the defaults (OT path, no frame context) keep the configuration of earlier versions
-    optional = {"path": path, "frame_context": bool(frame_context) or None,
+    optional = {"path": path if path_given else None,
+                "frame_context": bool(frame_context) or None,
                 "base": None if base == "nw" else base,
                 "size_embedding": bool(size_embedding) or None}  # fmt: skip
     return config | {k: v for k, v in optional.items() if v is not None}
@@ -278,14 +279,15 @@ class CrossAttentionVelocity(nn.Module):
         size_embedding: bool = False,
     ):
         super().__init__()
+        self.path = as_path(path, sigma_min)  # the network's one path, shared below
         self.config = _network_config(
-            n_features, d_model, n_heads, n_layers, mlp_ratio, exact_head, sigma_min,
-            support_summary, n_frequencies, path, frame_context, base, size_embedding,
+            n_features, d_model, n_heads, n_layers, mlp_ratio, exact_head, self.path,
+            support_summary, n_frequencies, path is not None, frame_context, base,
+            size_embedding,
         )  # fmt: skip
         d = self.config["n_features"]
         self.n_features = d
         self.sigma_min = self.config["sigma_min"]
-        self.path = as_path(path, self.sigma_min)  # the network's one path, shared below
         self.exact_head = bool(exact_head)
         self.support_summary = bool(support_summary)
         self.frame_context = bool(frame_context)
@@ -301,7 +303,7 @@ class CrossAttentionVelocity(nn.Module):
         one generator in this order, so a seed gives the same network as before)."""
         self.register_buffer("input_scale", torch.ones(()))
         self.register_buffer("output_scale", torch.ones(()))
-        self.time = FourierTimeEmbedding(d_model, self.sigma_min, n_freq, path=self.path)
+        self.time = FourierTimeEmbedding(d_model, n_frequencies=n_freq, path=self.path)
         n_query_in = 2 * d if self.exact_head else d
         self.query_embed = nn.Linear(n_query_in, d_model)
         self.support_embed = nn.Linear(d, d_model)

@@ -54,11 +54,9 @@ and a reduction such as `sklearn.decomposition.PCA(n_components=16)`.
 `LearnedFlowSampler.pretrained_models()` lists the priors with their cards. A prior is a fitted
 `LearnedFlowSampler` with `warm_start=True`: `prior.fit(X_train, y_train)` fine-tunes it on your
 own classes (set `max_iter` or `max_time`). The card sets `normalize="auto"` for fine-tuning:
-with 10 classes or more, a fifth of them is held out, a model in the frame of the classes'
-Gaussian predictive is trained from scratch beside the prior, and the held-out classes choose
-between the two per support size, as `fit(X, y)` from scratch does (`max_time` bounds
-the whole fit: both trainings and the choice; [transfer.md](transfer.md) measures it); with
-fewer classes the prior alone is fine-tuned. How the priors compare with the plug-in field on
+the prior is continued in its own frame (each support's), validated on a fifth of the
+classes (10 classes or more) or of every class's rows ([transfer.md](transfer.md) measures
+it). How the priors compare with the plug-in field on
 real data sets they never saw (digits, iris, wine, breast cancer: every class a task, with
 intervals, the tuned plug-in and the memorisation ratio), on which data they lose, and what
 fine-tuning adds, is measured in {results} (`python -m skflow_experiments pretrained --quick

@@ -49,22 +49,23 @@ _ADVICE = "lower density_rtol/density_atol, or rescale the data (e.g. StandardSc
 
 
 def density_t_floor(
-    bandwidth: Any, sigma_min: float, support: np.ndarray, projection: Any
+    bandwidth: Any, path: GaussianPath, support: np.ndarray, projection: Any
 ) -> float:
     """Lowest time of the change of variables: :data:`DENSITY_T_FLOOR` for a callable
     bandwidth with a finite ``h(0)`` (hard argmax at 0), else 0.
 
     ``ValueError`` when the support (m, d) is too spread out against ``h(0)`` to integrate.
+    ``path`` is the flow's (a callable bandwidth's ``h(0)`` does not depend on it).
 
     Examples
     --------
     >>> import numpy as np
-    >>> density_t_floor("ot", 0.01, np.zeros((2, 1)), None)
+    >>> density_t_floor("ot", OTPath(0.01), np.zeros((2, 1)), None)
     0.0
     """
     if not callable(bandwidth):
         return 0.0
-    a0, b0, _ = F.kernel_coefficients(0.0, sigma_min=sigma_min, bandwidth=bandwidth)
+    a0, b0, _ = F.kernel_coefficients(0.0, path=path, bandwidth=bandwidth)
     if not np.isinf(a0):
         return 0.0
     h0 = math.sqrt(0.5 / float(b0))  # b(0) = 1 / (2 h(0)^2)

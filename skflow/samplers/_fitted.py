@@ -11,6 +11,7 @@ fitted attributes, as TabPFN stores its architecture config with its weights.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from .._validation import InvalidParameterError
@@ -52,10 +53,10 @@ FITTED = {
     "validation_scores_": (_optional_list, None),
     "best_validation_score_": (_copy, None),
     "validation_classes_": (_copy, None),
-    "frame_validation_mmd2_": (_copy, None),
-    "frame_by_size_": (_copy, None),
-    "support_frame_sampler_": (_copy, None),
 }
+#: Fitted attributes of former versions that a stored state may still hold: one fit trained
+#: two networks and served some support sizes with the second (``support_frame_sampler_``).
+_FORMER_SECOND_MODEL = "support_frame_sampler_"
 
 
 def fitted_config(estimator: Any, *, run_record: bool = True) -> tuple[dict, dict]:
@@ -149,6 +150,14 @@ def restore(estimator: Any, config: dict, state: dict) -> Any:
     (2, True, [])
     """
     fitted = config["fitted"]
+    if fitted.get(_FORMER_SECOND_MODEL) is not None:
+        warnings.warn(
+            "this sampler was stored by a former skflow that kept a second network for some "
+            "support sizes (support_frame_sampler_); it is dropped, and every size is served "
+            "by the stored main network. Refit to get one network trained for every size.",
+            UserWarning,
+            stacklevel=3,
+        )
     width = int(config["network"]["n_features"])
     d = int(fitted.get("n_features_in_", width))
     estimator.model_ = _network(config["network"], state, d)

@@ -74,7 +74,7 @@ def support_bounds(support_size: Any) -> tuple[int, int]:
 
 def log_spaced_sizes(lo: int, hi: int, n_sizes: int) -> np.ndarray:
     """Up to ``n_sizes`` support sizes from ``lo`` to ``hi``, evenly spaced on a log scale and
-    rounded: the sizes that validation and the frame choices look at.
+    rounded: the sizes that validation and the predictive frame's selection look at.
 
     Examples
     --------

@@ -50,8 +50,14 @@ __all__ = [
 ]
 
 # fit(X, y), validation_fraction="auto": classes are held out for validation from this many
-# classes on (fewer classes are all needed for training).
+# classes on (fewer classes are all needed for training: a share of every class's rows is
+# held out instead).
 MIN_CLASSES_FOR_VALIDATION = 10
+# fit(X, y), validation_fraction="auto": the share of the classes, or of every class's rows.
+AUTO_VALIDATION_SHARE = 0.2
+# Rows of a validation task (2 support, 2 targets): "auto" holds out rows of a class only when
+# its share gives that many.
+_MIN_TASK_ROWS = 4
 # n_iter_no_change="auto": validation checks without improvement before training stops.
 AUTO_PATIENCE = 10
 # Frames between a user's ``fit`` call and the functions below that warn: training_tasks ->
@@ -105,13 +111,15 @@ class TrainingParams(SimpleNamespace):
 @dataclass(frozen=True)
 class FitOptions:
     """The ``"auto"`` options of one fit, resolved (``support_range_``, ``augment_``,
-    ``normalize_``, ``frame_context_`` of the estimator)."""
+    ``normalize_``, ``frame_context_`` of the estimator, and whether the network sees the
+    support size)."""
 
     support_range: tuple[int, int]
     augment: str | None
     normalize: bool
     frame_context: bool = False
     predictive: bool = False  # normalize="predictive": the frame of a Gaussian predictive
+    size_embedding: bool = False
 
 
 @dataclass(frozen=True)
@@ -136,9 +144,6 @@ class TrainingTasks:
         With ``normalize="predictive"``: the Gaussian whose per-support frame
         (:func:`~skflow.samplers._frame.predictive_frame`) every task is mapped into, chosen
         and fitted on the training classes only.
-    alternative : TrainingTasks or None
-        ``normalize="auto"`` with held-out classes: the same tasks in each support's own
-        frame, trained too; the validation classes choose between the two models.
     """
 
     source: Any
@@ -148,7 +153,6 @@ class TrainingTasks:
     labelled: bool = False
     validation_classes: np.ndarray | None = None
     predictive_frame: Any = None
-    alternative: TrainingTasks | None = None
 
 
 @dataclass(frozen=True)
@@ -221,9 +225,7 @@ def training_tasks(
         the seed of its held-out classes or rows.
     warm_frame : {"support", "predictive", "none"} or None, default=None
         The frame of the network a warm start continues (:attr:`WarmStart.frame`):
-        ``normalize="auto"`` keeps it. With held-out classes, a network of each support's
-        own frame (a shipped prior) is continued and the predictive frame trained as the
-        ``alternative``.
+        ``normalize="auto"`` keeps it.
 
     Returns
     -------
@@ -276,75 +278,52 @@ def _labelled_tasks(
 
     ``validation_fraction="auto"`` holds out whole classes (a fifth, at least 2) when there
     are at least ``MIN_CLASSES_FOR_VALIDATION``: validation on classes never trained on is
-    what a user's test on new classes is. A float holds out that fraction of the rows of
-    every class. ``normalize="auto"`` with classes held out resolves to the predictive frame
-    and adds the same tasks in each support's own frame as ``alternative`` (the fit trains
-    both); a warm start keeps the frame of the network it continues, and one of each
-    support's own frame (a shipped prior) gets the predictive frame as ``alternative``;
-    otherwise each support's own frame.
+    what a user's test on new classes is; with fewer classes, a fifth of the rows of every
+    class whose fifth is at least 4 rows (one validation task), none if no class has 20 rows.
+    A float holds out that fraction of the rows of every class, 0 nothing.
     """
     from ..tasks import FewShotClassTasks
 
     everything = FewShotClassTasks(X, y)
     labels = everything.classes_  # validated: NaN, classes too small (warned)
     share, held_classes = params.validation_fraction, None
-    if isinstance(share, str) and labels.size >= MIN_CLASSES_FOR_VALIDATION:  # "auto"
-        n_val = max(2, int(round(0.2 * labels.size)))
-        held_classes = np.sort(rng.choice(labels, n_val, replace=False))
+    auto = isinstance(share, str)
+    if auto:
+        share = AUTO_VALIDATION_SHARE
+        if labels.size >= MIN_CLASSES_FOR_VALIDATION:
+            n_val = max(2, int(round(share * labels.size)))
+            held_classes = np.sort(rng.choice(labels, n_val, replace=False))
     train, validation = everything, None
     held = np.zeros(len(y), dtype=bool)  # rows the training tasks never see
     if held_classes is not None:
         held = np.isin(y, held_classes)
         train = FewShotClassTasks(X, y, classes=np.setdiff1d(labels, held_classes))
         validation = FewShotClassTasks(X, y, classes=held_classes)
-    elif not isinstance(share, str) and share != 0:
+    elif share != 0:
         for c in labels:  # the same fraction of every class's rows
             rows = np.flatnonzero(y == c)
-            held[rng.choice(rows, int(round(share * rows.size)), replace=False)] = True
-        train = FewShotClassTasks(X[~held], y[~held], classes=labels)
-        validation = FewShotClassTasks(X[held], y[held])
+            n_held = int(round(share * rows.size))
+            if auto and n_held < _MIN_TASK_ROWS:  # "auto": only classes that give a task
+                continue
+            held[rng.choice(rows, n_held, replace=False)] = True
+        if held.any():
+            train = FewShotClassTasks(X[~held], y[~held], classes=labels)
+            validation = FewShotClassTasks(X[held], y[held])
     # the support range fits the rows the training tasks keep (held-out rows excepted)
     sizes = everything.class_sizes_ if held_classes is not None else train.class_sizes_
-    by_classes = held_classes is not None if warm_frame is None else warm_frame == "predictive"
-    options = resolve_options(
-        params, labelled=True, sizes=sizes, held_out_classes=by_classes, warm_frame=warm_frame
-    )
-    # "auto" with held-out classes trains the other frame too; the validation classes choose
-    other = _alternative_frame(params, options, held_classes is not None, warm_frame)
+    options = resolve_options(params, labelled=True, sizes=sizes, warm_frame=warm_frame)
     frame = None
-    if options.predictive or other == "predictive":
+    if options.predictive:
         seed = int(rng.integers(2**31 - 1))
         frame = fit_predictive_frame(X[~held], y[~held], options.support_range, seed)
-    alternative = None
-    if other is not None:
-        alt = replace(options, predictive=other == "predictive")
-        alternative = TrainingTasks(
-            _augmented(train, alt), validation, alt, labelled=True,
-            validation_classes=held_classes, predictive_frame=frame if alt.predictive else None,
-        )  # fmt: skip
     return TrainingTasks(
         _augmented(train, options),
         validation,
         options,
         labelled=True,
         validation_classes=held_classes,
-        predictive_frame=frame if options.predictive else None,
-        alternative=alternative,
+        predictive_frame=frame,
     )
-
-
-def _alternative_frame(
-    params: TrainingParams, options: FitOptions, held_out_classes: bool, warm_frame: str | None
-) -> str | None:
-    """The frame ``normalize="auto"`` also trains (``"support"``, ``"predictive"``) or None:
-    with classes held out, the one the main run is not in; on a warm start only when it
-    continues a network of each support's own frame (the predictive one then starts as its
-    Gaussian), since a predictive-frame network continued has nothing to choose against."""
-    if params.normalize != "auto" or not held_out_classes or options.frame_context:
-        return None
-    if warm_frame is None:
-        return "support" if options.predictive else None
-    return "predictive" if warm_frame == "support" else None
 
 
 def fit_predictive_frame(
@@ -433,17 +412,16 @@ def resolve_options(
     params: TrainingParams,
     labelled: bool,
     sizes: np.ndarray | None,
-    held_out_classes: bool = False,
     warm_frame: str | None = None,
 ) -> FitOptions:
     """The ``"auto"`` options of a fit.
 
     On labelled data (``fit(X, y)``): support sizes from 2 to the size the classes allow (at
-    most 50), rotation augmentation and per-task normalisation, in the frame of the Gaussian
-    predictive of the training classes when whole classes are held out for validation
-    (``held_out_classes``; the fit then trains each support's own frame too and keeps the model
-    the validation classes prefer), else in each support's own frame. On one data set or a task
-    source: a fixed support of 50 rows, no augmentation, no normalisation.
+    most 50), rotation augmentation, the frame of the Gaussian predictive of the training
+    classes (each support's own frame with ``frame_context``) and a network that sees the
+    support size when the sizes vary: one network learns how far to move from the training
+    classes' law toward the support as ``m`` grows. On one data set or a task source: a fixed
+    support of 50 rows, no augmentation, no normalisation, no size input.
 
     Parameters
     ----------
@@ -452,13 +430,9 @@ def resolve_options(
         Whether the fit is ``fit(X, y)``.
     sizes : ndarray of shape (n_classes,) or None
         Rows per class (labelled data only).
-    held_out_classes : bool, default=False
-        Whether validation holds out whole classes (``normalize="auto"`` then resolves to the
-        predictive frame, unless ``frame_context``; :func:`training_tasks` adds each support's
-        own frame as the alternative the fit also trains).
     warm_frame : {"support", "predictive", "none"} or None, default=None
-        The frame of the network a warm start continues: ``normalize="auto"`` normalises
-        unless it is ``"none"``, whatever the data.
+        The frame of the network a warm start continues: ``normalize="auto"`` keeps it,
+        whatever the data.
 
     Returns
     -------
@@ -470,11 +444,37 @@ def resolve_options(
     >>> from skflow import LearnedFlowSampler
     >>> params = TrainingParams.of(LearnedFlowSampler())
     >>> options = resolve_options(params, labelled=True, sizes=np.array([12, 20, 30]))
-    >>> options.support_range, options.augment, options.normalize, options.predictive
-    ((2, 23), 'rotate', True, False)
+    >>> options.support_range, options.augment, options.predictive, options.size_embedding
+    ((2, 23), 'rotate', True, True)
     """
-    lo, hi = support_bounds(params.support_size)
-    if params.support_size == "auto":
+    lo, hi = _support_range(params.support_size, labelled, sizes)
+    predictive = _is_predictive(params, labelled, warm_frame)
+    augment = ("rotate" if labelled else None) if params.augment == "auto" else params.augment
+    auto_normalize = bool(labelled) if warm_frame is None else warm_frame != "none"
+    normalize = auto_normalize if params.normalize == "auto" else bool(params.normalize)
+    # a warm start keeps its network's architecture (TrainingRun reads it from the network)
+    context = bool(params.frame_context) and warm_frame is None
+    if predictive and context:
+        raise ValueError(
+            "normalize='predictive' and frame_context=True cannot be combined: the context "
+            "token describes the support's own frame (mean and scale)."
+        )
+    if params.target == "exact" and (augment or normalize):
+        raise ValueError(
+            "target='exact' regresses on the task source's own velocity, which knows "
+            "neither augmentation nor normalisation; set augment=None, normalize=False."
+        )
+    sized = params.size_embedding
+    sized = bool(labelled and lo < hi) if sized == "auto" else bool(sized)
+    return FitOptions((int(lo), int(hi)), augment, normalize, context, predictive, sized)
+
+
+def _support_range(support_size: Any, labelled: bool, sizes: np.ndarray | None) -> tuple:
+    """``(low, high)`` of the training supports: ``support_size``, ``"auto"`` resolved, and
+    on labelled data ``high`` lowered to what the classes allow (a warning when a class
+    cannot give a task)."""
+    lo, hi = support_bounds(support_size)
+    if support_size == "auto":
         lo, hi = (2, 50) if labelled else (50, 50)
     if labelled:
         top = int(np.percentile(sizes, 75)) - 2  # a task keeps >= 2 target rows
@@ -486,33 +486,25 @@ def resolve_options(
                 f"low + 2 = {lo + 2} rows and cannot give a training task; lower "
                 "support_size.",
                 UserWarning,
-                stacklevel=_OPTIONS_STACKLEVEL,
+                stacklevel=_OPTIONS_STACKLEVEL + 1,
             )
-    predictive = params.normalize == "predictive" or (
-        params.normalize == "auto" and labelled and held_out_classes and not params.frame_context
-    )
-    if predictive and not labelled:
+    return lo, hi
+
+
+def _is_predictive(params: TrainingParams, labelled: bool, warm_frame: str | None) -> bool:
+    """Whether the fit runs in the predictive frame: ``normalize="predictive"``, or
+    ``"auto"`` on labelled data without ``frame_context`` (a warm start: the frame of the
+    network it continues)."""
+    if params.normalize == "auto":
+        if warm_frame is not None:
+            return bool(labelled) and warm_frame == "predictive"
+        return bool(labelled) and not params.frame_context
+    if params.normalize == "predictive" and not labelled:
         raise ValueError(
             "normalize='predictive' fits a Gaussian predictive on the training classes: it "
             "needs fit(X, y) with class labels."
         )
-    auto = params.augment == "auto"
-    augment = ("rotate" if labelled else None) if auto else params.augment
-    norm = params.normalize
-    auto_normalize = bool(labelled) if warm_frame is None else warm_frame != "none"
-    normalize = auto_normalize if norm == "auto" else bool(norm)
-    context = bool(params.frame_context)
-    if predictive and context:
-        raise ValueError(
-            "normalize='predictive' and frame_context=True cannot be combined: the context "
-            "token describes the support's own frame (mean and scale)."
-        )
-    if params.target == "exact" and (augment or normalize):
-        raise ValueError(
-            "target='exact' regresses on the task source's own velocity, which knows "
-            "neither augmentation nor normalisation; set augment=None, normalize=False."
-        )
-    return FitOptions((int(lo), int(hi)), augment, normalize, context, predictive)
+    return params.normalize == "predictive"
 
 
 def _with_frame(S: np.ndarray, centre: np.ndarray, scale: np.ndarray) -> np.ndarray:
@@ -676,9 +668,8 @@ class TrainingRun:
         if target == "marginal":
             return S, Q[:, :n_targets], Q
         if target == "exact":
-            params, sigma_min = drawn[2], float(self.params.sigma_min)
-            extra = {} if self.params.path is None else {"path": self.params.path}
-            return S, Q, lambda x, t: source.velocity(x, t, params, sigma_min=sigma_min, **extra)
+            params, path = drawn[2], self.model.path  # the network's path, built once
+            return S, Q, lambda x, t: source.velocity(x, t, params, path=path)
         return S, Q
 
     def _checked(self, source: Any, S: Any, Q: Any, on_device: bool = False) -> tuple:
@@ -809,7 +800,7 @@ class TrainingRun:
             "sigma_min": float(p.sigma_min),
             "frame_context": self.tasks.options.frame_context,
             "base": "gaussian" if self.tasks.options.predictive else "nw",
-            "size_embedding": bool(p.size_embedding),
+            "size_embedding": self.tasks.options.size_embedding,
         }
         if p.path is not None:  # the network's path (the OT default keeps older configs)
             config["path"] = p.path
@@ -886,7 +877,6 @@ class TrainingRun:
         result = train_flow_model(
             self.model,
             batches,
-            sigma_min=float(p.sigma_min),
             path=self.model.path,  # the network's own path: the loss regresses its field
             max_iter=max_iter,
             learning_rate=float(p.learning_rate),

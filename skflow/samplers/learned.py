@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sklearn.base import clone
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from .._array import resolve_device
@@ -25,7 +24,6 @@ from .._validation import (
     integer,
     optional,
 )
-from ..solvers import evaluations_per_flow
 from ..threads import limit_threads, map_on_threads, thread_budget
 from ._base import (
     SAMPLER_CONSTRAINTS,
@@ -41,14 +39,6 @@ from ._frame import FrameMap, is_task_source
 from ._frame import predictive_frame as _predictive_frame
 from ._frame import support_bounds as _support_bounds  # the inference half's former names
 from ._frame import task_frame as _task_frame
-from ._frame_choice import (
-    FRAMES,
-    choice_support_sizes,
-    fewshot_validation_mmd2,
-    frame_for_size,
-    frames_by_size,
-    scoring_seconds,
-)
 from ._meta_training import (
     TrainingParams,
     TrainingRun,
@@ -82,15 +72,12 @@ _INFERENCE_CHUNK = 65536
 _INFERENCE_SCORES = 2**24
 
 
-def _with_budget(
-    params: TrainingParams, share: float, spent: float = 0.0, reserve: float = 0.0
-) -> TrainingParams:
-    """``params`` with ``share`` of what is left of its ``max_time`` after ``spent`` seconds
-    of the fit and ``reserve`` seconds kept for the frame choice, as the budget of one
-    training run (unchanged without ``max_time``)."""
+def _with_budget(params: TrainingParams, spent: float) -> TrainingParams:
+    """``params`` with what is left of its ``max_time`` after ``spent`` seconds of the fit as
+    the budget of the training loop (unchanged without ``max_time``)."""
     if params.max_time is None:
         return params
-    budget = share * max(float(params.max_time) - spent - reserve, 0.0)
+    budget = max(float(params.max_time) - spent, 0.0)
     return TrainingParams(**{**vars(params), "max_time": budget})
 
 
@@ -161,15 +148,17 @@ class LearnedFlowSampler(BaseFlowSampler):
             default: in ``docs/transfer.md`` it buys nothing with the rotation augmentation and
             trades small supports against large ones without it (see the ablation there). An
             architecture choice: a warm start keeps the fitted network's.
-        size_embedding : bool, default=False
+        size_embedding : bool or "auto", default="auto"
             Let the network see the support size ``m``: an embedding of ``log m`` and
             ``m^(-1/2)`` is added to every query token (``CrossAttentionVelocity(
             size_embedding=True)``). Attention averages over the support rows, so without it one
-            network serves every ``m`` with about the same spread: trained on supports of 2 to 100
-            rows, it copies part of a 5-row support and over-smooths a 50-row one. The shipped
-            prior ``general-16-sized`` is trained with it (``docs/pretrained.md``). Off by default
-            (``fit(X, y)`` from scratch is measured without it). An architecture choice: a warm
-            start keeps the fitted network's.
+            network serves every ``m`` with about the same spread; with it, one network learns
+            how far to move from the predictive frame's Gaussian toward the support as ``m``
+            grows (the job the Bayes predictive does in closed form). ``"auto"``: on for
+            ``fit(X, y)`` when the training supports vary in size, off for ``fit(X)`` and task
+            sources (a fixed support size). The shipped prior ``general-16-sized`` is trained
+            with it (``docs/pretrained.md``). An architecture choice: a warm start keeps the
+            fitted network's.
     sigma_min : float, default=0.01
         Path noise at ``t = 1`` (of the default OT path; the path's own when ``path`` is
         given).
@@ -186,13 +175,9 @@ class LearnedFlowSampler(BaseFlowSampler):
             with ``exact_head=True`` that is exactly the plug-in NW field.
         max_time : float, optional
             Wall-clock budget of the whole fit in seconds; training stops at ``max_iter`` or
-            when its share of ``max_time`` is spent, whichever comes first. The share is what the
-            fit's preparation (the tasks, the network, a predictive frame's selection) left; when
-            ``normalize="auto"`` trains two models, the time that scoring both will take is kept
-            for the choice between them (predicted from a timed forward pass of the network), the
-            first training gets half of the rest and the second what the first left. The
-            learning-rate schedule
-            follows the iterations only: a run
+            when what the fit's preparation (the tasks, the network, a predictive frame's
+            selection) left of ``max_time`` is spent, whichever comes first. The
+            learning-rate schedule follows the iterations only: a run
             that reaches ``max_iter`` first is identical, bit for bit, to the same run without
             ``max_time``; a run stopped by the budget depends on the machine's speed and stops
             before the cosine has decayed to 0.
@@ -243,7 +228,8 @@ class LearnedFlowSampler(BaseFlowSampler):
             draws separate validation tasks (new distributions); ``fit(X)`` uses fresh random
             splits of ``X`` (monitoring only). ``"auto"``: with labelled data of at least 10
             classes, a fifth of the classes (at least 2) is held out, never trained on
-            (``validation_classes_``): new classes are what a user's test holds; otherwise no
+            (``validation_classes_``): new classes are what a user's test holds; with fewer
+            classes, a fifth of every class's rows; ``fit(X)`` and task sources: no
             validation.
         n_iter_no_change : int, "auto" or None, default="auto"
             Stop when the validation score (or, without validation, minus the training loss
@@ -268,47 +254,37 @@ class LearnedFlowSampler(BaseFlowSampler):
         locations cannot be memorised (made for ``frame_context=True``). ``"auto"``:
         ``"rotate"`` for ``fit(X, y)``, None otherwise.
     normalize : bool, "auto" or "predictive", default="auto"
-        Per-task normalisation: the flow runs in each support's frame (centred on its mean,
-        divided by its per-coordinate standard deviation), from standard noise there, and the
-        samples are mapped back, so a model is not tied to its training data's units and
-        the noise starts where the support lies. ``velocity`` is the velocity of that flow in
-        data units. ``"auto"``: for ``fit(X, y)`` with whole classes held out for validation
-        (at least 10 classes under ``validation_fraction="auto"``, ``frame_context=False``),
-        two models are trained, one in the ``"predictive"`` frame and one with True, both
-        are scored by few-shot MMD² on the validation classes at 4 support sizes
-        (``frame_validation_mmd2_``), and each size takes the frame that scored lower there
-        (``frame_by_size_``; a support uses the choice of the nearest size; the training
-        time doubles). Where the classes share a law of means and covariances the
-        predictive frame wins at every size; where each class is a mixture of its own, the
-        support's frame wins as the support grows (``docs/transfer.md``). When the sizes
-        disagree, the support-frame model is kept as ``support_frame_sampler_``. A warm start
-        keeps the frame its network was trained in; one of each support's own frame (e.g. a
-        shipped prior, whose card sets ``"auto"`` for fine-tuning) continued on 10 classes or
-        more is the support-frame model of that choice, beside a new predictive-frame one.
-        Otherwise True for ``fit(X, y)``, False for ``fit(X)`` and task sources (with False
-        and ``exact_head=True`` the untrained model is exactly :class:`~skflow.NWFlowSampler`),
-        and on a warm start whatever its network was trained with.
-        ``"predictive"`` (``fit(X, y)`` only): the frame of each support is the Gaussian
-        predictive law of the best Gaussian arm of :mod:`skflow.samplers.classical` (Ledoit-Wolf,
-        pooled or empirical Bayes, chosen on class-grouped folds of the training classes at
-        five support sizes spread over ``support_range_``, a support using the choice for the
-        nearest size; ``predictive_frame_``): centred on its mean and whitened by its
-        covariance, so the frame keeps what the training classes say about where a class lies
-        and how it is shaped. The untrained network is that Gaussian (``CrossAttentionVelocity(
-        base="gaussian")``) and training learns the correction, toward the support where it
-        helps; ``augment="rotate"`` (and ``"auto"``) then rotates each task about the
-        frame's origin, where the predictive law is ``N(0, I)``: the network cannot learn the
-        training classes' directions from it, only what holds in every direction. The
-        untrained model (that Gaussian) is an early-stopping candidate, kept when no trained
-        weights have a lower validation loss; without validation data (fewer than 10 classes
-        under ``validation_fraction="auto"``, or ``validation_fraction=0``) the network is not
-        trained at all (``n_iter_ == 0``): nothing could show that training beats it.
+        The frame the flow runs in. ``"predictive"`` (``fit(X, y)`` only): the frame of each
+        support is the Gaussian predictive law of the best Gaussian arm of
+        :mod:`skflow.samplers.classical` (Ledoit-Wolf, pooled or empirical Bayes, chosen on
+        class-grouped folds of the training classes at five support sizes spread over
+        ``support_range_``, a support using the choice for the nearest size;
+        ``predictive_frame_``): centred on its mean and whitened by its covariance, so the
+        frame keeps what the training classes say about where a class lies and how it is
+        shaped. The untrained network is that Gaussian (``CrossAttentionVelocity(
+        base="gaussian")``), its gated exact head the support's NW field in that frame, and
+        training (with the support size as an input, ``size_embedding``) learns how far to
+        move from the one toward the other as ``m`` grows. ``augment="rotate"`` (and
+        ``"auto"``) rotates each task about the frame's origin, where the predictive law is
+        ``N(0, I)``: the network cannot learn the training classes' directions from it, only
+        what holds in every direction. The untrained model (that Gaussian) is an
+        early-stopping candidate, kept when no trained weights have a lower validation loss;
+        with ``validation_fraction=0`` the network is not trained at all (``n_iter_ == 0``):
+        nothing could show that training beats it.
+        True: each support's own frame (centred on its mean, divided by its per-coordinate
+        standard deviation), from standard noise there, the samples mapped back, so a model is
+        not tied to its training data's units. False: none (with ``exact_head=True`` the
+        untrained model is exactly :class:`~skflow.NWFlowSampler`). ``velocity`` is always the
+        velocity of the flow in data units.
+        ``"auto"``: ``"predictive"`` for ``fit(X, y)`` (True with ``frame_context=True``,
+        whose context token describes the support's own frame), False for ``fit(X)`` and task
+        sources; a warm start keeps the frame its network was trained in (a shipped prior:
+        each support's own).
     warm_start : bool, default=False
         If True and the estimator is fitted, ``fit`` continues training the fitted network
         for ``max_iter`` more iterations: from its last training weights, AdamW moments and
         EMA, with the task, noise and time streams continuing, without a second warmup;
-        ``n_iter_``, ``loss_curve_`` and ``training_time_`` accumulate (of the continued
-        network: see ``normalize`` for the model trained beside it). The data must have the
+        ``n_iter_``, ``loss_curve_`` and ``training_time_`` accumulate. The data must have the
         same number of features; the ``network`` options are ignored. A warm
         start after unpickling continues from ``model_``'s weights with a fresh optimizer.
     solver : {"euler", "midpoint", "heun", "rk4", "dopri5"} or SolverOptions, default="heun"
@@ -374,23 +350,6 @@ class LearnedFlowSampler(BaseFlowSampler):
         per-task normalisation (1.0 without it).
     validation_classes_ : ndarray or None
         Classes held out for validation by ``validation_fraction="auto"`` (labelled data).
-    frame_validation_mmd2_ : dict or None
-        ``normalize="auto"`` with held-out classes: the mean few-shot MMD² on the validation
-        classes of the model trained in each frame, at the sizes of ``frame_by_size_``,
-        ``{"predictive": [...], "support": [...]}``; None otherwise.
-    frame_by_size_ : dict or None
-        ``normalize="auto"`` with held-out classes: ``{"sizes": [...], "frames": [...]}``,
-        the frame (``"predictive"`` or ``"support"``) with the lower validation MMD² at each
-        size; a support of ``m`` rows is served in the frame of the nearest size (log
-        scale). None otherwise.
-    support_frame_sampler_ : LearnedFlowSampler or None
-        When ``frame_by_size_`` holds both frames: the model trained in each support's own
-        frame (``normalize=True``), which serves the sizes where that frame won (this
-        sampler, in the predictive frame, serves the others); after a warm start of a
-        support-frame network, that network continued. None otherwise; a warm start
-        continues this sampler's network only and drops it. Hooks on ``model_`` (e.g.
-        :class:`~skflow.inspection.AttentionRecorder`) see the calls of the sizes this
-        sampler serves; for the others, record ``support_frame_sampler_.model_``.
 
     See Also
     --------
@@ -550,10 +509,8 @@ class LearnedFlowSampler(BaseFlowSampler):
             Fitted, with per-task normalisation: ``sample(n, support=S)``, ``velocity``,
             ``attention_weights``, ``score`` and pickling work at once. Its parameters are
             the card's fine-tuning parameters (``warm_start=True``, ``normalize="auto"``):
-            ``fit(X, y)`` or ``fit(task_source)`` continues training the prior on your data;
-            with 10 classes or more, a predictive-frame model is trained beside it and the
-            held-out classes choose between the two per support size (``max_time``
-            split between them).
+            ``fit(X, y)`` or ``fit(task_source)`` continues training the prior on your data,
+            in its own frame (each support's).
 
         Examples
         --------
@@ -767,19 +724,10 @@ class LearnedFlowSampler(BaseFlowSampler):
             self.model_, getattr(self, "task_scale_", None), getattr(self, "_warm", None), frame
         )
 
-    def _store(
-        self,
-        run: TrainingRun,
-        result: Any,
-        warm: bool,
-        frames: dict | None = None,
-        prior: tuple | None = None,
-    ) -> None:
+    def _store(self, run: TrainingRun, result: Any, warm: bool, prior: tuple | None = None) -> None:
         """The fitted attributes of a training run (accumulated on a warm start), set by
         :func:`~skflow.samplers._fitted.restore` like those of a prior or a pickle;
-        ``frames``: the frame choice of ``normalize="auto"`` (:meth:`_choose_frames`);
         ``prior``: the ``(name, width)`` of the shipped prior the fit started from."""
-        frames = frames or {}
         tasks = run.tasks
         scores = result.validation_scores if run.validation is not None else None
         fitted = {
@@ -797,9 +745,6 @@ class LearnedFlowSampler(BaseFlowSampler):
             "loss_curve_": result.loss_curve,
             "training_time_": result.elapsed,
             "validation_scores_": scores,
-            "frame_validation_mmd2_": frames.get("scores"),
-            "frame_by_size_": frames.get("choice"),
-            "support_frame_sampler_": frames.get("other"),
             "n_features_in_": self.n_features_in_,
         }
         if warm:
@@ -841,103 +786,11 @@ class LearnedFlowSampler(BaseFlowSampler):
             frame = None if warm is None else warm.frame
             tasks = training_tasks(params, X, y, rng, frame)  # the "auto" options resolved
             run = TrainingRun(params, tasks, self.n_features_in_, device, rng, warm)
-            two = tasks.alternative is not None  # then two runs and the choice share max_time
-            reserve = self._choice_seconds(run) if two else 0.0
-            spent = time.perf_counter() - start
-            run.params = _with_budget(params, 0.5 if two else 1.0, spent, reserve)
-            trained, continued, frames = (run, run.train()), warm is not None, None
-            if two:
-                # the second run gets what is left once it is built, the choice's reserve kept
-                def rest() -> TrainingParams:
-                    return _with_budget(params, 1.0, time.perf_counter() - start, reserve)
-
-                trained, continued, frames = self._choose_frames(
-                    trained, continued, tasks, rest, device, rng
-                )
+            run.params = _with_budget(params, time.perf_counter() - start)
+            result = run.train()
             prior = getattr(self, "_prior", None) if warm is not None else None
-            self._store(*trained, continued, frames, prior)
+            self._store(run, result, warm is not None, prior)
         return self
-
-    def _choose_frames(
-        self, trained: tuple, continued: bool, tasks: Any, rest: Any, device: str, rng: Any
-    ) -> tuple:
-        """``normalize="auto"`` with held-out classes: train the other frame too
-        (``tasks.alternative``: each support's own, or the predictive one when a warm start
-        continues a network of each support's own frame), score both models on the
-        validation classes at a few support sizes and choose a frame per size
-        (:mod:`._frame_choice`). ``continued``: whether ``trained`` continues this sampler's
-        network. Returns the run to store (the predictive one unless the support's frame wins
-        at every size), whether it is the continued one, and ``{"scores", "choice",
-        "other"}``: ``other`` is the support-frame model, fitted, when the frames differ
-        between sizes (else None). ``rest``: returns the second run's parameters (its budget:
-        what is left when it is called, once that run's network is built)."""
-        main = "predictive" if tasks.options.predictive else "support"
-        second = TrainingRun(trained[0].params, tasks.alternative, self.n_features_in_, device, rng)
-        second.params = rest()
-        other_frame = "support" if main == "predictive" else "predictive"
-        runs = {main: trained, other_frame: (second, second.train())}
-        seed = int(rng.randint(2**31 - 1))  # the same tasks and noise for both
-        sizes = choice_support_sizes(tasks.options.support_range, tasks.validation)
-        models = {k: self._trained_copy(*runs[k], continued and k == main) for k in FRAMES}
-        scores = {
-            name: fewshot_validation_mmd2(models[name], tasks.validation, sizes, seed).tolist()
-            for name in FRAMES
-        }
-        frames = frames_by_size(*(scores[k] for k in FRAMES))
-        kept = "support" if set(frames) == {"support"} else "predictive"
-        other = models["support"] if len(set(frames)) > 1 else None
-        choice = {"sizes": sizes.tolist(), "frames": frames}
-        frames = {"scores": scores, "choice": choice, "other": other}
-        return runs[kept], continued and kept == main, frames
-
-    def _choice_seconds(self, run: TrainingRun) -> float:
-        """With ``max_time``: the predicted seconds of scoring both models for the frame
-        choice (:func:`._frame_choice.scoring_seconds` on ``run``'s network, before its
-        training), which the two trainings leave to it; 0 without ``max_time`` (no timing:
-        the fit stays the same on any machine)."""
-        if self.max_time is None:
-            return 0.0
-        sizes = choice_support_sizes(run.tasks.options.support_range, run.tasks.validation)
-        solver = self._solver_options()
-        flow = evaluations_per_flow(solver.method, solver.n_steps)
-        return len(FRAMES) * scoring_seconds(run.model, self.n_features_in_, sizes, flow)
-
-    def _trained_copy(self, run: TrainingRun, result: Any, continued: bool) -> LearnedFlowSampler:
-        """A new sampler with this one's parameters and the network of ``run`` (its frame in
-        ``normalize``), fitted, with no warm start to continue; ``continued``: ``run``
-        continued this sampler's network, whose training history (and prior) it extends."""
-        frame = "predictive" if run.tasks.options.predictive else True
-        copy = clone(self).set_params(normalize=frame, warm_start=False)
-        copy.n_features_in_ = self.n_features_in_
-        if hasattr(self, "feature_names_in_"):  # a DataFrame support is matched alike
-            copy.feature_names_in_ = self.feature_names_in_
-        history = ("n_iter_", "loss_curve_", "training_time_", "validation_scores_")
-        for name in history if continued else ():
-            setattr(copy, name, getattr(self, name))
-        copy._store(
-            run, result, continued, prior=getattr(self, "_prior", None) if continued else None
-        )
-        del copy._warm  # its training generators: no warm start continues it
-        return copy
-
-    def _for_support(self, support: Any) -> LearnedFlowSampler:
-        """The sampler that serves a support (m, d) or batch (B, m, d): this one, or, for
-        a support size at which ``normalize="auto"`` chose each support's own frame while
-        this one runs in the predictive frame, ``support_frame_sampler_`` (given this
-        sampler's current parameters, e.g. the solver's)."""
-        other = getattr(self, "support_frame_sampler_", None)
-        try:
-            shape = np.shape(support) if support is not None else ()
-        except ValueError:  # ragged: refused by the usual checks
-            shape = ()
-        if other is None or len(shape) < 2:
-            return self
-        if frame_for_size(self.frame_by_size_, int(shape[-2])) != "support":
-            return self
-        params = self.get_params(deep=False)
-        return other.set_params(
-            **{k: v for k, v in params.items() if k not in ("normalize", "warm_start")}
-        )
 
     # -- support and backend ---------------------------------------------------------------
     def _check_support(self, support: Any) -> np.ndarray:
@@ -1106,14 +959,6 @@ class LearnedFlowSampler(BaseFlowSampler):
         hi = getattr(self, "support_range_", _support_bounds(self.support_size))[1]
         return few_shot_support_size(max(1, min(hi, n_rows // 2)), n_rows, label)
 
-    def _integrate(self, backend: Backend, support, x0, grid, trajectory):
-        """The base integration, by the sampler that serves this support size
-        (:meth:`_for_support`): every sample and trajectory of one support size comes here."""
-        served = self._for_support(support)
-        if served is not self:
-            return served._integrate(backend, support, x0, grid, trajectory)
-        return super()._integrate(backend, support, x0, grid, trajectory)
-
     def _prepare_flow(self, support: Any, backend: Backend) -> PreparedFlow:
         model = self._model(backend.device)
         # the support's frame and network input once per flow, not at every solver step
@@ -1185,9 +1030,6 @@ class LearnedFlowSampler(BaseFlowSampler):
         V : ndarray of shape (n, n_features)
             float32 when ``X`` and the support are float32, float64 otherwise.
         """
-        served = self._for_support(support)
-        if served is not self:
-            return served.velocity(X, t, support=support)
         budget = thread_budget()  # one item only on an accelerator (row_items)
         with limit_threads(1):  # the thread policy of sample (skflow.threads)
             model, backend, X, support, t = self._network_call(X, t, support)
@@ -1216,9 +1058,6 @@ class LearnedFlowSampler(BaseFlowSampler):
             Rows are probability vectors over the support; compare them with
             ``NWFlowSampler.weights`` (e.g. :func:`skflow.metrics.nw_weight_correlation`).
         """
-        served = self._for_support(support)
-        if served is not self:
-            return served.attention_weights(X, t, support=support)
         with limit_threads(1):  # one item, one thread: the thread policy of sample
             model, backend, X, support, t = self._network_call(X, t, support)
             _, attn = self._predict(model, X, support, t, return_attention=True)

@@ -442,8 +442,15 @@ class NWFlowSampler(BaseFlowSampler):
 
     def _flow_path(self, sigma: float) -> GaussianPath:
         """The path of a flow whose frame has terminal noise ``sigma``: ``path``, else the
-        OT path of ``sigma`` (decided here only)."""
-        return as_path(self.path, sigma)
+        OT path of ``sigma`` (decided here only), built once per ``sigma`` and kept on the
+        estimator (``sigma`` is the parameter's, or under ``"auto"`` a function of the
+        support size: few values)."""
+        if self.path is not None:  # validated by every public call (_begin)
+            return self.path
+        paths = self.__dict__.setdefault("_ot_paths", {})
+        if sigma not in paths:
+            paths[sigma] = as_path(None, sigma)
+        return paths[sigma]
 
     @property
     def kde_bandwidth_(self) -> float:
@@ -818,9 +825,10 @@ class NWFlowSampler(BaseFlowSampler):
 
             return closed_form
         options = density_options(self.density)
+        path = self._flow_path(sigma)
         kwargs = {
-            "path": self._flow_path(sigma),
-            "t_floor": density_t_floor(self.bandwidth, sigma, S64, self.projection_),
+            "path": path,
+            "t_floor": density_t_floor(self.bandwidth, path, S64, self.projection_),
             "rtol": float(options.rtol),
             "atol": float(options.atol),
         }

@@ -296,7 +296,8 @@ def _check_fields(options: Any, checks: dict[str, ParameterCheck]) -> None:
 #: Checks of the fields of :class:`NetworkOptions`.
 NETWORK_CHECKS: dict[str, ParameterCheck] = {
     **dict.fromkeys(("d_model", "n_heads", "n_layers", "mlp_ratio"), integer()),
-    **dict.fromkeys(("exact_head", "frame_context", "size_embedding"), boolean()),
+    **dict.fromkeys(("exact_head", "frame_context"), boolean()),
+    "size_embedding": either("auto", boolean()),
 }
 #: Checks of the fields of :class:`TrainingOptions`.
 TRAINING_CHECKS: dict[str, ParameterCheck] = {
@@ -345,9 +346,11 @@ class NetworkOptions:
         Let the network see the frame it works in (the support's centre and scale in the
         training data's standardised frame, the global mean seen from the support and
         ``log m``, as a context token); see :class:`~skflow.LearnedFlowSampler`.
-    size_embedding : bool, default=False
+    size_embedding : bool or "auto", default="auto"
         Let the network see the support size ``m`` (an embedding of ``log m`` and
-        ``m^(-1/2)`` added to every query token); the shipped prior ``general-16-sized`` has it.
+        ``m^(-1/2)`` added to every query token), so that one network learns how much to
+        trust a support of ``m`` rows. ``"auto"``: on for ``fit(X, y)`` when the training
+        supports vary in size, off for ``fit(X)`` and task sources.
 
     Examples
     --------
@@ -362,7 +365,7 @@ class NetworkOptions:
     mlp_ratio: int = 2
     exact_head: bool = True
     frame_context: bool = False
-    size_embedding: bool = False
+    size_embedding: Any = "auto"
 
     def __post_init__(self) -> None:
         _check_fields(self, NETWORK_CHECKS)

@@ -67,3 +67,36 @@ def test_the_field_takes_a_path_object():
         NWField(S, sigma_min=0.5, path=OTPath(0.05)).velocity(X, 0.4),
         NWField(S, sigma_min=0.05).velocity(X, 0.4),
     )
+
+
+def test_the_sampler_builds_its_ot_path_once_per_terminal_noise(monkeypatch):
+    """Every call of a fitted NWFlowSampler reuses one OT path per frame ``sigma`` (built
+    once, not per call), and a support of another size gets its own (``"auto"``)."""
+    from skflow.samplers import nw as nw_module
+
+    built = []
+    real = nw_module.as_path
+    monkeypatch.setattr(nw_module, "as_path", lambda *a: built.append(a) or real(*a))
+    S, X = _support()
+    sampler = NWFlowSampler(sigma_min="auto", random_state=0).fit(S)
+    path = sampler.path_
+    sampler.velocity(X, 0.4)
+    sampler.sample(5)
+    sampler.score_samples(X)
+    assert sampler.path_ is path and len(built) == 1
+    small = S[:5]  # another support size: another frame sigma, another path
+    fresh = NWFlowSampler(sigma_min="auto").fit(small)
+    np.testing.assert_array_equal(sampler.velocity(X, 0.4, support=small), fresh.velocity(X, 0.4))
+    assert len(built) == 3 and sampler.path_ is path  # one for fresh, one for small
+    sampler.set_params(sigma_min=0.2)  # a new sigma without refitting: a new path
+    assert sampler.path_ == OTPath(0.2)
+    np.testing.assert_array_equal(
+        sampler.velocity(X, 0.4), NWFlowSampler(sigma_min=0.2).fit(S).velocity(X, 0.4)
+    )
+
+
+def test_a_given_path_is_used_as_is():
+    S, _ = _support()
+    path = OTPath(0.05)
+    sampler = NWFlowSampler(path=path).fit(S)
+    assert sampler.path_ is path

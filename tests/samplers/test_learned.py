@@ -226,8 +226,8 @@ def test_validation_and_early_stopping(gmm2):
     X = np.random.default_rng(0).normal(size=(80, 2))
     y = np.repeat([0, 1], 40)
     lf = LearnedFlowSampler(**SMALL, validation_fraction=0.25, validation_interval=10)
-    lf.fit(X, y)
-    assert len(lf.validation_scores_) == 2 and all(np.isfinite(lf.validation_scores_))
+    lf.fit(X, y)  # the predictive frame: its untrained Gaussian is scored too (iteration 0)
+    assert len(lf.validation_scores_) == 3 and all(np.isfinite(lf.validation_scores_))
 
 
 def test_max_time_budget(gmm2):
@@ -509,16 +509,24 @@ def test_fit_with_a_single_class_is_refused_and_string_labels_work():
             LearnedFlowSampler(**TINY).fit(X, y)
         assert "fit(X)" in str(info.value)
     y = np.array(["cat", "dog"] * 12)
-    lf = LearnedFlowSampler(**TINY, random_state=0).fit(X, y)
+    lf = LearnedFlowSampler(**TINY, normalize=True, random_state=0).fit(X, y)
     assert lf.n_iter_ == TINY["max_iter"] and lf.sample(3, support=X[:5]).shape == (3, 2)
+    # the default frame with classes too small to hold out a validation task: nothing could
+    # show that training beats the training classes' Gaussian, which is kept untrained
+    lf = LearnedFlowSampler(**TINY, random_state=0).fit(X, y)
+    assert lf.n_iter_ == 0 and lf.sample(3, support=X[:5]).shape == (3, 2)
 
 
-def test_fit_xy_model_refuses_frameless_supports_and_fit_x_model_takes_them():
-    """``fit(X, y)`` trains in each support's frame (``normalize_``): a constant or one-row
-    support has none and is refused (issue 34); ``fit(X)`` (no frame) takes it as given."""
+def test_support_frame_model_refuses_frameless_supports_and_the_others_take_them():
+    """In each support's own frame (``normalize=True``) a constant or one-row support has no
+    frame and is refused (issue 34); ``fit(X)`` (no frame) takes it as given, and so does the
+    default ``fit(X, y)``, whose frame is the training classes' Gaussian predictive."""
     rng = np.random.default_rng(1)
     X, y = rng.normal(size=(24, 2)), np.repeat([0, 1, 2], 8)
-    lf = LearnedFlowSampler(**TINY, random_state=0).fit(X, y)
+    default = LearnedFlowSampler(**TINY, random_state=0).fit(X, y)
+    for S in (np.ones((6, 2)), X[:1]):
+        assert np.isfinite(default.sample(3, support=S)).all()
+    lf = LearnedFlowSampler(**TINY, normalize=True, random_state=0).fit(X, y)
     assert lf.normalize_
     for S in (np.ones((6, 2)), X[:1]):
         with pytest.raises(ValueError, match="single row|no spread"):
@@ -544,7 +552,7 @@ def test_normalized_model_samples_in_the_supports_frame():
     assert seeing.normalize_ and seeing.frame_context_
     far = seeing.sample(5, support=a * S + b, noise=X0)
     assert np.abs(far - (a * S + b).mean(0)).max() < 10 * a * S.std()
-    lf = LearnedFlowSampler(**TINY, random_state=0).fit(X, y)
+    lf = LearnedFlowSampler(**TINY, normalize=True, random_state=0).fit(X, y)
     assert lf.normalize_ and not lf.frame_context_
     base = lf.sample(5, support=S, noise=X0)
     moved = lf.sample(5, support=a * S + b, noise=X0)
@@ -567,9 +575,9 @@ class _BuildClock:
         return self.now
 
 
-def test_the_second_run_is_budgeted_after_its_network_is_built(two_cluster_classes, monkeypatch):
-    """Building each run's network counts against ``max_time``: the first run gets half of
-    10 - 4 (the choice) - 1 (its construction), the second 10 - 4 - 2 (both constructions)."""
+def test_the_run_is_budgeted_after_its_network_is_built(classes, monkeypatch):
+    """Building the run's network counts against ``max_time``: the loop gets 10 - 1 (its
+    construction) seconds."""
     from skflow.samplers import _meta_training, learned
 
     clock, budgets = _BuildClock(), []
@@ -584,13 +592,12 @@ def test_the_second_run_is_budgeted_after_its_network_is_built(two_cluster_class
         return train(run)
 
     monkeypatch.setattr(learned, "time", clock)
-    monkeypatch.setattr(LearnedFlowSampler, "_choice_seconds", lambda self, run: 4.0)
     monkeypatch.setattr(_meta_training.TrainingRun, "__init__", timed_build)
     monkeypatch.setattr(_meta_training.TrainingRun, "train", spy)
     LearnedFlowSampler(
         d_model=8, n_layers=1, batch_tasks=2, n_targets=4, random_state=0, max_iter=2, max_time=10.0
-    ).fit(*two_cluster_classes)
-    assert budgets == [2.5, 4.0]
+    ).fit(*classes)
+    assert budgets == [9.0]
 
 
 def test_size_embedding_reaches_the_network_and_old_pickles_get_its_default(gmm2):
@@ -608,7 +615,7 @@ def test_size_embedding_reaches_the_network_and_old_pickles_get_its_default(gmm2
     del state["size_embedding"]
     old = LearnedFlowSampler.__new__(LearnedFlowSampler)
     old.__setstate__(state)
-    assert old.size_embedding is False and old.network.d_model == 8
+    assert old.size_embedding == "auto" and old.network.d_model == 8
     assert old.model_.size_embedding  # the network is the pickled one
 
 

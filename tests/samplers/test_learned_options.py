@@ -64,7 +64,9 @@ NEW_VALUES = {
     "atol": 1e-4,
     "time_tolerance": 1e-6,
 }
-#: The effective parameters before the grouping (the flat defaults of the former signature).
+#: The effective parameters as meta-training reads them: the flat defaults of the former
+#: signature, except ``size_embedding`` (``"auto"`` since one network serves every support
+#: size; it was False).
 FORMER_DEFAULTS = {
     "d_model": 64,
     "n_heads": 4,
@@ -81,7 +83,7 @@ FORMER_DEFAULTS = {
     "augment": "auto",
     "normalize": "auto",
     "frame_context": False,
-    "size_embedding": False,
+    "size_embedding": "auto",
     "learning_rate": 1e-3,
     "weight_decay": 1e-4,
     "warmup": 100,
@@ -149,7 +151,7 @@ def test_every_former_keyword_has_a_test_value():
 
 def test_defaults_are_the_former_defaults():
     """The effective parameters of the default estimator are exactly the former flat
-    defaults, as meta-training reads them."""
+    defaults, as meta-training reads them (``size_embedding`` excepted)."""
     assert vars(TrainingParams.of(LearnedFlowSampler())) == FORMER_DEFAULTS
 
 

@@ -159,12 +159,13 @@ def test_training_tasks_rotate_about_the_frame_origin(classes, augment):
 
 
 def test_no_training_without_validation_data():
-    """Fewer than 10 classes: no held-out classes, so the network is not trained at all and
-    the model is exactly the chosen Gaussian; with held-out classes the untrained model is
-    the first validation score (iteration 0)."""
+    """``validation_fraction=0``: nothing could show that training beats the Gaussian, so the
+    network is not trained at all and the model is exactly the chosen Gaussian; with
+    held-out classes the untrained model is the first validation score (iteration 0)."""
     fam = HierarchicalTasks(3, prior_cov=4.0, within_cov=0.25)
     X, y = fam.make_classes(6, 30, random_state=0)
-    est = LearnedFlowSampler(normalize="predictive", max_iter=20, random_state=0).fit(X, y)
+    kw = dict(max_iter=20, validation_fraction=0.0, random_state=0)
+    est = LearnedFlowSampler(normalize="predictive", **kw).fit(X, y)
     assert est.n_iter_ == 0 and est.loss_curve_ == [] and est.validation_classes_ is None
     S = X[y == 0][:5]
     mean, cov = est.predictive_frame_.predictive_moments(S)
@@ -185,69 +186,74 @@ def _frame_of(est):
 TINY_FIT = dict(d_model=8, n_layers=1, batch_tasks=2, n_targets=4, random_state=0)
 
 
-@pytest.mark.parametrize(
-    "n_classes, params",
-    [
-        (9, {}),  # fewer than 10 classes: no held-out classes
-        (12, {"validation_fraction": 0.2}),  # rows held out, not classes
-        (12, {"validation_fraction": 0.0}),
-        (12, {"frame_context": True}),  # the context describes the support's own frame
-        (12, {"normalize": True}),
-    ],
-)
-def test_auto_frame_is_the_supports_without_held_out_classes(n_classes, params):
+@pytest.mark.parametrize("n_classes", [6, 12])
+def test_auto_is_one_predictive_network_that_sees_the_support_size(n_classes):
+    """``fit(X, y)`` with the defaults: one network, in the predictive frame, with the
+    support size as an input, validated on held-out classes (10 classes or more) or on a
+    fifth of every class's rows (fewer): bit for bit the explicit settings (what
+    ``benchmarks/bench_transfer.py`` measures as ``pred_sized`` / ``pred_sized_rows``)."""
     fam = HierarchicalTasks(3, prior_cov=4.0, within_cov=0.25)
     X, y = fam.make_classes(n_classes, 20, random_state=0)
-    est = LearnedFlowSampler(**TINY_FIT, max_iter=2, **params).fit(X, y)
-    assert _frame_of(est) == "support" and est.normalize_ and est.model_.base == "nw"
-    assert est.frame_validation_mmd2_ is None and est.frame_by_size_ is None
-
-
-def test_auto_frame_keeps_the_predictive_model_when_it_validates_better(classes):
-    """Held-out classes: both frames are trained and scored on them; here the predictive one
-    (the Gaussian, barely trained) beats a support-frame network that copies its support,
-    and the model kept is exactly ``normalize="predictive"``'s."""
-    X, y = classes
     auto = LearnedFlowSampler(**TINY_FIT, max_iter=3).fit(X, y)
-    scores = auto.frame_validation_mmd2_
-    assert set(scores) == {"predictive", "support"} and len(scores["support"]) == 4
-    assert auto.frame_by_size_["frames"] == ["predictive"] * 4
-    assert np.all(np.array(scores["predictive"]) <= np.array(scores["support"]))
     assert _frame_of(auto) == "predictive" and auto.model_.base == "gaussian"
-    assert auto.support_frame_sampler_ is None
-    pred = LearnedFlowSampler(**TINY_FIT, max_iter=3, normalize="predictive").fit(X, y)
+    assert auto.model_.size_embedding and auto.normalize_
+    assert (auto.validation_classes_ is not None) == (n_classes >= 10)
+    assert len(auto.validation_scores_) >= 1  # validated either way
+    rows = {} if n_classes >= 10 else {"validation_fraction": 0.2}
+    explicit = LearnedFlowSampler(
+        **TINY_FIT, max_iter=3, normalize="predictive", size_embedding=True, **rows
+    ).fit(X, y)
     S = X[y == 3][:6]
     np.testing.assert_array_equal(
-        auto.sample(5, support=S, random_state=1), pred.sample(5, support=S, random_state=1)
+        auto.sample(5, support=S, random_state=1), explicit.sample(5, support=S, random_state=1)
     )
-    assert pred.frame_validation_mmd2_ is None
+    fitted = [v for k, v in vars(auto).items() if k.endswith("_")]
+    assert not any(isinstance(v, LearnedFlowSampler) for v in fitted)  # no second sampler
 
 
-def test_auto_frame_keeps_the_support_model_when_it_validates_better(far_cluster_classes):
-    """Classes of two far-apart tight clusters: a Gaussian fills the gap between them, the
-    support's own frame (its kernel estimate, barely trained) does not, and is kept."""
-    X, y = far_cluster_classes
-    est = LearnedFlowSampler(**TINY_FIT, max_iter=3).fit(X, y)
-    scores = est.frame_validation_mmd2_
-    assert np.all(np.array(scores["predictive"]) > np.array(scores["support"]))
-    assert est.frame_by_size_["frames"] == ["support"] * 4 and est.support_frame_sampler_ is None
-    assert _frame_of(est) == "support" and est.model_.base == "nw" and est.normalize_
+@pytest.mark.parametrize(
+    "params, frame",
+    [
+        ({"frame_context": True}, "support"),  # the context describes the support's own frame
+        ({"normalize": True}, "support"),
+        ({"validation_fraction": 0.0}, "predictive"),
+    ],
+)
+def test_auto_frame_with_other_settings(params, frame):
+    fam = HierarchicalTasks(3, prior_cov=4.0, within_cov=0.25)
+    X, y = fam.make_classes(12, 20, random_state=0)
+    est = LearnedFlowSampler(**TINY_FIT, max_iter=2, **params).fit(X, y)
+    assert _frame_of(est) == frame and est.normalize_
+    assert est.model_.base == ("gaussian" if frame == "predictive" else "nw")
 
 
-@pytest.mark.parametrize("first, frame", [(20, "predictive"), (6, "support")])
-def test_auto_frame_warm_start_keeps_the_networks_frame(first, frame):
+def test_size_input_is_off_for_one_data_set_and_task_sources():
+    """``size_embedding="auto"``: the training supports of ``fit(X)`` and of a task source
+    have one size (50 by default), so the network gets no size input; on labelled data with
+    one support size, neither."""
+    fam = HierarchicalTasks(3, prior_cov=4.0, within_cov=0.25)
+    X, y = fam.make_classes(6, 20, random_state=0)
+    kw = dict(TINY_FIT, max_iter=1)
+    assert not LearnedFlowSampler(**kw, support_size=5).fit(X).model_.size_embedding
+    assert not LearnedFlowSampler(**kw, support_size=5).fit(fam).model_.size_embedding
+    assert not LearnedFlowSampler(**kw, support_size=5).fit(X, y).model_.size_embedding
+    assert LearnedFlowSampler(**kw, support_size=(2, 8)).fit(X, y).model_.size_embedding
+
+
+@pytest.mark.parametrize("normalize, frame", [("predictive", "predictive"), (True, "support")])
+def test_auto_frame_warm_start_keeps_the_networks_frame(normalize, frame):
     """A warm start continues its network in the frame it was trained in, whatever the number
-    of classes of the new data (a support-frame network continued on 10 classes or more also
-    gets a predictive-frame model beside it: ``test_frame_choice.py``)."""
+    of classes of the new data; one network, no second one beside it."""
     fam = HierarchicalTasks(3, prior_cov=4.0, within_cov=0.25)
     kw = dict(d_model=8, n_layers=1, max_iter=2, batch_tasks=2, n_targets=4, random_state=0)
-    est = LearnedFlowSampler(warm_start=True, **kw).fit(
-        *fam.make_classes(first, 20, random_state=0)
-    )
-    assert _frame_of(est) == frame
-    second = 6 if first == 20 else 8
-    est.fit(*fam.make_classes(second, 20, random_state=1))
-    assert _frame_of(est) == frame and est.model_.base == ("gaussian" if first == 20 else "nw")
+    est = LearnedFlowSampler(normalize=normalize, warm_start=True, **kw)
+    est.fit(*fam.make_classes(20, 20, random_state=0))
+    est.set_params(normalize="auto")
+    for n_classes in (6, 12):
+        est.fit(*fam.make_classes(n_classes, 20, random_state=1))
+        assert _frame_of(est) == frame
+        assert est.model_.base == ("gaussian" if frame == "predictive" else "nw")
+    assert est.n_iter_ == 6
 
 
 @pytest.mark.parametrize("normalize", [True, False])
