@@ -185,6 +185,7 @@ SAVED_ONLY_ARMS = {
     ),
 }
 BEGIN, END = "<!-- transfer:begin -->", "<!-- transfer:end -->"
+DEFAULTS_BEGIN, DEFAULTS_END = "<!-- defaults:begin -->", "<!-- defaults:end -->"
 RESULTS = Path(__file__).resolve().parent / "results" / "transfer"
 #: The saved runs behind the tables of ``docs/transfer.md``, in the page's order
 #: (``--docs-from`` with no file).
@@ -613,6 +614,51 @@ def bandwidth_table(runs: list[dict]) -> str:
     return "\n".join(lines)
 
 
+#: Arms the defaults must not lose to (``defaults_table``), with their column titles.
+DEFAULTS_VERSUS = {
+    "best_classical": "best classical",
+    "emp_bayes": "empirical Bayes",
+    "plugin_tuned": "tuned plug-in",
+    "learned_two_frames": "former defaults (two networks)",
+}
+
+
+def defaults_table(saved: list[dict]) -> str:
+    """Markdown: for every setting and ``m``, the defaults' (``learned``) median-bandwidth
+    MMD² and the % by which it is below each arm of :data:`DEFAULTS_VERSUS` (paired interval
+    over the tasks of every seed; "worse" where the interval lies below 0), the copy ratio,
+    and the % below the best classical arm at a quarter and twice the bandwidth."""
+    cols = [c for c in DEFAULTS_VERSUS.values()]
+    head = ["setting", "m", "seeds × tasks", "learned ×10³", *(f"vs {c}" for c in cols)]
+    head += ["vs best classical, ¼ / 2× bandwidth", "copy ratio"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for title, runs in sections(saved).items():
+        for m in runs[0]["table"]:
+            a = _pooled(runs, m, "learned", "mmd2_med")
+            if a is None:
+                continue
+            cells = [
+                title,
+                m,
+                f"{len(runs)} × {len(a) // len(runs)}",
+                _cell(runs, m, "learned", "mmd2_med", "plugin_tuned")[0],
+            ]
+            for arm in DEFAULTS_VERSUS:
+                if _pooled(runs, m, arm, "mmd2_med") is None:
+                    cells.append("—")
+                    continue
+                text = _cell(runs, m, "learned", "mmd2_med", arm)[1]
+                worse = float(text.split("[")[1].split(",")[1].rstrip("]")) < 0
+                cells.append(f"**{text} worse**" if worse else text)
+            bw = [
+                _cell(runs, m, "learned", k, "best_classical")[1].split(" [")[0]
+                for k in ("mmd2_q", "mmd2_2x")
+            ]
+            cells += [" / ".join(bw), f"{np.median(_pooled(runs, m, 'learned', 'copy')):.2f}"]
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def copy_table(runs: list[dict]) -> str:
     ms = list(runs[0]["table"])
     lines = ["| arm | " + " | ".join(f"m={m}" for m in ms) + " |", "|" + "---|" * (1 + len(ms))]
@@ -775,6 +821,28 @@ def rename_arms(runs: list[dict], mapping: dict[str, str]) -> list[dict]:
     return out
 
 
+def take_arms(runs: list[dict], mapping: dict[str, str]) -> list[dict]:
+    """The runs with only the arms of ``mapping`` (``{old: new}``), renamed: what ``--take``
+    adds from saved runs to new ones (e.g. the former defaults, beside a fresh run of every
+    other arm).
+
+    >>> run = {"setting": "s", "table": {"5": {"learned": [1], "plugin": [2]}},
+    ...        "records": {"learned": {}, "plugin_tuned_m5": {}}, "meta": {"command": "c"}}
+    >>> out = take_arms([run], {"learned": "learned_two_frames"})[0]
+    >>> out["table"], list(out["records"])
+    ({'5': {'learned_two_frames': [1]}}, ['learned_two_frames'])
+    """
+    kept = set(mapping.values())
+    out = []
+    for run in rename_arms(runs, mapping):
+        table = {
+            m: {a: v for a, v in arms.items() if a in kept} for m, arms in run["table"].items()
+        }
+        records = {k: v for k, v in run["records"].items() if k.partition(" (")[0] in kept}
+        out.append({**run, "table": table, "records": records})
+    return out
+
+
 def merge_runs(first: list[dict], second: list[dict]) -> list[dict]:
     """The runs of ``first`` with the arms of the runs of ``second`` added (same setting and
     seed; ``second`` may hold several runs of one setting and seed, from several commands).
@@ -833,6 +901,10 @@ def saved_runs(paths) -> list[dict]:
 def write_docs(saved: list[dict], page: Path = PAGE) -> None:
     block = "\n".join(section(runs, t) for t, runs in sections(saved).items())
     text = page.read_text() if page.exists() else ""
+    if DEFAULTS_BEGIN in text:  # the summary table of the defaults, near the top
+        head, tail = text.split(DEFAULTS_BEGIN, 1)
+        tail = tail[tail.index(DEFAULTS_END) :]
+        text = f"{head}{DEFAULTS_BEGIN}\n{defaults_table(saved)}\n{tail}"
     if BEGIN in text:
         text = text[: text.index(BEGIN)] + text[text.index(END) + len(END) :].lstrip("\n")
     page.write_text(text.rstrip("\n") + f"\n\n{BEGIN}\n{block}\n{END}\n")
@@ -864,12 +936,18 @@ def main() -> None:
         "--rename", nargs="+", default=[], metavar="OLD=NEW",
         help="with --merge: rename these arms of SAVED first (their definition changed since)",
     )  # fmt: skip
+    ap.add_argument(
+        "--take", nargs="+", default=[], metavar="ARM=NEW",
+        help="with --merge: add only these arms of the MORE runs, under the new names",
+    )  # fmt: skip
     args = ap.parse_args()
     if args.merge:
         if len(args.merge) < 2 and not args.rename:
             ap.error("--merge needs SAVED and at least one MORE (or --rename)")
         first, *more = (json.loads(Path(p).read_text()) for p in args.merge)
         first = rename_arms(first, dict(pair.split("=", 1) for pair in args.rename))
+        if args.take:  # only these arms of the MORE runs, renamed
+            more = [take_arms(runs, dict(p.split("=", 1) for p in args.take)) for runs in more]
         merged = merge_runs(first, [run for runs in more for run in runs]) if more else first
         Path(args.json or args.merge[0]).write_text(json.dumps(merged))
         return
@@ -880,6 +958,7 @@ def main() -> None:
         else:
             for runs_name in dict.fromkeys(r["setting"] for r in saved):
                 print(section([r for r in saved if r["setting"] == runs_name]))
+            print(defaults_table(saved))
         return
     machine = f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start"
     command = "python benchmarks/bench_transfer.py " + " ".join(
