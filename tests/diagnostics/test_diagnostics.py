@@ -446,10 +446,12 @@ def test_diagnose_refuses_a_sampler_without_support():
 def test_diagnose_uses_the_samplers_own_samples():
     """An untrained learned sampler does not copy its support, whatever the KDE of the same
     support at sigma_min = 0.01 does: the samples diagnosed are the sampler's."""
-    from skflow import LearnedFlowSampler
+    from skflow import LearnedFlowSampler, TrainingOptions
 
     S = np.random.default_rng(0).standard_normal((100, 2))
-    untrained = LearnedFlowSampler(max_iter=0, n_steps=2, random_state=0).fit(S)
+    untrained = LearnedFlowSampler(
+        training=TrainingOptions(max_iter=0), solver=SolverOptions(n_steps=2), random_state=0
+    ).fit(S)
     assert diagnose(S, sigma_min=0.01, random_state=0, **FAST).flags["memorization"]
     report = diagnose(untrained, random_state=0, **FAST)
     assert report.sigma_min == untrained.sigma_min

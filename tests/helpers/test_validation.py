@@ -20,6 +20,7 @@ from skflow import (
     LearnedFlowSampler,
     NWFlowSampler,
     SolverOptions,
+    TrainingOptions,
 )
 from skflow._validation import (
     InvalidParameterError,
@@ -38,6 +39,9 @@ from skflow.metrics import mmd2, mmd2_test
 from skflow.nn import CrossAttentionVelocity, MultiHeadNW, NWAttentionHead
 from skflow.paths import OTPath
 from skflow.tasks import ClassTasks, GaussianMixtureTasks, SphericalShellTasks
+
+#: The training of an untrained LearnedFlowSampler (the plug-in NW field).
+UNTRAINED = TrainingOptions(max_iter=0)
 
 
 @pytest.mark.parametrize("bad", [1.5, "3", True, None, 0, -2, np.float64(2.0)])
@@ -213,7 +217,7 @@ def test_check_data_restates_infinity_and_complex_messages():
     for bad, word in ((inf, "contains infinity"), (np.ones((4, 3)) * (1 + 1j), "dtype complex")):
         for call in (
             lambda a: NWFlowSampler().fit(a),
-            lambda a: LearnedFlowSampler(max_iter=0).fit(a),
+            lambda a: LearnedFlowSampler(training=UNTRAINED).fit(a),
             lambda a: fitted.sample(2, support=a),
             lambda a: fitted.velocity(a, 0.5),
         ):
@@ -232,6 +236,11 @@ def _gmm_velocity(sigma_min):
     return tasks.velocity(Q, 0.5, params, sigma_min=sigma_min)
 
 
+def _learned_n_steps(n_steps):
+    solver = SolverOptions(n_steps=n_steps)
+    return LearnedFlowSampler(solver=solver, training=UNTRAINED).fit(S)
+
+
 def _recorder(random_state):
     with AttentionRecorder(torch.nn.Linear(2, 2), random_state=random_state):
         pass
@@ -241,7 +250,10 @@ def _recorder(random_state):
 ENTRY_POINTS = {
     "sigma_min": [
         ("NWFlowSampler", lambda v: NWFlowSampler(sigma_min=v).fit(S)),
-        ("LearnedFlowSampler", lambda v: LearnedFlowSampler(sigma_min=v, max_iter=0).fit(S)),
+        (
+            "LearnedFlowSampler",
+            lambda v: LearnedFlowSampler(sigma_min=v, training=UNTRAINED).fit(S),
+        ),
         ("FlowProjection", lambda v: FlowProjection(sigma_min=v, n_iter=1).fit(S)),
         ("NWAttentionHead", lambda v: NWAttentionHead(sigma_min=v)),
         ("MultiHeadNW", lambda v: MultiHeadNW(2, sigma_min=v)),
@@ -255,13 +267,16 @@ ENTRY_POINTS = {
     ],
     "n_steps": [
         ("NWFlowSampler", lambda v: NWFlowSampler(solver=SolverOptions(n_steps=v)).fit(S)),
-        ("LearnedFlowSampler", lambda v: LearnedFlowSampler(n_steps=v, max_iter=0).fit(S)),
+        ("LearnedFlowSampler", _learned_n_steps),
         ("diagnose", lambda v: diagnose(S, n_steps=v)),
         ("neff_along_path", lambda v: neff_along_path(S, n_steps=v)),
     ],
     "n_samples": [
         ("NWFlowSampler.sample", lambda v: NWFlowSampler().fit(S).sample(v)),
-        ("LearnedFlowSampler.sample", lambda v: LearnedFlowSampler(max_iter=0).fit(S).sample(v)),
+        (
+            "LearnedFlowSampler.sample",
+            lambda v: LearnedFlowSampler(training=UNTRAINED).fit(S).sample(v),
+        ),
     ],
     "n_iter": [
         ("FlowProjection", lambda v: FlowProjection(n_iter=v).fit(S)),
@@ -275,7 +290,10 @@ ENTRY_POINTS = {
     "random_state": [
         ("NWFlowSampler", lambda v: NWFlowSampler(random_state=v).fit(S).sample(2)),
         ("NWFlowSampler.sample", lambda v: NWFlowSampler().fit(S).sample(2, random_state=v)),
-        ("LearnedFlowSampler", lambda v: LearnedFlowSampler(random_state=v, max_iter=0).fit(S)),
+        (
+            "LearnedFlowSampler",
+            lambda v: LearnedFlowSampler(random_state=v, training=UNTRAINED).fit(S),
+        ),
         ("FlowProjection", lambda v: FlowProjection(random_state=v, n_iter=1).fit(S)),
         ("GaussianMixtureTasks", lambda v: GaussianMixtureTasks(2).sample_tasks(2, 3, 4, v)),
         ("SphericalShellTasks", lambda v: SphericalShellTasks(2).sample_task(3, 4, v)),
@@ -335,7 +353,9 @@ def test_invalid_parameter_error_is_public():
 
 
 def _learned():
-    return LearnedFlowSampler(max_iter=0, n_steps=2, random_state=0).fit(S)
+    return LearnedFlowSampler(
+        training=UNTRAINED, solver=SolverOptions(n_steps=2), random_state=0
+    ).fit(S)
 
 
 #: (estimator factory, bad parameter values, public calls that run after set_params)

@@ -622,20 +622,14 @@ def test_plot_returns_two_panels():
 
 
 def test_learned_sampler_attention_through_the_inspector():
-    from skflow import LearnedFlowSampler
+    from skflow import LearnedFlowSampler, NetworkOptions, SolverOptions, TrainingOptions
     from skflow.tasks import GaussianMixtureTasks
 
     tasks = GaussianMixtureTasks(n_features=2)
     lf = LearnedFlowSampler(
-        d_model=16,
-        n_heads=2,
-        n_layers=2,
-        max_iter=3,
-        batch_tasks=4,
-        support_size=12,
-        n_targets=8,
-        n_steps=5,
-        exact_head=True,
+        NetworkOptions(d_model=16, n_heads=2, n_layers=2, exact_head=True),
+        training=TrainingOptions(max_iter=3, batch_tasks=4, support_size=12, n_targets=8),
+        solver=SolverOptions(n_steps=5),
         random_state=0,
     ).fit(tasks)
     S, X = tasks.sample_task(12, 9, random_state=1)

@@ -3,10 +3,13 @@ checkpoints, regression targets and the progress bar."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
 
+from skflow import NetworkOptions, SolverOptions, TrainingOptions
 from skflow.nn.training import flow_matching_loss, sample_times, train_flow_model
 from skflow.nn.transformer import CrossAttentionVelocity
 from skflow.paths import OTPath
@@ -14,14 +17,9 @@ from skflow.samplers.learned import LearnedFlowSampler
 from skflow.tasks import GaussianMixtureTasks, SingleDatasetTasks
 
 SMALL = dict(
-    d_model=16,
-    n_heads=2,
-    n_layers=1,
-    max_iter=20,
-    batch_tasks=4,
-    support_size=8,
-    n_targets=16,
-    n_steps=8,
+    network=NetworkOptions(d_model=16, n_heads=2, n_layers=1),
+    training=TrainingOptions(max_iter=20, batch_tasks=4, support_size=8, n_targets=16),
+    solver=SolverOptions(n_steps=8),
 )
 TRAIN = dict(
     sigma_min=0.01,
@@ -32,6 +30,11 @@ TRAIN = dict(
     clip_grad=None,
     time_sampling="uniform",
 )
+
+
+def with_training(params, **fields):
+    """``params`` with these fields of its ``training`` group replaced."""
+    return {**params, "training": replace(params["training"], **fields)}
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -73,10 +76,10 @@ def _recording_run(n_iter, **kwargs):
 # reproducibility
 # --------------------------------------------------------------------------------------------
 def test_max_time_not_reached_is_bit_identical(gmm2):
-    kw = {**SMALL, "warmup": 2}  # the cosine phase is where wall-clock progress used to act
+    kw = with_training(SMALL, warmup=2)  # the cosine phase is where wall-clock progress used to act
     a = LearnedFlowSampler(**kw, random_state=3).fit(gmm2)
-    b = LearnedFlowSampler(**kw, random_state=3, max_time=600.0).fit(gmm2)
-    assert b.n_iter_ == SMALL["max_iter"]
+    b = LearnedFlowSampler(**with_training(kw, max_time=600.0), random_state=3).fit(gmm2)
+    assert b.n_iter_ == SMALL["training"].max_iter
     assert a.loss_curve_ == b.loss_curve_ and _same_weights(a.model_, b.model_)
 
 
@@ -123,9 +126,9 @@ def test_checkpoint_keeps_the_sampling_weights_of_the_best_check(ema_decay):
 # --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("ema_decay", [None, 0.9])
 def test_warm_start_continues_the_same_run(gmm2, ema_decay):
-    kw = {**SMALL, "warmup": 3, "lr_schedule": "constant", "ema_decay": ema_decay}
-    one = LearnedFlowSampler(**{**kw, "max_iter": 20}, random_state=0).fit(gmm2)
-    two = LearnedFlowSampler(**{**kw, "max_iter": 10}, warm_start=True, random_state=0)
+    kw = with_training(SMALL, warmup=3, lr_schedule="constant", ema_decay=ema_decay)
+    one = LearnedFlowSampler(**with_training(kw, max_iter=20), random_state=0).fit(gmm2)
+    two = LearnedFlowSampler(**with_training(kw, max_iter=10), warm_start=True, random_state=0)
     two.fit(gmm2)
     first = list(two.loss_curve_)
     two.fit(gmm2)
@@ -137,9 +140,9 @@ def test_warm_start_continues_the_same_run(gmm2, ema_decay):
 def test_warm_start_false_restarts_and_zero_iterations_keep_weights(gmm2):
     lf = LearnedFlowSampler(**SMALL, random_state=0).fit(gmm2)
     trained = {k: v.clone() for k, v in lf.model_.state_dict().items()}
-    lf.set_params(max_iter=0, warm_start=True).fit(gmm2)
+    lf.set_params(training__max_iter=0, warm_start=True).fit(gmm2)
     assert all(torch.equal(trained[k], v) for k, v in lf.model_.state_dict().items())
-    assert lf.n_iter_ == SMALL["max_iter"]
+    assert lf.n_iter_ == SMALL["training"].max_iter
     lf.set_params(warm_start=False).fit(gmm2)  # a fresh, untrained network
     assert lf.n_iter_ == 0 and not torch.equal(lf.model_.out.weight, trained["out.weight"])
     assert torch.count_nonzero(lf.model_.out.weight) == 0
@@ -197,39 +200,41 @@ def test_marginal_goal_is_the_nw_field_of_the_reference():
 
 @pytest.mark.parametrize("target", ["exact", "marginal"])
 def test_fit_with_low_variance_targets(gmm2, target):
-    lf = LearnedFlowSampler(**SMALL, target=target, random_state=0).fit(gmm2)
+    lf = LearnedFlowSampler(**with_training(SMALL, target=target), random_state=0).fit(gmm2)
     ref = LearnedFlowSampler(**SMALL, random_state=0).fit(gmm2)
-    assert lf.n_iter_ == SMALL["max_iter"] and np.all(np.isfinite(lf.loss_curve_))
+    assert lf.n_iter_ == SMALL["training"].max_iter and np.all(np.isfinite(lf.loss_curve_))
     assert lf.loss_curve_ != ref.loss_curve_  # another regression target
 
 
 def test_exact_target_needs_a_source_with_velocity():
     X = np.random.default_rng(0).normal(size=(30, 2))
     with pytest.raises(ValueError, match="target='exact' needs a task source"):
-        LearnedFlowSampler(**SMALL, target="exact").fit(X)
+        LearnedFlowSampler(**with_training(SMALL, target="exact")).fit(X)
     with pytest.raises(ValueError, match="target='exact' needs .* SingleDatasetTasks"):
-        LearnedFlowSampler(**SMALL, target="exact").fit(SingleDatasetTasks(X))
+        LearnedFlowSampler(**with_training(SMALL, target="exact")).fit(SingleDatasetTasks(X))
 
 
 @pytest.mark.parametrize(
     "params, match",
     [
-        ({"target": "oracle"}, "target must be one of"),
-        ({"ema_decay": 1.0}, r"ema_decay must be a finite real number in \(0, 1\)"),
-        ({"ema_decay": 0.0}, r"ema_decay must be a finite real number in \(0, 1\)"),
+        ({"training__target": "oracle"}, "target must be one of"),
+        ({"training__ema_decay": 1.0}, r"ema_decay must be a finite real number in \(0, 1\)"),
+        ({"training__ema_decay": 0.0}, r"ema_decay must be a finite real number in \(0, 1\)"),
         ({"warm_start": "yes"}, "warm_start must be a bool"),
     ],
 )
 def test_bad_training_options(gmm2, params, match):
     with pytest.raises(ValueError, match=match):
-        LearnedFlowSampler(**SMALL, **params).fit(gmm2)
+        LearnedFlowSampler(**SMALL).set_params(**params).fit(gmm2)
 
 
 # --------------------------------------------------------------------------------------------
 # progress bar
 # --------------------------------------------------------------------------------------------
 def test_progress_bar_when_verbose(gmm2, capsys):
-    LearnedFlowSampler(**SMALL, verbose=1, validation_interval=10, random_state=0).fit(gmm2)
+    LearnedFlowSampler(
+        **with_training(SMALL, validation_interval=10), verbose=1, random_state=0
+    ).fit(gmm2)
     captured = capsys.readouterr()
     assert "training" in captured.err and "20/20" in captured.err  # tqdm, on stderr
     assert captured.out.count("loss") == 2  # log lines through tqdm.write, on stdout

@@ -125,7 +125,7 @@ def test_pretrained_projects_wide_data_and_refuses_without_projection():
 def test_given_fitted_learned_sampler_is_used_in_context():
     X, y = imbalanced(d=4)
     prior = LearnedFlowSampler.from_pretrained("general-16", n_features=4)
-    prior.set_params(n_steps=10)
+    prior.set_params(solver__n_steps=10)
     over = FlowOverSampler(generator=prior, random_state=0)
     X_res, _ = over.fit_resample(X, y)
     assert over.n_components_ == {1: None}  # its width is d: no projection
@@ -146,7 +146,7 @@ def test_pretrained_generator_is_the_sized_prior_in_context():
     over = FlowOverSampler(generator="pretrained", n_components=None, n_steps=6, random_state=0)
     X_res, _ = over.fit_resample(X, y)
     prior = LearnedFlowSampler.from_pretrained("general-16-sized", n_features=4)
-    prior.set_params(n_steps=6)
+    prior.set_params(solver__n_steps=6)
     centred = X[y == 1] - X[y == 1].mean(0)
     expect = prior.sample(108, support=centred, random_state=_first_seed(0)) + X[y == 1].mean(0)
     np.testing.assert_allclose(X_res[len(X) :], expect, rtol=1e-10, atol=1e-10)

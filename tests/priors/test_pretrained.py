@@ -13,12 +13,13 @@ import torch
 import torch.nn.functional as tnf
 from sklearn.datasets import load_iris
 
-from skflow import LearnedFlowSampler
+from skflow import LearnedFlowSampler, NetworkOptions, SolverOptions, TrainingOptions
 from skflow.exceptions import InvalidParameterError
 from skflow.nn.transformer import CrossAttentionVelocity
 from skflow.priors import FAMILIES, RECIPES, EllipticalMixtureTasks, PriorTasks, train_prior
 from skflow.priors.model_card import current_command
 from skflow.samplers._fitted import FITTED, fitted_config, restore
+from skflow.samplers.options import learned_params_from_flat
 from skflow.samplers.prior_store import PRIORS_DIR, file_sha256, load_prior, read_prior
 
 CARDS = LearnedFlowSampler.pretrained_models()
@@ -61,7 +62,7 @@ def test_loaded_model_equals_rebuilt_model(name):
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("d", [1, 4, 13, 16])
 def test_samples_at_several_d_and_m(name, d):
-    prior = LearnedFlowSampler.from_pretrained(name, n_features=d).set_params(n_steps=10)
+    prior = LearnedFlowSampler.from_pretrained(name, n_features=d).set_params(solver__n_steps=10)
     assert prior.n_features_in_ == d and prior.model_.n_features == d
     rng = np.random.default_rng(d)
     for m in (2, 10, 100):
@@ -133,7 +134,8 @@ def test_support_of_another_width_names_the_remedy(batched):
             prior.sample_batch(5, narrow)
     # loaded as the message says, the same support is served
     fitted = LearnedFlowSampler.from_pretrained("general-16", n_features=4)
-    assert fitted.set_params(n_steps=2).sample(5, support=narrow).shape == (*shape[:-1], 5, 4)
+    fitted.set_params(solver__n_steps=2)
+    assert fitted.sample(5, support=narrow).shape == (*shape[:-1], 5, 4)
 
 
 def test_pickle_and_fine_tune_on_labelled_data():
@@ -145,7 +147,9 @@ def test_pickle_and_fine_tune_on_labelled_data():
     clone = pickle.loads(pickle.dumps(prior))
     np.testing.assert_array_equal(clone.sample(30, support=S, random_state=0), before)
     n0 = prior.n_iter_
-    prior.set_params(max_iter=3).fit(X, y)  # warm_start=True: the prior's weights continue
+    prior.set_params(training__max_iter=3).fit(
+        X, y
+    )  # warm_start=True: the prior's weights continue
     assert prior.n_iter_ == n0 + 3
     after = prior.sample(30, support=S, random_state=0)
     assert not np.array_equal(after, before)
@@ -250,7 +254,7 @@ def test_degenerate_supports_are_refused_and_small_spread_stays_near():
 
 
 # -- one construction path: a prior, a pickle and the end of fit ---------------------------
-#: ``from_pretrained("general-16", n_features=3).set_params(n_steps=10).sample(4, support=S,
+#: ``from_pretrained("general-16", n_features=3).set_params(solver__n_steps=10).sample(4, support=S,
 #: random_state=0)`` with ``S = default_rng(0).normal(size=(12, 3)) * 2 + 1``, computed on the
 #: code before the priors moved to skflow.priors (commit 67725a0), on one x86-64 CPU.
 #:
@@ -268,7 +272,7 @@ BEFORE_D3 = [
     [2.721760486387134, 1.0261798211883926, 0.62527608976605],
     [1.5097315794363768, 0.803329690324183, 2.4083125929764586],
 ]
-#: The same at the full width: ``from_pretrained("general-16").set_params(n_steps=5)
+#: The same at the full width: ``from_pretrained("general-16").set_params(solver__n_steps=5)
 #: .sample(2, support=default_rng(1).normal(size=(8, 16)), random_state=1)``, first 3 columns.
 BEFORE_D16 = [
     [1.8958327092440141, -0.022525292876356254, -0.8452271591053946],
@@ -283,7 +287,8 @@ def _close_to_stored(actual, stored):
 @pytest.mark.stored
 def test_loaded_prior_samples_match_the_stored_ones():
     S = np.random.default_rng(0).normal(size=(12, 3)) * 2.0 + 1.0
-    prior = LearnedFlowSampler.from_pretrained("general-16", n_features=3).set_params(n_steps=10)
+    prior = LearnedFlowSampler.from_pretrained("general-16", n_features=3)
+    prior.set_params(solver__n_steps=10)
     X = prior.sample(4, support=S, random_state=0)
     _close_to_stored(X, BEFORE_D3)
     # one process: bit for bit
@@ -291,21 +296,16 @@ def test_loaded_prior_samples_match_the_stored_ones():
         pickle.loads(pickle.dumps(prior)).sample(4, support=S, random_state=0), X
     )
     S16 = np.random.default_rng(1).normal(size=(8, 16))
-    full = LearnedFlowSampler.from_pretrained("general-16").set_params(n_steps=5)
+    full = LearnedFlowSampler.from_pretrained("general-16").set_params(solver__n_steps=5)
     _close_to_stored(full.sample(2, support=S16, random_state=1)[:, :3], BEFORE_D16)
 
 
 def _tiny_fit():
     X = np.random.default_rng(0).normal(size=(30, 2))
     return LearnedFlowSampler(
-        d_model=8,
-        n_heads=2,
-        n_layers=1,
-        max_iter=3,
-        batch_tasks=2,
-        support_size=5,
-        n_targets=4,
-        n_steps=5,
+        NetworkOptions(d_model=8, n_heads=2, n_layers=1),
+        training=TrainingOptions(max_iter=3, batch_tasks=2, support_size=5, n_targets=4),
+        solver=SolverOptions(n_steps=5),
         random_state=0,
     ).fit(X)
 
@@ -331,7 +331,9 @@ def test_fit_and_warm_start_give_the_samples_of_before():
     lf = _tiny_fit()
     before = [[0.5709780225941131, 0.7059248963035687], [-0.12131427597545621, 1.3880416086449996]]
     _close_to_stored(lf.sample(2, random_state=0), before)
-    lf.set_params(warm_start=True, max_iter=2).fit(np.random.default_rng(0).normal(size=(30, 2)))
+    lf.set_params(warm_start=True, training__max_iter=2).fit(
+        np.random.default_rng(0).normal(size=(30, 2))
+    )
     warm = [[0.5599139219160464, 0.6915674621393443], [-0.13135040753992822, 1.3658430730782691]]
     assert lf.n_iter_ == 5
     _close_to_stored(lf.sample(2, random_state=0), warm)
@@ -355,7 +357,9 @@ def test_fit_pickle_and_prior_share_one_construction(monkeypatch):
     prior = LearnedFlowSampler.from_pretrained("general-16", n_features=3)
     assert calls == [1, 1, 1] and prior._prior == ("general-16", 16)
     params, config, state = load_prior("general-16", n_features=3)
-    _same_fitted(prior, restore(LearnedFlowSampler(**params), config, state))
+    # the card's parameters are flat (JSON): grouped as from_pretrained groups them
+    grouped = learned_params_from_flat(params)
+    _same_fitted(prior, restore(LearnedFlowSampler(**grouped), config, state))
     # a prior's card keeps the model, not the run: no curves, no support
     card_config, _ = fitted_config(prior, run_record=False)
     assert set(card_config["fitted"]) == {*CARDS["general-16"]["fitted"], "n_features_in_"}

@@ -24,7 +24,13 @@ import pytest
 import torch
 from nw_reference import brute_force_field
 
-from skflow import LearnedFlowSampler, NWFlowSampler, SolverOptions
+from skflow import (
+    LearnedFlowSampler,
+    NetworkOptions,
+    NWFlowSampler,
+    SolverOptions,
+    TrainingOptions,
+)
 from skflow.field import (
     nw_effective_sample_size,
     nw_velocity,
@@ -105,8 +111,12 @@ def test_cuda_sampler_equals_cpu(dtype, tol):
 @pytest.mark.cuda
 def test_cuda_learned_sampler_trains_on_device_and_matches_cpu():
     tasks = GaussianMixtureTasks(n_features=2)
-    small = {"d_model": 16, "n_layers": 1, "batch_tasks": 4, "support_size": 10}
-    lf = LearnedFlowSampler(**small, n_targets=16, max_iter=3, n_steps=5, random_state=0)
+    lf = LearnedFlowSampler(
+        NetworkOptions(d_model=16, n_layers=1),
+        training=TrainingOptions(batch_tasks=4, support_size=10, n_targets=16, max_iter=3),
+        solver=SolverOptions(n_steps=5),
+        random_state=0,
+    )
     lf.set_params(device="cuda").fit(tasks)
     assert all(p.is_cuda for p in lf.model_.parameters())
     support, _ = tasks.sample_task(10, 0, random_state=1)
@@ -122,10 +132,11 @@ def test_cuda_learned_sampler_trains_on_device_and_matches_cpu():
 _HIDDEN_CUDA = textwrap.dedent(
     """
     import numpy as np
-    from skflow import LearnedFlowSampler, NWFlowSampler
+    from skflow import LearnedFlowSampler, NWFlowSampler, TrainingOptions
     X = np.random.default_rng(0).normal(size=(20, 2))
+    one_step = TrainingOptions(max_iter=1)
     for make in (lambda: NWFlowSampler(backend="torch", device="cuda").fit(X).sample(2),
-                 lambda: LearnedFlowSampler(max_iter=1, device="cuda").fit(X)):
+                 lambda: LearnedFlowSampler(training=one_step, device="cuda").fit(X)):
         try:
             make()
         except ValueError as exc:

@@ -188,16 +188,19 @@ FAST = [
     ),  # noqa: E501
     ("bandwidth.md", 'grid = ["auto", 0.05, 0.5]', 'grid = ["auto", 0.5]'),
     # meta-training runs 2000 iterations by default (minutes): a few iterations, fewer steps
+    # (``_sk`` is skflow, imported by the PRELUDE of these pages)
     (
         "choosing.md",
         "LearnedFlowSampler(random_state=0).fit(X_train, y_train)",
-        "LearnedFlowSampler(max_iter=4, n_steps=4, random_state=0).fit(X_train, y_train)",
+        "LearnedFlowSampler(training=_sk.TrainingOptions(max_iter=4), "
+        "solver=_sk.SolverOptions(n_steps=4), random_state=0).fit(X_train, y_train)",
     ),
     (
         "choosing.md",
         "LearnedFlowSampler(training=TrainingOptions(max_iter=200))",
-        "LearnedFlowSampler(max_iter=2, n_steps=4)",
-    ),  # noqa: E501
+        "LearnedFlowSampler(training=TrainingOptions(max_iter=2), "
+        "solver=_sk.SolverOptions(n_steps=4))",
+    ),
     # the selectors score every candidate on class-grouped folds: 2 folds, 1 repeat, 2 arms
     (
         "choosing.md",
@@ -209,7 +212,8 @@ FAST = [
     (
         "meta_training.md",
         "LearnedFlowSampler(random_state=0).fit(tasks)",
-        "LearnedFlowSampler(max_iter=10, n_steps=10, random_state=0).fit(tasks)",
+        "LearnedFlowSampler(training=_sk.TrainingOptions(max_iter=10), "
+        "solver=_sk.SolverOptions(n_steps=10), random_state=0).fit(tasks)",
     ),
     ("meta_training.md", "max_iter=300, batch_tasks=8,", "max_iter=30, batch_tasks=8,"),
     (
@@ -245,6 +249,9 @@ FAST = [
 #: Code run before a page's blocks: the names its text assumes (``(page, code)``).
 PRELUDE = {
     "pretrained.md": "import numpy as np\nX = np.random.default_rng(0).normal(size=(40, 8))",
+    # the option groups of FAST's substitutions, under a name no page uses
+    "choosing.md": "import skflow as _sk",
+    "meta_training.md": "import skflow as _sk",
 }
 
 #: Blocks that do not run here: ``(page, a line of the block) -> why``.

@@ -42,7 +42,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as npst
 from sklearn.decomposition import PCA
 
-from skflow import EngineOptions, NWFlowSampler, SolverOptions
+from skflow import EngineOptions, NetworkOptions, NWFlowSampler, SolverOptions, TrainingOptions
 from skflow.diagnostics import diagnose
 from skflow.metrics import effective_sample_size, mmd2, mmd2_test, nw_weight_correlation
 from skflow.pipeline import make_sampling_pipeline
@@ -616,15 +616,9 @@ def test_learned_flow_sampler(data):
     CASES[name] += 1
     X = data.draw(arrays(min_rows=2), label="X")
     est = LearnedFlowSampler(
-        d_model=4,
-        n_heads=1,
-        n_layers=1,
-        max_iter=1,
-        batch_tasks=2,
-        support_size=2,
-        n_targets=2,
-        warmup=0,
-        n_steps=2,
+        NetworkOptions(d_model=4, n_heads=1, n_layers=1),
+        training=TrainingOptions(max_iter=1, batch_tasks=2, support_size=2, n_targets=2, warmup=0),
+        solver=SolverOptions(n_steps=2),
         random_state=0,
     )
     # training tasks need support_size + n_targets rows

@@ -3,7 +3,14 @@
 import numpy as np
 import pytest
 
-from skflow import EngineOptions, LearnedFlowSampler, NWFlowSampler, SolverOptions
+from skflow import (
+    EngineOptions,
+    LearnedFlowSampler,
+    NetworkOptions,
+    NWFlowSampler,
+    SolverOptions,
+    TrainingOptions,
+)
 from skflow.tasks import GaussianMixtureTasks
 
 B, M, N, D = 4, 9, 6, 3
@@ -22,14 +29,9 @@ def _noise(dtype, seed=3, shape=(B, N, D)):
 def learned():
     tasks = GaussianMixtureTasks(n_features=D)
     lf = LearnedFlowSampler(
-        d_model=16,
-        n_heads=2,
-        n_layers=1,
-        max_iter=5,
-        batch_tasks=4,
-        support_size=M,
-        n_targets=16,
-        n_steps=8,
+        NetworkOptions(d_model=16, n_heads=2, n_layers=1),
+        training=TrainingOptions(max_iter=5, batch_tasks=4, support_size=M, n_targets=16),
+        solver=SolverOptions(n_steps=8),
         random_state=0,
     )
     return lf.fit(tasks)
@@ -221,12 +223,17 @@ def test_sampler_velocity_clamps_times(learned):
         np.testing.assert_array_equal(  # the default time_tolerance=inf: frozen at 1
             est.velocity(X, 1.5, support=S), est.velocity(X, 1.0, support=S)
         )
-        # NWFlowSampler's tolerance is in its solver options, LearnedFlowSampler's a keyword
-        tight = {"time_tolerance": 1e-6}
-        est.set_params(**({"solver": SolverOptions(**tight)} if est is s else tight))
+        # the tolerance is a field of the solver options: NWFlowSampler's set_params takes the
+        # group, LearnedFlowSampler's the nested name too (its solver keeps its n_steps)
+        tight, loose = (
+            ({"solver": SolverOptions(time_tolerance=1e-6)}, {"solver": SolverOptions()})
+            if est is s
+            else ({"solver__time_tolerance": 1e-6}, {"solver__time_tolerance": np.inf})
+        )
+        est.set_params(**tight)
         with pytest.raises(ValueError, match=r"\[0, 1\].*got 1\.00001"):
             est.velocity(X, 1.0 + 1e-5, support=S)
-        est.set_params(**({"solver": SolverOptions()} if est is s else {"time_tolerance": np.inf}))
+        est.set_params(**loose)
 
 
 def test_torchdiffeq_dopri5_over_nwfield_completes():

@@ -9,7 +9,13 @@ wrapping the shared helpers the methods go through.
 import numpy as np
 import pytest
 
-from skflow import EngineOptions, LearnedFlowSampler, NWFlowSampler, SolverOptions
+from skflow import (
+    EngineOptions,
+    LearnedFlowSampler,
+    NWFlowSampler,
+    SolverOptions,
+    TrainingOptions,
+)
 from skflow import field as F
 from skflow.samplers import _base
 from skflow.samplers._solve import ADAPTIVE_MAX_STEPS, FlowSolveError, solve_adaptive
@@ -72,7 +78,9 @@ def test_sampling_prepares_one_field_per_support(monkeypatch):
 
 
 def test_learned_checks_run_once_per_public_call(monkeypatch):
-    sampler = LearnedFlowSampler(max_iter=0, n_steps=2, random_state=0).fit(S)
+    sampler = LearnedFlowSampler(
+        training=TrainingOptions(max_iter=0), solver=SolverOptions(n_steps=2), random_state=0
+    ).fit(S)
     calls = {
         "sample": lambda s: s.sample(2),
         "sample_batch": lambda s: s.sample_batch(2, S[None]),

@@ -294,7 +294,9 @@ def test_best_classical_cross_fits_a_learned_candidate():
     classes, scored like the others, refitted on every class where it is chosen."""
     X, y = FAMILY.make_classes(6, 20, random_state=0)
     net = skflow.LearnedFlowSampler(
-        d_model=16, n_heads=2, n_layers=1, max_iter=3, batch_tasks=4, random_state=0
+        skflow.NetworkOptions(d_model=16, n_heads=2, n_layers=1),
+        training=skflow.TrainingOptions(max_iter=3, batch_tasks=4),
+        random_state=0,
     )
     params = dict(support_size=[3, 10], n_splits=3, n_repeats=1, n_generated=20, random_state=0)
     best = BestClassicalSampler([net, PooledGaussianSampler()], **params).fit(X, y)

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from sklearn.decomposition import PCA
 
-from skflow import LearnedFlowSampler, NWFlowSampler, SolverOptions
+from skflow import LearnedFlowSampler, NWFlowSampler, SolverOptions, TrainingOptions
 from skflow.pipeline import make_sampling_pipeline
 
 COLUMNS = ["a", "b", "c"]
@@ -23,7 +23,9 @@ def frame():
 def _samplers():
     return [
         NWFlowSampler(random_state=0, solver=SolverOptions(n_steps=4)),
-        LearnedFlowSampler(max_iter=0, n_steps=2, random_state=0),
+        LearnedFlowSampler(
+            training=TrainingOptions(max_iter=0), solver=SolverOptions(n_steps=2), random_state=0
+        ),
         make_sampling_pipeline(
             PCA(2), NWFlowSampler(random_state=0, solver=SolverOptions(n_steps=4))
         ),

@@ -5,7 +5,13 @@ import re
 import numpy as np
 import pytest
 
-from skflow import LearnedFlowSampler, NWFlowSampler, SolverOptions
+from skflow import (
+    LearnedFlowSampler,
+    NetworkOptions,
+    NWFlowSampler,
+    SolverOptions,
+    TrainingOptions,
+)
 from skflow.tasks import (
     ClassTasks,
     FewShotClassTasks,
@@ -14,7 +20,14 @@ from skflow.tasks import (
     rotate_tasks,
 )
 
-TINY = dict(d_model=8, n_heads=2, n_layers=1, batch_tasks=16, n_targets=8, n_steps=4)
+NETWORK = NetworkOptions(d_model=8, n_heads=2, n_layers=1)
+SOLVER = SolverOptions(n_steps=4)
+
+
+def tiny(**training):
+    """The parameters of the tiny sampler (``training``: more fields of its TrainingOptions)."""
+    training = TrainingOptions(batch_tasks=16, n_targets=8, **training)
+    return dict(network=NETWORK, training=training, solver=SOLVER)
 
 
 def _scarce(seed=0, n_classes=15, low=12, high=40, d=3):
@@ -54,7 +67,7 @@ def test_every_class_is_used_and_no_support_row_is_a_target(monkeypatch, validat
     X, y, sizes = _scarce()
     rec = _Recorder(monkeypatch)
     lf = LearnedFlowSampler(  # one frame: "auto" would also train the predictive one
-        **TINY, max_iter=40, validation_fraction=validation, normalize=True, random_state=0
+        **tiny(max_iter=40, validation_fraction=validation), normalize=True, random_state=0
     ).fit(X, y)
     assert lf.support_range_ == (2, int(np.percentile(sizes, 75)) - 2)
     assert lf.augment_ == "rotate" and lf.normalize_
@@ -96,7 +109,7 @@ def test_small_classes_are_kept_down_to_four_rows():
     drawn = {int(c) for c in _class_of(X, y, S[:, 0])}
     assert drawn == {0, 1, 2}
     with pytest.warns(UserWarning, match="support_size low"):  # never silently unused
-        LearnedFlowSampler(**TINY, support_size=(3, 9), max_iter=1).fit(X[y < 3], y[y < 3])
+        LearnedFlowSampler(**tiny(support_size=(3, 9), max_iter=1)).fit(X[y < 3], y[y < 3])
 
 
 def test_fewshot_targets_cover_all_other_rows():
@@ -146,11 +159,9 @@ def test_fit_conditions_on_the_support_argument():
     rng = np.random.default_rng(5)
     S2 = rng.normal(2.0, 0.5, size=(9, 3))
     Xq = rng.normal(size=(11, 3))
-    lf = LearnedFlowSampler(**TINY, max_iter=0, normalize=False, random_state=0).fit(X[:40])
+    lf = LearnedFlowSampler(**tiny(max_iter=0), normalize=False, random_state=0).fit(X[:40])
     assert lf.support_ is not None and not np.array_equal(lf.support_[:9], S2)
-    nw = NWFlowSampler(sigma_min=lf.sigma_min, solver=SolverOptions(n_steps=TINY["n_steps"])).fit(
-        S2
-    )
+    nw = NWFlowSampler(sigma_min=lf.sigma_min, solver=SOLVER).fit(S2)
     for t in (0.0, 0.3, 0.9):
         np.testing.assert_allclose(
             lf.velocity(Xq, t, support=S2), nw.velocity(Xq, t), rtol=1e-5, atol=1e-6
@@ -165,7 +176,7 @@ def test_fit_conditions_on_the_support_argument():
 
 def test_normalised_fit_is_the_plug_in_of_the_support_frame():
     X, y, _ = _scarce()
-    lf = LearnedFlowSampler(**TINY, max_iter=0, normalize=True, random_state=0).fit(X, y)
+    lf = LearnedFlowSampler(**tiny(max_iter=0), normalize=True, random_state=0).fit(X, y)
     assert lf.normalize_ and lf.predictive_frame_ is None
     rng = np.random.default_rng(2)
     S2 = rng.normal(-1.0, 3.0, size=(8, 3))
@@ -182,10 +193,7 @@ def test_normalised_fit_is_the_plug_in_of_the_support_frame():
 def test_progress_reports_an_early_stop(capsys):
     X, y, _ = _scarce()
     LearnedFlowSampler(
-        **TINY,
-        max_iter=100,
-        validation_interval=5,
-        tol=1e9,
+        **tiny(max_iter=100, validation_interval=5, tol=1e9),
         verbose=1,
         normalize=True,
         random_state=0,
@@ -193,14 +201,14 @@ def test_progress_reports_an_early_stop(capsys):
     out = capsys.readouterr()
     text = out.out + out.err
     assert "stopped at iteration 55 of 100: no improvement" in text
-    kw = dict(max_iter=10**6, verbose=1, random_state=0)
-    LearnedFlowSampler(**TINY, **kw, max_time=0.5, normalize=True).fit(X, y)
+    kw = dict(tiny(max_iter=10**6, max_time=0.5), verbose=1, random_state=0)
+    LearnedFlowSampler(**kw, normalize=True).fit(X, y)
     out = capsys.readouterr()
     # the training's cap is in the bar: max_time less what the preparation took
     (cap,) = set(re.findall(r"training \(max_time ([0-9.e-]+) s\)", out.err))
     assert 0.3 < float(cap) <= 0.5
     assert f"max_time reached (max_time={cap} s)" in out.out + out.err
-    LearnedFlowSampler(**TINY, **kw, max_time=0.5).fit(X, y)  # two models: half each at most
+    LearnedFlowSampler(**kw).fit(X, y)  # two models: half each at most
     out = capsys.readouterr()
     caps = re.findall(r"training \(max_time ([0-9.e-]+) s\)", out.err)
     assert caps and all(float(c) <= 0.25 for c in caps)
@@ -210,12 +218,12 @@ def test_support_size_options_are_validated():
     X, y, _ = _scarce()
     for bad in ((5, 2), (0, 3), "many", (1, 2, 3)):
         with pytest.raises(ValueError, match="support_size"):
-            LearnedFlowSampler(**TINY, support_size=bad, max_iter=1).fit(X, y)
+            LearnedFlowSampler(**tiny(support_size=bad, max_iter=1)).fit(X, y)
     with pytest.raises(ValueError, match="augment"):
-        LearnedFlowSampler(**TINY, augment="flip", max_iter=1).fit(X, y)
+        LearnedFlowSampler(**tiny(max_iter=1), augment="flip").fit(X, y)
     with pytest.raises(ValueError, match="normalize"):
-        LearnedFlowSampler(**TINY, normalize="yes", max_iter=1).fit(X, y)
-    lf = LearnedFlowSampler(**TINY, support_size=(3, 7), max_iter=2, random_state=0).fit(X, y)
+        LearnedFlowSampler(**tiny(max_iter=1), normalize="yes").fit(X, y)
+    lf = LearnedFlowSampler(**tiny(support_size=(3, 7), max_iter=2), random_state=0).fit(X, y)
     assert lf.support_range_ == (3, 7)
 
 
@@ -224,6 +232,6 @@ def test_row_validation_sizes_the_support_range_on_the_rows_kept():
     leaves 2 target rows among those kept (16 of 20), not among all 20."""
     X = np.random.default_rng(0).normal(size=(80, 3)) + np.repeat(np.eye(3)[[0, 1, 2, 0]], 20, 0)
     y = np.repeat(np.arange(4), 20)
-    lf = LearnedFlowSampler(**TINY, max_iter=2, validation_fraction=0.2, random_state=0)
+    lf = LearnedFlowSampler(**tiny(max_iter=2, validation_fraction=0.2), random_state=0)
     lf.fit(X, y)
     assert lf.support_range_[1] == 14

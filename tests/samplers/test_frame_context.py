@@ -4,14 +4,28 @@ import numpy as np
 import pytest
 import torch
 
-from skflow import LearnedFlowSampler, NWFlowSampler
+from skflow import (
+    LearnedFlowSampler,
+    NetworkOptions,
+    NWFlowSampler,
+    SolverOptions,
+    TrainingOptions,
+)
 from skflow._validation import InvalidParameterError
 from skflow.nn.transformer import CrossAttentionVelocity
 from skflow.samplers._frame import task_frame
 from skflow.samplers._meta_training import _with_frame
 from skflow.tasks import ClassTasks, RecentredTasks, recentre_tasks
 
-TINY = dict(d_model=8, n_heads=2, n_layers=1, batch_tasks=8, n_targets=8, n_steps=4)
+
+def tiny(max_iter, **network):
+    """The parameters of a tiny sampler trained for ``max_iter`` iterations (``network``: more
+    fields of its NetworkOptions)."""
+    return dict(
+        network=NetworkOptions(d_model=8, n_heads=2, n_layers=1, **network),
+        training=TrainingOptions(max_iter=max_iter, batch_tasks=8, n_targets=8),
+        solver=SolverOptions(n_steps=4),
+    )
 
 
 def _classes(seed=0, n_classes=12, rows=20, d=3):
@@ -73,7 +87,7 @@ def test_training_and_inference_append_the_same_frame():
 
 def test_fit_X_y_sees_the_frame_in_the_training_data_global_frame():
     X, y = _classes()
-    lf = LearnedFlowSampler(**TINY, max_iter=30, frame_context=True, random_state=0).fit(X, y)
+    lf = LearnedFlowSampler(**tiny(30, frame_context=True), random_state=0).fit(X, y)
     assert lf.frame_context_ and lf.model_.frame_context
     # the global frame: the training rows' mean and RMS spread (from a batch of tasks)
     np.testing.assert_allclose(lf.model_.frame_mean.numpy(), X.mean(axis=0), atol=1.0)
@@ -90,21 +104,21 @@ def test_fit_X_y_sees_the_frame_in_the_training_data_global_frame():
 
 def test_frame_context_options():
     X, y = _classes()
-    assert not LearnedFlowSampler(**TINY, max_iter=2).fit(X).frame_context_
-    off = LearnedFlowSampler(**TINY, max_iter=2).fit(X, y)  # off by default
+    assert not LearnedFlowSampler(**tiny(2)).fit(X).frame_context_
+    off = LearnedFlowSampler(**tiny(2)).fit(X, y)  # off by default
     assert not off.frame_context_ and not off.model_.frame_context
     with pytest.raises(InvalidParameterError, match="frame_context"):
-        LearnedFlowSampler(**TINY, max_iter=2, frame_context="yes").fit(X, y)
+        LearnedFlowSampler(**tiny(2, frame_context="yes")).fit(X, y)
     # a warm start keeps the fitted network's architecture
-    warm = off.set_params(warm_start=True, frame_context=True).fit(X, y)
+    warm = off.set_params(warm_start=True, network__frame_context=True).fit(X, y)
     assert not warm.frame_context_ and warm.n_iter_ == 4
 
 
 def test_untrained_frame_context_model_is_the_plugin():
     X, y = _classes()
-    lf = LearnedFlowSampler(
-        **TINY, max_iter=0, normalize=False, frame_context=True, random_state=0
-    ).fit(X, y)
+    lf = LearnedFlowSampler(**tiny(0, frame_context=True), normalize=False, random_state=0).fit(
+        X, y
+    )
     S = X[:7]
     np.testing.assert_allclose(
         lf.velocity(X[30:35], 0.6, support=S),
@@ -144,5 +158,5 @@ def test_recentred_tasks_source_and_fit_option():
     S, Q = RecentredTasks(base).sample_tasks(5, 4, 6, random_state=np.random.default_rng(3))
     assert S.shape == (5, 4, 3) and Q.shape == (5, 6, 3)
     assert RecentredTasks(base).n_features == 3
-    lf = LearnedFlowSampler(**TINY, max_iter=2, augment="recentre").fit(X, y)
+    lf = LearnedFlowSampler(**tiny(2), augment="recentre").fit(X, y)
     assert lf.augment_ == "recentre"

@@ -6,6 +6,7 @@ import inspect
 import pickle
 import shutil
 import warnings
+from dataclasses import replace
 
 import joblib
 import numpy as np
@@ -13,7 +14,7 @@ import pytest
 import torch
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from skflow import SolverOptions
+from skflow import NetworkOptions, SolverOptions, TrainingOptions
 from skflow.field import nw_velocity
 from skflow.metrics import mmd2
 from skflow.nn.training import H_MAX, lr_factor, sample_times
@@ -24,27 +25,23 @@ from skflow.samplers.options import flat_learned_params
 from skflow.tasks import GaussianMixtureTasks, HierarchicalTasks, SphericalShellTasks
 
 TINY = dict(
-    d_model=8,
-    n_heads=2,
-    n_layers=1,
-    max_iter=3,
-    batch_tasks=2,
-    support_size=4,
-    n_targets=4,
-    n_steps=4,
-    validation_interval=1,
+    network=NetworkOptions(d_model=8, n_heads=2, n_layers=1),
+    training=TrainingOptions(
+        max_iter=3, batch_tasks=2, support_size=4, n_targets=4, validation_interval=1
+    ),
+    solver=SolverOptions(n_steps=4),
 )
 SMALL = dict(
-    d_model=16,
-    n_heads=2,
-    n_layers=1,
-    max_iter=20,
-    batch_tasks=4,
-    support_size=8,
-    n_targets=16,
-    n_steps=8,
+    network=NetworkOptions(d_model=16, n_heads=2, n_layers=1),
+    training=TrainingOptions(max_iter=20, batch_tasks=4, support_size=8, n_targets=16),
+    solver=SolverOptions(n_steps=8),
 )
 CUDA = torch.cuda.is_available()
+
+
+def with_training(params, **fields):
+    """``params`` with these fields of its ``training`` group replaced."""
+    return {**params, "training": replace(params["training"], **fields)}
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -103,7 +100,11 @@ def test_untrained_network_equals_nw_velocity_float32():
 
 def test_max_iter_zero_estimator_is_the_plugin_flow(gmm2):
     S, _ = gmm2.sample_task(12, 0, random_state=3)
-    lf = LearnedFlowSampler(d_model=16, n_heads=2, n_layers=1, max_iter=0, n_steps=30)
+    lf = LearnedFlowSampler(
+        NetworkOptions(d_model=16, n_heads=2, n_layers=1),
+        training=TrainingOptions(max_iter=0),
+        solver=SolverOptions(n_steps=30),
+    )
     lf.fit(gmm2)
     nw = NWFlowSampler(sigma_min=0.01, solver=SolverOptions(n_steps=30)).fit(S)
     X = np.random.default_rng(0).normal(size=(15, 2))
@@ -182,7 +183,7 @@ def test_fit_modes_and_attributes(gmm2):
 
     lf = LearnedFlowSampler(**SMALL, random_state=0).fit(gmm2)
     assert lf.n_features_in_ == 2 and lf.support_ is None
-    assert lf.n_iter_ == SMALL["max_iter"] == len(lf.loss_curve_)
+    assert lf.n_iter_ == SMALL["training"].max_iter == len(lf.loss_curve_)
     assert lf.validation_scores_ is None
     with pytest.raises(ValueError, match="support="):
         lf.sample(3)
@@ -192,7 +193,7 @@ def test_fit_modes_and_attributes(gmm2):
     assert lf.sample(4, support=X[:5], random_state=0).shape == (4, 2)
 
     lf = LearnedFlowSampler(**SMALL, random_state=0).fit(X)
-    assert lf.support_.shape == (SMALL["support_size"], 2)  # a subsample of X
+    assert lf.support_.shape == (SMALL["training"].support_size, 2)  # a subsample of X
     assert all(any(np.array_equal(r, x) for x in X) for r in lf.support_)
     assert lf.sample(5, random_state=0).shape == (5, 2)
     lf = LearnedFlowSampler(**SMALL, random_state=0).fit(X[:6])
@@ -213,11 +214,14 @@ def test_single_task_splits_are_disjoint(n_rows):
 @pytest.mark.filterwarnings("ignore:ClassTasks:UserWarning")
 def test_validation_and_early_stopping(gmm2):
     lf = LearnedFlowSampler(
-        **{**SMALL, "max_iter": 100},
-        validation_fraction=0.1,
-        validation_interval=5,
-        n_iter_no_change=2,
-        tol=1e9,  # nothing counts as an improvement after the first check
+        **with_training(
+            SMALL,
+            max_iter=100,
+            validation_fraction=0.1,
+            validation_interval=5,
+            n_iter_no_change=2,
+            tol=1e9,  # nothing counts as an improvement after the first check
+        ),
         random_state=0,
     ).fit(gmm2)
     assert lf.n_iter_ == 15 and len(lf.validation_scores_) == 3
@@ -225,19 +229,23 @@ def test_validation_and_early_stopping(gmm2):
 
     X = np.random.default_rng(0).normal(size=(80, 2))
     y = np.repeat([0, 1], 40)
-    lf = LearnedFlowSampler(**SMALL, validation_fraction=0.25, validation_interval=10)
+    lf = LearnedFlowSampler(
+        **with_training(SMALL, validation_fraction=0.25, validation_interval=10)
+    )
     lf.fit(X, y)  # the predictive frame: its untrained Gaussian is scored too (iteration 0)
     assert len(lf.validation_scores_) == 3 and all(np.isfinite(lf.validation_scores_))
 
 
 def test_max_time_budget(gmm2):
-    lf = LearnedFlowSampler(**{**SMALL, "max_iter": 10**6}, max_time=0.3, random_state=0)
+    lf = LearnedFlowSampler(**with_training(SMALL, max_iter=10**6, max_time=0.3), random_state=0)
     lf.fit(gmm2)
     assert 1 <= lf.n_iter_ < 10**6
 
 
 def test_verbose_prints_loss(gmm2, capsys):
-    LearnedFlowSampler(**SMALL, verbose=1, validation_interval=10, random_state=0).fit(gmm2)
+    LearnedFlowSampler(
+        **with_training(SMALL, validation_interval=10), verbose=1, random_state=0
+    ).fit(gmm2)
     out = capsys.readouterr().out
     assert out.count("loss") == 2 and "iter" in out
 
@@ -262,7 +270,11 @@ def test_same_seed_same_model_on_any_thread_count():
     from threadpoolctl import threadpool_limits
 
     X, y = HierarchicalTasks(8).make_classes(12, 30, random_state=0)
-    params = {"max_iter": 60, "d_model": 64, "validation_fraction": 0, "random_state": 0}
+    params = {
+        "network": NetworkOptions(d_model=64),
+        "training": TrainingOptions(max_iter=60, validation_fraction=0),
+        "random_state": 0,
+    }
     states = []
     for n in (1, 2):
         saved = torch.get_num_threads()
@@ -303,7 +315,7 @@ def test_velocity_attention_and_batch(fitted, gmm2):
     out = fitted.sample_batch(5, Ss, random_state=0)
     assert out.shape == (3, 5, 2) and np.all(np.isfinite(out))
     t, traj = fitted.sample_trajectories(4, support=S, random_state=0)
-    assert traj.shape == (SMALL["n_steps"] + 1, 4, 2)
+    assert traj.shape == (SMALL["solver"].n_steps + 1, 4, 2)
     np.testing.assert_allclose(traj[-1], fitted.sample(4, support=S, random_state=0))
 
 
@@ -401,30 +413,30 @@ def test_bad_fit_inputs(gmm2):
     with pytest.raises(ValueError, match="entries"):
         LearnedFlowSampler(**TINY).fit(X, np.zeros(5))
     for params, match in [
-        ({"time_sampling": "beta"}, "time_sampling"),
-        ({"lr_schedule": "step"}, "lr_schedule"),
-        ({"d_model": 10, "n_heads": 4}, "divisible"),
-        ({"learning_rate": -1.0}, "learning_rate"),
-        ({"validation_fraction": 1.0}, "validation_fraction"),
+        ({"training__time_sampling": "beta"}, "time_sampling"),
+        ({"training__lr_schedule": "step"}, "lr_schedule"),
+        ({"network__d_model": 10, "network__n_heads": 4}, "divisible"),
+        ({"training__learning_rate": -1.0}, "learning_rate"),
+        ({"training__validation_fraction": 1.0}, "validation_fraction"),
         ({"sigma_min": 1.5}, "sigma_min"),
         ({"device": "tpu"}, "device"),
     ]:
         with pytest.raises(ValueError, match=match):
-            LearnedFlowSampler(**{**TINY, **params}).fit(X)
+            LearnedFlowSampler(**TINY).set_params(**params).fit(X)
     with pytest.raises(TypeError, match="batch_tasks"):
-        LearnedFlowSampler(**{**TINY, "batch_tasks": 2.5}).fit(X)
+        LearnedFlowSampler(**TINY).set_params(training__batch_tasks=2.5).fit(X)
 
 
 def test_cpu_ignores_cuda_only_flags(gmm2):
     with pytest.warns(UserWarning, match="CUDA devices only"):
-        LearnedFlowSampler(**TINY, mixed_precision=True).fit(gmm2)
+        LearnedFlowSampler(**with_training(TINY, mixed_precision=True)).fit(gmm2)
 
 
 def test_fit_warnings_point_at_the_callers_line():
     # the warnings raised deep in the meta-training module name the user's fit call
     rng = np.random.default_rng(0)
     X, y = rng.normal(size=(4 + 30 + 30, 2)), np.repeat([0, 1, 2], [4, 30, 30])
-    params = {**TINY, "support_size": (3, 9), "max_iter": 1, "mixed_precision": True}
+    params = with_training(TINY, support_size=(3, 9), max_iter=1, mixed_precision=True)
     est = LearnedFlowSampler(**params)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -456,16 +468,16 @@ def test_learned_beats_plugin_with_scarce_support():
     """
     tasks = SphericalShellTasks(n_features=2, n_shells=1, max_radius=3.0, radial_noise=0.1)
     lf = LearnedFlowSampler(
-        d_model=32,
-        n_heads=4,
-        n_layers=1,
-        max_iter=300,
-        batch_tasks=16,
-        support_size=5,
-        n_targets=64,
-        learning_rate=3e-3,
-        warmup=20,
-        n_steps=20,
+        NetworkOptions(d_model=32, n_heads=4, n_layers=1),
+        training=TrainingOptions(
+            max_iter=300,
+            batch_tasks=16,
+            support_size=5,
+            n_targets=64,
+            learning_rate=3e-3,
+            warmup=20,
+        ),
+        solver=SolverOptions(n_steps=20),
         random_state=0,
     ).fit(tasks)
     curve = np.asarray(lf.loss_curve_)
@@ -487,7 +499,7 @@ def test_learned_beats_plugin_with_scarce_support():
 def test_learned_beats_plugin_on_shells():
     """The benchmark's setting, shortened: d = 8 shells, m = 50 (about a minute)."""
     tasks = SphericalShellTasks(n_features=8)
-    lf = LearnedFlowSampler(max_iter=1000, random_state=0).fit(tasks)
+    lf = LearnedFlowSampler(training=TrainingOptions(max_iter=1000), random_state=0).fit(tasks)
     supports, truths = tasks.sample_tasks(10, 50, 500, random_state=1)
     generated = lf.sample_batch(500, supports, random_state=0)
     plugin = NWFlowSampler(sigma_min=0.01)
@@ -510,7 +522,7 @@ def test_fit_with_a_single_class_is_refused_and_string_labels_work():
         assert "fit(X)" in str(info.value)
     y = np.array(["cat", "dog"] * 12)
     lf = LearnedFlowSampler(**TINY, normalize=True, random_state=0).fit(X, y)
-    assert lf.n_iter_ == TINY["max_iter"] and lf.sample(3, support=X[:5]).shape == (3, 2)
+    assert lf.n_iter_ == TINY["training"].max_iter and lf.sample(3, support=X[:5]).shape == (3, 2)
     # the default frame with classes too small to hold out a validation task: nothing could
     # show that training beats the training classes' Gaussian, which is kept untrained
     lf = LearnedFlowSampler(**TINY, random_state=0).fit(X, y)
@@ -548,7 +560,9 @@ def test_normalized_model_samples_in_the_supports_frame():
     X, y = rng.normal(size=(24, 2)), np.repeat([0, 1, 2], 8)
     S, X0 = X[:6], rng.normal(size=(5, 2))
     a, b = 10.0, np.array([100.0, -50.0])
-    seeing = LearnedFlowSampler(**TINY, frame_context=True, random_state=0).fit(X, y)
+    seeing = LearnedFlowSampler(
+        **{**TINY, "network": replace(TINY["network"], frame_context=True)}, random_state=0
+    ).fit(X, y)
     assert seeing.normalize_ and seeing.frame_context_
     far = seeing.sample(5, support=a * S + b, noise=X0)
     assert np.abs(far - (a * S + b).mean(0)).max() < 10 * a * S.std()
@@ -595,7 +609,9 @@ def test_the_run_is_budgeted_after_its_network_is_built(classes, monkeypatch):
     monkeypatch.setattr(_meta_training.TrainingRun, "__init__", timed_build)
     monkeypatch.setattr(_meta_training.TrainingRun, "train", spy)
     LearnedFlowSampler(
-        d_model=8, n_layers=1, batch_tasks=2, n_targets=4, random_state=0, max_iter=2, max_time=10.0
+        NetworkOptions(d_model=8, n_layers=1),
+        training=TrainingOptions(batch_tasks=2, n_targets=4, max_iter=2, max_time=10.0),
+        random_state=0,
     ).fit(*classes)
     assert budgets == [9.0]
 
@@ -603,11 +619,15 @@ def test_the_run_is_budgeted_after_its_network_is_built(classes, monkeypatch):
 def test_size_embedding_reaches_the_network_and_old_pickles_get_its_default(gmm2):
     """``size_embedding=True`` builds a network that sees the support size; a pickle written
     before a parameter existed loads with that parameter's default."""
-    small = dict(d_model=8, n_heads=2, n_layers=1, max_iter=2, batch_tasks=2, n_targets=4,
-                 support_size=(2, 10), n_steps=2, random_state=0)  # fmt: skip
-    sized = LearnedFlowSampler(size_embedding=True, **small).fit(gmm2)
+    network = NetworkOptions(d_model=8, n_heads=2, n_layers=1)
+    small = dict(
+        training=TrainingOptions(max_iter=2, batch_tasks=2, n_targets=4, support_size=(2, 10)),
+        solver=SolverOptions(n_steps=2),
+        random_state=0,
+    )
+    sized = LearnedFlowSampler(replace(network, size_embedding=True), **small).fit(gmm2)
     assert sized.model_.size_embedding and sized.model_.config["size_embedding"]
-    assert not LearnedFlowSampler(**small).fit(gmm2).model_.size_embedding
+    assert not LearnedFlowSampler(network, **small).fit(gmm2).model_.size_embedding
     state = sized.__getstate__()
     # as an older skflow pickled it: the parameters flat, size_embedding not among them
     groups = {k: state.pop(k) for k in ("network", "training", "solver")}
@@ -632,7 +652,7 @@ def test_from_pretrained_loads_a_prior_from_a_folder(tmp_path):
     mine = LearnedFlowSampler.from_pretrained("mine", n_features=3, folder=tmp_path)
     shipped = LearnedFlowSampler.from_pretrained("general-16", n_features=3)
     for model in (mine, shipped):
-        model.set_params(n_steps=4)
+        model.set_params(solver__n_steps=4)
     np.testing.assert_array_equal(
         mine.sample(5, support=S, random_state=0), shipped.sample(5, support=S, random_state=0)
     )

@@ -5,7 +5,7 @@ import pytest
 import torch
 from nw_reference import brute_force_field
 
-from skflow import LearnedFlowSampler
+from skflow import LearnedFlowSampler, NetworkOptions, TrainingOptions
 from skflow._validation import InvalidParameterError
 from skflow.nn.transformer import CrossAttentionVelocity
 from skflow.paths import CosinePath, OTPath
@@ -69,8 +69,10 @@ class _PointTasks:
 
 
 def test_meta_training_regresses_the_field_of_the_path():
-    kw = dict(d_model=16, n_heads=2, n_layers=1, max_iter=1, batch_tasks=4, n_targets=8)
-    lf = LearnedFlowSampler(**kw, support_size=3, path=PATH, random_state=0).fit(_PointTasks())
+    network = NetworkOptions(d_model=16, n_heads=2, n_layers=1)
+    training = TrainingOptions(max_iter=1, batch_tasks=4, n_targets=8, support_size=3)
+    lf = LearnedFlowSampler(network, training=training, path=PATH, random_state=0)
+    lf.fit(_PointTasks())
     assert lf.model_.path == PATH
     assert lf.loss_curve_[0] < 1e-6  # the loss and the network share the cosine path
     S = np.zeros((3, 2))
@@ -89,8 +91,9 @@ def test_exact_target_is_the_population_velocity_of_the_path(monkeypatch):
         return velocity(self, x, t, params, **kw)
 
     monkeypatch.setattr(GaussianMixtureTasks, "velocity", spy)
-    kw = dict(d_model=16, n_heads=2, n_layers=1, max_iter=2, batch_tasks=4, n_targets=8)
-    LearnedFlowSampler(**kw, path=PATH, target="exact", random_state=0).fit(
+    network = NetworkOptions(d_model=16, n_heads=2, n_layers=1)
+    training = TrainingOptions(max_iter=2, batch_tasks=4, n_targets=8, target="exact")
+    LearnedFlowSampler(network, training=training, path=PATH, random_state=0).fit(
         GaussianMixtureTasks(n_features=2)
     )
     assert seen and all(p is PATH for p in seen)

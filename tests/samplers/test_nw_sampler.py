@@ -291,12 +291,14 @@ def test_input_messages_are_short_and_in_our_words(support, cls):
     """NaN: no scikit-learn paragraph about other estimators; 1-D: the shape, not the values."""
     from sklearn.decomposition import PCA
 
-    from skflow import LearnedFlowSampler
+    from skflow import LearnedFlowSampler, TrainingOptions
     from skflow.pipeline import make_sampling_pipeline
 
     make = {
         "nw": lambda: NWFlowSampler(solver=SolverOptions(n_steps=2)),
-        "learned": lambda: LearnedFlowSampler(max_iter=0, n_steps=2),
+        "learned": lambda: LearnedFlowSampler(
+            training=TrainingOptions(max_iter=0), solver=SolverOptions(n_steps=2)
+        ),
         "pipeline": lambda: make_sampling_pipeline(
             PCA(2), NWFlowSampler(solver=SolverOptions(n_steps=2))
         ),

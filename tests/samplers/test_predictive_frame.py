@@ -2,6 +2,7 @@
 the training classes, and a network that starts as that Gaussian."""
 
 import pickle
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -10,6 +11,8 @@ import torch
 from skflow import (
     EmpiricalBayesGaussianSampler,
     LearnedFlowSampler,
+    NetworkOptions,
+    TrainingOptions,
 )
 from skflow.samplers._frame import into_frame, predictive_frame
 from skflow.samplers._meta_training import frame_support_sizes
@@ -21,7 +24,9 @@ def untrained(classes):
     """A fit of one step at a vanishing learning rate: the network as initialized."""
     X, y = classes
     est = LearnedFlowSampler(
-        normalize="predictive", max_iter=1, learning_rate=1e-12, warmup=1, random_state=0
+        normalize="predictive",
+        training=TrainingOptions(max_iter=1, learning_rate=1e-12, warmup=1),
+        random_state=0,
     )
     return est.fit(X, y)
 
@@ -77,9 +82,13 @@ def test_batched_supports_and_pickle(untrained):
 def test_predictive_needs_labels_and_no_frame_context(classes):
     X, y = classes
     with pytest.raises(ValueError, match="needs fit\\(X, y\\)"):
-        LearnedFlowSampler(normalize="predictive", max_iter=1).fit(X)
+        LearnedFlowSampler(normalize="predictive", training=TrainingOptions(max_iter=1)).fit(X)
     with pytest.raises(ValueError, match="cannot be combined"):
-        LearnedFlowSampler(normalize="predictive", frame_context=True, max_iter=1).fit(X, y)
+        LearnedFlowSampler(
+            NetworkOptions(frame_context=True),
+            normalize="predictive",
+            training=TrainingOptions(max_iter=1),
+        ).fit(X, y)
     with pytest.raises(Exception, match="'predictive'"):
         LearnedFlowSampler(normalize="gaussian").fit(X, y)
 
@@ -121,9 +130,7 @@ def test_velocity_maps_back_with_the_factor(classes):
     est = LearnedFlowSampler(
         normalize="predictive",
         sigma_min=0.6,
-        max_iter=1,
-        learning_rate=1e-12,
-        warmup=1,
+        training=TrainingOptions(max_iter=1, learning_rate=1e-12, warmup=1),
         random_state=0,
     ).fit(X, y)
     S = X[y == 2][:4]
@@ -142,7 +149,9 @@ def test_training_tasks_rotate_about_the_frame_origin(classes, augment):
 
     X, y = classes
     est = LearnedFlowSampler(
-        normalize="predictive", augment=augment, batch_tasks=4, support_size=5, n_targets=6
+        normalize="predictive",
+        augment=augment,
+        training=TrainingOptions(batch_tasks=4, support_size=5, n_targets=6),
     )
     params = TrainingParams.of(est)
     tasks = training_tasks(params, X, y, np.random.RandomState(0))
@@ -164,7 +173,7 @@ def test_no_training_without_validation_data():
     held-out classes the untrained model is the first validation score (iteration 0)."""
     fam = HierarchicalTasks(3, prior_cov=4.0, within_cov=0.25)
     X, y = fam.make_classes(6, 30, random_state=0)
-    kw = dict(max_iter=20, validation_fraction=0.0, random_state=0)
+    kw = dict(training=TrainingOptions(max_iter=20, validation_fraction=0.0), random_state=0)
     est = LearnedFlowSampler(normalize="predictive", **kw).fit(X, y)
     assert est.n_iter_ == 0 and est.loss_curve_ == [] and est.validation_classes_ is None
     S = X[y == 0][:5]
@@ -173,7 +182,7 @@ def test_no_training_without_validation_data():
     np.testing.assert_allclose(gen.mean(axis=0), mean, atol=0.03)
     np.testing.assert_allclose(np.cov(gen.T), cov, atol=0.03)
     X, y = fam.make_classes(12, 30, random_state=0)
-    kw = dict(max_iter=4, validation_interval=2, random_state=0)
+    kw = dict(training=TrainingOptions(max_iter=4, validation_interval=2), random_state=0)
     est = LearnedFlowSampler(normalize="predictive", **kw).fit(X, y)
     assert est.n_iter_ == 4 and len(est.validation_scores_) == 3  # iteration 0, 2 and 4
     assert len(LearnedFlowSampler(normalize=True, **kw).fit(X, y).validation_scores_) == 2
@@ -183,7 +192,14 @@ def _frame_of(est):
     return "predictive" if est.predictive_frame_ is not None else "support"
 
 
-TINY_FIT = dict(d_model=8, n_layers=1, batch_tasks=2, n_targets=4, random_state=0)
+TINY_NETWORK = NetworkOptions(d_model=8, n_layers=1)
+
+
+def tiny_fit(**training):
+    """The parameters of a tiny network's short training (``training``: more fields of its
+    TrainingOptions)."""
+    training = TrainingOptions(batch_tasks=2, n_targets=4, **training)
+    return dict(network=TINY_NETWORK, training=training, random_state=0)
 
 
 @pytest.mark.parametrize("n_classes", [6, 12])
@@ -194,14 +210,17 @@ def test_auto_is_one_predictive_network_that_sees_the_support_size(n_classes):
     ``benchmarks/bench_transfer.py`` measures as ``pred_sized`` / ``pred_sized_rows``)."""
     fam = HierarchicalTasks(3, prior_cov=4.0, within_cov=0.25)
     X, y = fam.make_classes(n_classes, 20, random_state=0)
-    auto = LearnedFlowSampler(**TINY_FIT, max_iter=3).fit(X, y)
+    auto = LearnedFlowSampler(**tiny_fit(max_iter=3)).fit(X, y)
     assert _frame_of(auto) == "predictive" and auto.model_.base == "gaussian"
     assert auto.model_.size_embedding and auto.normalize_
     assert (auto.validation_classes_ is not None) == (n_classes >= 10)
     assert len(auto.validation_scores_) >= 1  # validated either way
     rows = {} if n_classes >= 10 else {"validation_fraction": 0.2}
     explicit = LearnedFlowSampler(
-        **TINY_FIT, max_iter=3, normalize="predictive", size_embedding=True, **rows
+        replace(TINY_NETWORK, size_embedding=True),
+        training=TrainingOptions(batch_tasks=2, n_targets=4, max_iter=3, **rows),
+        normalize="predictive",
+        random_state=0,
     ).fit(X, y)
     S = X[y == 3][:6]
     np.testing.assert_array_equal(
@@ -214,15 +233,16 @@ def test_auto_is_one_predictive_network_that_sees_the_support_size(n_classes):
 @pytest.mark.parametrize(
     "params, frame",
     [
-        ({"frame_context": True}, "support"),  # the context describes the support's own frame
+        # the context describes the support's own frame
+        ({"network__frame_context": True}, "support"),
         ({"normalize": True}, "support"),
-        ({"validation_fraction": 0.0}, "predictive"),
+        ({"training__validation_fraction": 0.0}, "predictive"),
     ],
 )
 def test_auto_frame_with_other_settings(params, frame):
     fam = HierarchicalTasks(3, prior_cov=4.0, within_cov=0.25)
     X, y = fam.make_classes(12, 20, random_state=0)
-    est = LearnedFlowSampler(**TINY_FIT, max_iter=2, **params).fit(X, y)
+    est = LearnedFlowSampler(**tiny_fit(max_iter=2)).set_params(**params).fit(X, y)
     assert _frame_of(est) == frame and est.normalize_
     assert est.model_.base == ("gaussian" if frame == "predictive" else "nw")
 
@@ -233,11 +253,12 @@ def test_size_input_is_off_for_one_data_set_and_task_sources():
     one support size, neither."""
     fam = HierarchicalTasks(3, prior_cov=4.0, within_cov=0.25)
     X, y = fam.make_classes(6, 20, random_state=0)
-    kw = dict(TINY_FIT, max_iter=1)
-    assert not LearnedFlowSampler(**kw, support_size=5).fit(X).model_.size_embedding
-    assert not LearnedFlowSampler(**kw, support_size=5).fit(fam).model_.size_embedding
-    assert not LearnedFlowSampler(**kw, support_size=5).fit(X, y).model_.size_embedding
-    assert LearnedFlowSampler(**kw, support_size=(2, 8)).fit(X, y).model_.size_embedding
+    kw = tiny_fit(max_iter=1, support_size=5)
+    assert not LearnedFlowSampler(**kw).fit(X).model_.size_embedding
+    assert not LearnedFlowSampler(**kw).fit(fam).model_.size_embedding
+    assert not LearnedFlowSampler(**kw).fit(X, y).model_.size_embedding
+    kw = tiny_fit(max_iter=1, support_size=(2, 8))
+    assert LearnedFlowSampler(**kw).fit(X, y).model_.size_embedding
 
 
 @pytest.mark.parametrize("normalize, frame", [("predictive", "predictive"), (True, "support")])
@@ -245,7 +266,7 @@ def test_auto_frame_warm_start_keeps_the_networks_frame(normalize, frame):
     """A warm start continues its network in the frame it was trained in, whatever the number
     of classes of the new data; one network, no second one beside it."""
     fam = HierarchicalTasks(3, prior_cov=4.0, within_cov=0.25)
-    kw = dict(d_model=8, n_layers=1, max_iter=2, batch_tasks=2, n_targets=4, random_state=0)
+    kw = tiny_fit(max_iter=2)
     est = LearnedFlowSampler(normalize=normalize, warm_start=True, **kw)
     est.fit(*fam.make_classes(20, 20, random_state=0))
     est.set_params(normalize="auto")
@@ -263,8 +284,8 @@ def test_auto_frame_warm_start_keeps_the_networks_normalisation(normalize):
     e.g. a shipped prior, fine-tuned on one data set stays in that frame)."""
     fam = HierarchicalTasks(3, prior_cov=4.0, within_cov=0.25)
     X, y = fam.make_classes(6, 20, random_state=0)
-    kw = dict(d_model=8, n_layers=1, max_iter=2, batch_tasks=2, n_targets=4, random_state=0)
-    est = LearnedFlowSampler(normalize=normalize, warm_start=True, support_size=5, **kw)
+    kw = tiny_fit(max_iter=2, support_size=5)
+    est = LearnedFlowSampler(normalize=normalize, warm_start=True, **kw)
     est.fit(X, y) if normalize else est.fit(X)
     est.set_params(normalize="auto")  # alone: True for fit(X, y), False for fit(X)
     est.fit(X) if normalize else est.fit(X, y)

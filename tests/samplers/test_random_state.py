@@ -8,7 +8,14 @@ raises ``InvalidParameterError`` naming ``random_state``.
 import numpy as np
 import pytest
 
-from skflow import FlowProjection, LearnedFlowSampler, NWFlowSampler, SolverOptions
+from skflow import (
+    FlowProjection,
+    LearnedFlowSampler,
+    NetworkOptions,
+    NWFlowSampler,
+    SolverOptions,
+    TrainingOptions,
+)
 from skflow._validation import InvalidParameterError
 from skflow.diagnostics import neff_along_path
 from skflow.metrics import mmd2_test
@@ -38,9 +45,11 @@ def _nw_call(rs):
 
 def _learned(rs):
     est = LearnedFlowSampler(
-        d_model=8, n_heads=2, n_layers=1, max_iter=2, batch_tasks=2, support_size=4,
-        n_targets=4, n_steps=2, random_state=rs,
-    )  # fmt: skip
+        NetworkOptions(d_model=8, n_heads=2, n_layers=1),
+        training=TrainingOptions(max_iter=2, batch_tasks=2, support_size=4, n_targets=4),
+        solver=SolverOptions(n_steps=2),
+        random_state=rs,
+    )
     return est.fit(S).sample(2, random_state=0)
 
 

@@ -63,7 +63,7 @@ def test_nw_field_and_density_are_the_same_on_any_thread_count(large):
 
 def test_pretrained_prior_samples_are_the_same_on_any_thread_count():
     prior = LearnedFlowSampler.from_pretrained("general-16-sized", n_features=6)
-    prior.set_params(n_steps=5)
+    prior.set_params(solver__n_steps=5)
     S = np.random.default_rng(4).normal(size=(10, 6))
     X = _same_on_every_count(lambda: prior.sample(300, support=S, random_state=0))
     V = _same_on_every_count(lambda: prior.velocity(X, 0.5, support=S))

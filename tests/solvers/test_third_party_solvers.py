@@ -45,7 +45,7 @@ def _prior():
     S = np.random.default_rng(3).normal(size=(20, 4)) * [1.0, 2.0, 0.5, 1.0] + 3.0
     X0 = np.random.RandomState(1).standard_normal((16, 4))
     prior = LearnedFlowSampler.from_pretrained("general-16", n_features=4)
-    prior.set_params(solver="dopri5", rtol=1e-7, atol=1e-7)
+    prior.set_params(solver=SolverOptions("dopri5", rtol=1e-7, atol=1e-7))
     _, path = prior.sample_trajectories(16, support=S, noise=X0, n_points=2)
     return prior, S, X0, path[0], path[-1]  # the flow starts from the noise in S's frame
 
@@ -143,10 +143,7 @@ def test_flow_matching_ode_solver_lands_where_sample_lands(cls, method):
     support = None if cls == "nw" else S
     solver = ODESolver(velocity_model=_Model(est, support))
     if method == "midpoint":  # the same scheme and grid as the sampler's midpoint
-        if cls == "nw":
-            est.set_params(solver=SolverOptions("midpoint", n_steps=100))
-        else:
-            est.set_params(solver="midpoint", n_steps=100)
+        est.set_params(solver=SolverOptions("midpoint", n_steps=100))
         reference = est.sample(len(X0), support=support, noise=X0)
         kw = {"step_size": 1.0 / 100}
     else:

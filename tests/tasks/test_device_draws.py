@@ -400,13 +400,13 @@ def test_prefetched_draws_keep_the_order_and_raise_the_workers_errors():
 
 # -- the training loop's device path ---------------------------------------------------------
 def _run(source, mode, seed=0, **params):
-    from skflow import LearnedFlowSampler
+    from skflow import LearnedFlowSampler, NetworkOptions, TrainingOptions
     from skflow.samplers._meta_training import TrainingParams, TrainingRun, training_tasks
 
     est = LearnedFlowSampler(
-        d_model=8, n_layers=1, max_iter=3, batch_tasks=4, support_size=(3, 6), n_targets=5,
-        **params,
-    )  # fmt: skip
+        NetworkOptions(d_model=8, n_layers=1),
+        training=TrainingOptions(max_iter=3, batch_tasks=4, support_size=(3, 6), n_targets=5),
+    ).set_params(**params)
     p = TrainingParams.of(est)
     rng = np.random.RandomState(seed)
     run = TrainingRun(p, training_tasks(p, source, None, rng), source.n_features, "cpu", rng)
@@ -414,7 +414,9 @@ def _run(source, mode, seed=0, **params):
     return run
 
 
-@pytest.mark.parametrize("params", [{}, {"frame_context": True}, {"target": "marginal"}])
+@pytest.mark.parametrize(
+    "params", [{}, {"network__frame_context": True}, {"training__target": "marginal"}]
+)
 def test_training_steps_with_device_draws_are_deterministic(params):
     source = MixedTasks([GaussianMixtureTasks(2), RingTasks(2)])
     curves = [_run(source, "device", **params).train().loss_curve for _ in range(2)]
@@ -436,8 +438,8 @@ def test_draw_mode_choice():
     assert run.draw_mode() == "numpy"  # the CPU keeps today's path
     run.device = "cuda"  # only the choice is asked, nothing runs there
     assert run.draw_mode() == "device"
-    assert _run(source, "auto", target="exact").draw_mode() == "numpy"
-    exact = _run(source, "auto", target="exact")
+    assert _run(source, "auto", training__target="exact").draw_mode() == "numpy"
+    exact = _run(source, "auto", training__target="exact")
     exact.device = "cuda"
     assert exact.draw_mode() == "prefetch"
     exact.task_draws = "device"

@@ -745,19 +745,15 @@ def test_fit_xy_keeps_its_targets_and_never_leaks():
     """LearnedFlowSampler.fit(X, y) trains on FewShotClassTasks draws: a small class keeps its
     target count (targets drawn with replacement from its non-support rows), so no warning;
     ClassTasks, used directly, shrinks the targets with a warning and never leaks."""
+    from skflow import NetworkOptions, SolverOptions, TrainingOptions
     from skflow.samplers.learned import LearnedFlowSampler
 
     X = np.column_stack([np.arange(60.0), np.zeros(60)])
     y = np.repeat([0, 1], [20, 40])
     lf = LearnedFlowSampler(
-        d_model=8,
-        n_heads=2,
-        n_layers=1,
-        max_iter=1,
-        batch_tasks=2,
-        support_size=8,
-        n_targets=30,
-        n_steps=2,
+        NetworkOptions(d_model=8, n_heads=2, n_layers=1),
+        training=TrainingOptions(max_iter=1, batch_tasks=2, support_size=8, n_targets=30),
+        solver=SolverOptions(n_steps=2),
         random_state=0,
     )
     with warnings.catch_warnings():
