@@ -55,6 +55,9 @@ __all__ = [
 MIN_CLASSES_FOR_VALIDATION = 10
 # fit(X, y), validation_fraction="auto": the share of the classes, or of every class's rows.
 AUTO_VALIDATION_SHARE = 0.2
+# Few-shot MMD² below this counts as this (about the estimator's noise with 128 rows): the
+# ratios of gaussian_frame_pays stay finite.
+_MMD2_FLOOR = 1e-4
 # Rows of a validation task (2 support, 2 targets): "auto" holds out rows of a class only when
 # its share gives that many.
 _MIN_TASK_ROWS = 4
@@ -316,6 +319,9 @@ def _labelled_tasks(
     if options.predictive:
         seed = int(rng.integers(2**31 - 1))
         frame = fit_predictive_frame(X[~held], y[~held], options.support_range, seed)
+        auto = params.normalize == "auto" and warm_frame is None
+        if auto and not gaussian_frame_pays(frame, X[~held], y[~held], seed):
+            frame, options = None, replace(options, predictive=False)
     return TrainingTasks(
         _augmented(train, options),
         validation,
@@ -366,6 +372,52 @@ def fit_predictive_frame(
         random_state=random_state,
     )
     return best.fit(X, y)
+
+
+def gaussian_frame_pays(frame: Any, X: np.ndarray, y: np.ndarray, random_state: int) -> bool:
+    """Whether ``normalize="auto"`` trains in the predictive frame ``frame``: its Gaussian
+    predicts held-out training classes at least as well as the kernel plug-in does.
+
+    The plug-in (``NWFlowSampler()``, its automatic bandwidth) is scored on the folds, tasks and
+    support sizes of ``frame`` (``fit_predictive_frame`` with the same ``random_state``); the
+    predictive frame is kept when the geometric mean over the sizes of the ratio of the best
+    Gaussian arm's few-shot MMD² to the plug-in's is at most 1 (each floored at 1e-4, about the
+    estimator's noise). Where the classes are each a law of their own (e.g. Gaussian mixtures),
+    the support's own frame serves them better and the fit trains there.
+
+    Parameters
+    ----------
+    frame : fitted BestClassicalSampler
+        :func:`fit_predictive_frame` of ``X, y``.
+    X : ndarray of shape (n_samples, n_features)
+    y : ndarray of shape (n_samples,)
+    random_state : int
+        The one ``frame`` was fitted with.
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skflow.tasks import HierarchicalTasks
+    >>> fam = HierarchicalTasks(2, prior_cov=4.0, within_cov=0.25)
+    >>> X, y = fam.make_classes(8, 20, random_state=0)
+    >>> frame = fit_predictive_frame(X, y, (2, 10), random_state=0)
+    >>> gaussian_frame_pays(frame, X, y, random_state=0)
+    True
+    """
+    from .classical import BestClassicalSampler
+    from .nw import NWFlowSampler
+
+    sizes = [int(m) for m in frame.support_sizes_]
+    plugin = BestClassicalSampler(
+        [NWFlowSampler(sigma_min_search=None)], support_size=sizes, random_state=random_state
+    ).fit(X, y)
+    gauss = np.maximum(np.min(frame.validation_mmd2_, axis=1), _MMD2_FLOOR)
+    kernel = np.maximum(plugin.validation_mmd2_[:, 0], _MMD2_FLOOR)
+    return bool(np.mean(np.log(gauss / kernel)) <= 0.0)
 
 
 def validation_sizes(support_range: tuple[int, int], source: Any) -> np.ndarray:

@@ -290,3 +290,33 @@ def test_auto_frame_warm_start_keeps_the_networks_normalisation(normalize):
     est.set_params(normalize="auto")  # alone: True for fit(X, y), False for fit(X)
     est.fit(X) if normalize else est.fit(X, y)
     assert est.normalize_ is normalize and est.n_iter_ == 4
+
+
+def _mixture_classes(n_classes=12, n_rows=30):
+    """Classes that are each a Gaussian mixture of their own (``GaussianMixtureTasks``)."""
+    from skflow.tasks import GaussianMixtureTasks
+
+    S, _ = GaussianMixtureTasks(n_features=2).sample_tasks(n_classes, n_rows, 1, random_state=0)
+    return S.reshape(-1, 2), np.repeat(np.arange(n_classes), n_rows)
+
+
+def test_auto_frame_is_the_supports_where_the_kernel_predicts_better():
+    """``normalize="auto"`` keeps the predictive frame only where its Gaussian predicts
+    held-out training classes at least as well as the kernel plug-in (geometric mean over the
+    frame's sizes): classes that are each a mixture of their own train in each support's own
+    frame, classes of a shared Gaussian law in the predictive one; ``normalize="predictive"``
+    is never overruled."""
+    from skflow.samplers._meta_training import fit_predictive_frame, gaussian_frame_pays
+
+    X, y = _mixture_classes()
+    frame = fit_predictive_frame(X, y, (2, 20), random_state=0)
+    assert not gaussian_frame_pays(frame, X, y, random_state=0)
+    est = LearnedFlowSampler(**tiny_fit(max_iter=1)).fit(X, y)
+    assert _frame_of(est) == "support" and est.model_.base == "nw" and est.normalize_
+    assert est.model_.size_embedding  # one network for every size in that frame too
+    forced = LearnedFlowSampler(**tiny_fit(max_iter=1), normalize="predictive").fit(X, y)
+    assert _frame_of(forced) == "predictive"
+    fam = HierarchicalTasks(2, prior_cov=4.0, within_cov=0.25)
+    X, y = fam.make_classes(12, 30, random_state=0)
+    frame = fit_predictive_frame(X, y, (2, 20), random_state=0)
+    assert gaussian_frame_pays(frame, X, y, random_state=0)
