@@ -190,7 +190,7 @@ RESULTS = Path(__file__).resolve().parent / "results" / "transfer"
 #: The saved runs behind the tables of ``docs/transfer.md``, in the page's order
 #: (``--docs-from`` with no file).
 DOCS_RUNS = ("hier-gauss", "hier-gauss-300", "hier-t", "hier-t-345", "hier-t-300", "mixtures",
-             "mixtures-345", "digits", "digits-345", "digits-loco")  # fmt: skip
+             "mixtures-345", "digits", "digits-345", "digits-loco", "digits-rows")  # fmt: skip
 MERGED = "` merged with `"  # joins the commands of merged runs (the docs quote each)
 D = 16
 

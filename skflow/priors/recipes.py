@@ -22,10 +22,8 @@ __all__ = ["RECIPES"]
 #: name -> {"description", "sampler" (LearnedFlowSampler params, in the flat form of a model
 #: card: ``learned_params_from_flat`` groups them), "tasks" (PriorTasks
 #: params), "finetune" (the estimator parameters ``from_pretrained`` sets: a warm start with
-#: the few-shot defaults and a short schedule at a fit's own learning rate and warmup (the
-#: warmup serves the model trained from scratch beside the prior: a warm start skips it);
-#: ``normalize="auto"``: with 10 classes or more the predictive frame is trained beside the
-#: prior and chosen per support size),
+#: the few-shot defaults and a short schedule at a fit's own learning rate and warmup (a warm
+#: start skips the warmup); ``normalize="auto"``: the prior continues in its own frame),
 #: "max_iter", "chunk" (iterations between checkpoints)}.
 RECIPES: dict[str, dict[str, Any]] = {
     "general-16": {

@@ -276,10 +276,15 @@ class LearnedFlowSampler(BaseFlowSampler):
         not tied to its training data's units. False: none (with ``exact_head=True`` the
         untrained model is exactly :class:`~skflow.NWFlowSampler`). ``velocity`` is always the
         velocity of the flow in data units.
-        ``"auto"``: ``"predictive"`` for ``fit(X, y)`` (True with ``frame_context=True``,
-        whose context token describes the support's own frame), False for ``fit(X)`` and task
-        sources; a warm start keeps the frame its network was trained in (a shipped prior:
-        each support's own).
+        ``"auto"``: for ``fit(X, y)``, ``"predictive"`` where its Gaussian predicts held-out
+        training classes at least as well as the kernel plug-in (``NWFlowSampler()``) does,
+        on the same class-grouped folds and support sizes (geometric mean of the few-shot MMD²
+        ratio at most 1), else True: classes that are each a law of their own (e.g. Gaussian
+        mixtures) are served better in each support's own frame (``docs/transfer.md``); True
+        with ``frame_context=True``, whose context token describes the support's own frame.
+        False for ``fit(X)`` and task sources. Either way one network, which sees the support
+        size. A warm start keeps the frame its network was trained in (a shipped prior: each
+        support's own).
     warm_start : bool, default=False
         If True and the estimator is fitted, ``fit`` continues training the fitted network
         for ``max_iter`` more iterations: from its last training weights, AdamW moments and
