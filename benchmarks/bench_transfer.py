@@ -514,16 +514,20 @@ def _pooled(runs: list[dict], m: str, arm: str, key: str) -> np.ndarray | None:
     return np.concatenate(parts) if len(parts) == len(runs) else None
 
 
+def _paired_pct(runs, m, arm, key, base) -> tuple[float, float, float]:
+    """% by which ``arm``'s mean ``key`` is below ``base``'s, and its paired 95 % interval."""
+    a, b = _pooled(runs, m, arm, key), _pooled(runs, m, base, key)
+    lo, hi = _boot(np.stack([a, b]), lambda v: 100 * (1 - _mean(v[0]) / _mean(v[1])))
+    return 100 * (1 - a.mean() / b.mean()), lo, hi
+
+
 def _cell(runs, m, arm, key, base) -> tuple[str, str]:
     """``mean x1e3 [CI]`` and ``% below base [CI]`` (paired) of one arm."""
     a = _pooled(runs, m, arm, key)
     if a is None:
         return "", ""
     mean = f"{1e3 * a.mean():.2f} [{1e3 * _boot(a, _mean)[0]:.2f}, {1e3 * _boot(a, _mean)[1]:.2f}]"
-    b = _pooled(runs, m, base, key)
-    pair = np.stack([a, b])
-    lo, hi = _boot(pair, lambda v: 100 * (1 - _mean(v[0]) / _mean(v[1])))
-    pct = 100 * (1 - a.mean() / b.mean())
+    pct, lo, hi = _paired_pct(runs, m, arm, key, base)
     return mean, f"{pct:+.0f} % [{lo:+.0f}, {hi:+.0f}]"
 
 
@@ -648,10 +652,11 @@ def defaults_table(saved: list[dict]) -> str:
                     cells.append("—")
                     continue
                 text = _cell(runs, m, "learned", "mmd2_med", arm)[1]
-                worse = float(text.split("[")[1].split(",")[1].rstrip("]")) < 0
+                # worse: the interval's upper end, as printed (rounded), is below 0
+                worse = round(_paired_pct(runs, m, "learned", "mmd2_med", arm)[2]) < 0
                 cells.append(f"**{text} worse**" if worse else text)
             bw = [
-                _cell(runs, m, "learned", k, "best_classical")[1].split(" [")[0]
+                f"{_paired_pct(runs, m, 'learned', k, 'best_classical')[0]:+.0f} %"
                 for k in ("mmd2_q", "mmd2_2x")
             ]
             cells += [" / ".join(bw), f"{np.median(_pooled(runs, m, 'learned', 'copy')):.2f}"]

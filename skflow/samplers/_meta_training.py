@@ -319,8 +319,8 @@ def _labelled_tasks(
     if options.predictive:
         seed = int(rng.integers(2**31 - 1))
         frame = fit_predictive_frame(X[~held], y[~held], options.support_range, seed)
-        auto = params.normalize == "auto" and warm_frame is None
-        if auto and not gaussian_frame_pays(frame, X[~held], y[~held], seed):
+        choose = params.normalize == "auto" and warm_frame is None  # else as given or kept
+        if choose and not gaussian_frame_pays(frame, X[~held], y[~held], seed):
             frame, options = None, replace(options, predictive=False)
     return TrainingTasks(
         _augmented(train, options),

@@ -187,3 +187,32 @@ def test_best_with_learned_is_the_selector_with_the_learned_candidate(bench):
     np.testing.assert_allclose(record["best_validation_mmd2"], scores.min(axis=1).round(5))
     run = {"seed": 0, "records": {"best_with_learned": record}}
     assert f"{bench.SELECTION_SPLITS} class-grouped folds" in bench.records_text([run])
+
+
+def test_defaults_table_on_the_page_is_written_from_the_saved_runs(bench):
+    """The summary table of the defaults (between its own markers) is ``defaults_table`` of
+    the saved runs."""
+    saved = bench.saved_runs(bench.RESULTS / f"{n}.json" for n in bench.DOCS_RUNS)
+    page = bench.PAGE.read_text()
+    block = page[page.index(bench.DEFAULTS_BEGIN) + len(bench.DEFAULTS_BEGIN) :]
+    assert block[: block.index(bench.DEFAULTS_END)].strip() == bench.defaults_table(saved)
+
+
+def test_defaults_table_marks_an_arm_the_defaults_lose_to(bench):
+    """``worse`` where the paired interval of the % below an arm lies under 0; ``take_arms``
+    adds the former defaults under their new name only."""
+    rng = np.random.default_rng(0)
+    good, bad = rng.uniform(1.0, 2.0, 30), rng.uniform(3.0, 4.0, 30)
+    arms = {"learned": bad, "best_classical": good, "emp_bayes": bad * 2, "plugin_tuned": bad}
+    run = _run(0, arms, "c")
+    for m in run["table"]:
+        for arm in run["table"][m]:
+            run["table"][m][arm].update(mmd2_q=run["table"][m][arm]["mmd2_med"], copy=[1.0])
+            run["table"][m][arm]["mmd2_2x"] = run["table"][m][arm]["mmd2_med"]
+    former = bench.take_arms([copy.deepcopy(run)], {"plugin_tuned": "learned_two_frames"})
+    assert list(former[0]["table"]["5"]) == ["learned_two_frames"]
+    merged = bench.merge_runs([run], former)
+    rows = bench.defaults_table(merged).splitlines()[2:]
+    cells = rows[0].split(" | ")
+    assert len(rows) == 2 and "worse**" in cells[4] and "worse" not in cells[5]
+    assert cells[7].startswith("+0 % [+0, +0]")  # the former defaults: the same scores
