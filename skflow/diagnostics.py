@@ -33,9 +33,10 @@ from scipy.spatial import cKDTree
 from scipy.special import betaln, gammaln
 
 from ._install import install_hint
-from ._validation import as_generator, check_int, check_sigma_min, check_times
+from ._validation import as_generator, check_int, check_times
 from .field import NWField
 from .metrics import distance_to_closest_record
+from .paths import GaussianPath, as_path
 from .solvers import integrate
 
 __all__ = ["FailureReport", "diagnose", "neff_along_path"]
@@ -114,8 +115,9 @@ def _check_times(times: Any) -> np.ndarray | None:
 # --------------------------------------------------------------------------------------------
 
 
-def _path_neff(support, sigma_min, n_steps, times, n_trajectories, random_state):
-    """n_eff (len(times), n_trajectories) at ``times`` along the flow's trajectories.
+def _path_neff(support, path, n_steps, times, n_trajectories, random_state):
+    """n_eff (len(times), n_trajectories) at ``times`` along the flow's trajectories on
+    ``path`` (a :class:`~skflow.paths.GaussianPath`).
 
     The flow is integrated with Heun's method on the uniform grid of ``n_steps`` steps,
     whatever ``times`` holds. A time on the grid reads the grid state; a time ``tau`` inside
@@ -127,7 +129,7 @@ def _path_neff(support, sigma_min, n_steps, times, n_trajectories, random_state)
     m, d = support.shape
     x0 = as_generator(random_state).standard_normal((n_trajectories, d))
     # prepared once (centring, norms, engine choice), evaluated at every solver stage
-    field = NWField(support, sigma_min=sigma_min)
+    field = NWField(support, path=path)
 
     def velocity(t, x):
         return field.velocity(x, t)
@@ -159,6 +161,7 @@ def neff_along_path(
     support: Any,
     *,
     sigma_min: float = 0.01,
+    path: GaussianPath | None = None,
     times: Any = None,
     n_trajectories: int = 256,
     n_steps: int = 50,
@@ -177,7 +180,10 @@ def neff_along_path(
     support : array-like of shape (m, d)
         Support set (finite, non-empty).
     sigma_min : float in (0, 1), default=0.01
-        Noise level of the OT path at ``t = 1``.
+        Noise level of the OT path at ``t = 1``; ignored when ``path`` is given.
+    path : GaussianPath or None, default=None
+        The probability path of the flow (:mod:`skflow.paths`, e.g. ``CosinePath(0.05)``);
+        None is ``OTPath(sigma_min)``.
     times : array-like of float in [0, 1], optional
         Times at which ``n_eff`` is reported (sorted, duplicates removed). Default: the uniform
         integration grid ``linspace(0, 1, n_steps + 1)`` plus ``t = 0.5``. The flow is always
@@ -219,12 +225,12 @@ def neff_along_path(
     True
     """
     support = _check_support(support)
-    sigma_min = check_sigma_min(sigma_min)
+    path = as_path(path, sigma_min)
     times = _check_times(times)
     n_trajectories = check_int(n_trajectories, "n_trajectories")
     n_steps = check_int(n_steps, "n_steps")
     times = _default_times(n_steps) if times is None else times
-    return times, _path_neff(support, sigma_min, n_steps, times, n_trajectories, random_state)
+    return times, _path_neff(support, path, n_steps, times, n_trajectories, random_state)
 
 
 # --------------------------------------------------------------------------------------------
@@ -371,18 +377,22 @@ def _memorization(support: np.ndarray, samples: np.ndarray, reference: Any) -> d
 
 
 def _from_sampler(obj: Any, sigma_min: Any) -> tuple[Any, Any, Any]:
-    """``(support, sigma_min, sampler)`` from a fitted sampler (duck-typed) or an array."""
+    """``(support, path, sampler)`` from a fitted sampler (duck-typed) or an array; ``path``
+    is None where it is the OT path of the checked ``sigma_min`` (an array's, or given)."""
     if not (hasattr(obj, "sample") and hasattr(obj, "get_params")):
-        return obj, (0.01 if sigma_min is None else sigma_min), None
+        return obj, None, None
     support = getattr(obj, "support_", None)
     if support is None:
         raise ValueError(
             f"diagnose needs a fitted sampler with a support: {type(obj).__name__} is not "
             "fitted, or was fitted on tasks (no support_); fit it on a support array first."
         )
-    if sigma_min is None and _runs_in_a_frame(obj):
-        return support, obj.path_.sigma_min, obj
-    return support, (obj.sigma_min if sigma_min is None else sigma_min), obj
+    if sigma_min is not None:
+        return support, None, obj
+    if _runs_in_a_frame(obj):
+        return support, obj.path_, obj
+    # the sampler's own path (a CosinePath, say), else the OT path of its sigma_min
+    return support, as_path(getattr(obj, "path", None), obj.sigma_min), obj
 
 
 def _runs_in_a_frame(obj: Any) -> bool:
@@ -762,7 +772,9 @@ def diagnose(
         ``support_`` and ``sigma_min`` are used, and its own samples for memorisation (the
         ``n_eff`` statistics are those of the isotropic plug-in flow of that support).
     sigma_min : float in (0, 1), optional
-        Noise level of the OT path at ``t = 1``; default: the sampler's, or 0.01. A
+        Noise level at ``t = 1`` of the OT path to diagnose. Default: a sampler's own path
+        (its ``path``, e.g. ``CosinePath(0.05)``, else the OT path of its ``sigma_min``), or
+        the OT path of 0.01 for an array. A
         :class:`~skflow.NWFlowSampler` that runs in its support's frame
         (``sigma_min="auto"`` or ``normalize=True``) is diagnosed in that frame: the flow
         that runs, with the frame's ``path_.sigma_min`` (reported) on the support centred
@@ -814,9 +826,11 @@ def diagnose(
     >>> diagnose(sampler, n_trajectories=32, n_steps=10, random_state=0).sigma_min
     0.1
     """
-    support, sigma_min, sampler = _from_sampler(support, sigma_min)
+    support, path, sampler = _from_sampler(support, sigma_min)
     support = _check_support(support)
-    sigma_min = check_sigma_min(sigma_min)
+    if path is None:
+        path = as_path(None, 0.01 if sigma_min is None else sigma_min)
+    sigma_min = path.sigma_min
     times = _check_times(times)
     n_trajectories = check_int(n_trajectories, "n_trajectories")
     n_steps = check_int(n_steps, "n_steps")
@@ -829,7 +843,7 @@ def diagnose(
     grid = np.union1d(base, report_times)
     rng = as_generator(random_state)
     flow_support = _flow_support(support, sampler)
-    neff = _path_neff(flow_support, sigma_min, n_steps, grid, n_trajectories, rng)
+    neff = _path_neff(flow_support, path, n_steps, grid, n_trajectories, rng)
     q25, med, q75 = np.percentile(neff, [25.0, 50.0, 75.0], axis=1)
     below = np.flatnonzero(med[np.searchsorted(grid, base)] < COLLAPSE_NEFF)
     collapse_time = float(base[below[0]]) if below.size else None

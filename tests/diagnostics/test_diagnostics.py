@@ -472,3 +472,20 @@ def test_diagnose_a_framed_sampler_in_its_frame():
     direct = diagnose(framed, sigma_min=sigma, n_trajectories=32, n_steps=10, random_state=0)
     np.testing.assert_allclose(report.neff_median, direct.neff_median)
     assert report.memorization_ratio > 0.3  # the automatic bandwidth does not copy
+
+
+def test_sampler_is_diagnosed_on_its_own_path():
+    """A sampler on a cosine path is diagnosed along that path, not the OT path of the same
+    sigma_min (the n_eff of the flow that runs)."""
+    from skflow import NWFlowSampler
+    from skflow.paths import CosinePath
+
+    S = np.random.default_rng(5).standard_normal((40, 2))
+    kw = {"times": [0.3, 0.5, 0.8], "n_trajectories": 32, "n_steps": 10, "random_state": 4}
+    path = CosinePath(0.2)
+    report = diagnose(NWFlowSampler(sigma_min=0.2, path=path).fit(S), **kw)
+    _, on_path = neff_along_path(S, path=path, **kw)
+    _, on_ot = neff_along_path(S, sigma_min=0.2, **kw)
+    assert report.sigma_min == 0.2
+    np.testing.assert_allclose(report.neff_median, np.median(on_path, axis=1), atol=1e-10)
+    assert np.max(np.abs(np.median(on_ot, axis=1) - report.neff_median)) > 0.5
