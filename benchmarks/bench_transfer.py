@@ -29,15 +29,17 @@ covariance), ``gmm_bic``,
 ``plugin_tuned`` (``sigma_min`` from a grid chosen per ``m`` on the training classes, the same
 selector with plug-in candidates only), ``prior`` (``LearnedFlowSampler.from_pretrained(
 "general-16")`` zero-shot), ``learned`` (``LearnedFlowSampler(max_time=...).fit(X, y)``,
-defaults otherwise: one network in the predictive frame that sees the support size, as
-``pred_sized`` (10 classes or more: validated on held-out classes) and ``pred_sized_rows``
-(fewer: on a fifth of every class's rows); ``learned_two_frames`` in runs saved before that:
+defaults otherwise: one network that sees the support size; with 10 classes or more in the
+predictive frame, as ``pred_sized`` (validated on held-out classes), with fewer in each
+support's own frame, as ``learned_support`` (validated on a fifth of every class's rows);
+``pred_sized_rows`` in runs saved before that: the predictive frame with fewer classes too;
+``learned_two_frames`` in runs saved before that:
 with 10 classes or more a model in the predictive frame and one in each support's own frame,
 each support size served by the one that validated better at the nearest size, with fewer the
 support's frame alone; ``learned_one_frame`` in runs saved before that: one of the two for
 every size),
-``learned_support`` (each support's own frame, ``normalize=True``: the default with fewer
-classes, and with any number before the predictive frame became the default) and the ablation
+``learned_support`` (each support's own frame, ``normalize=True``: the default with fewer than
+10 classes, and with any number before the predictive frame became the default) and the ablation
 arms of :data:`LEARNED_ARMS` (the same with one or two
 parameters changed: the network seeing its frame, ``frame_context=True``, with each
 augmentation; ``learned_abs``, no per-task frame; ``learned_pred``, ``normalize="predictive"``,
@@ -871,7 +873,9 @@ def _merged(run: dict, others: list[dict]) -> dict:
         raise ValueError(f"no run of {run['setting']} seed {run['seed']} to merge")
     table = {m: dict(arms) for m, arms in run["table"].items()}
     records, commands = dict(run["records"]), [run["meta"]["command"]]
+    renamed = list(run["meta"].get("renamed", []))  # and the arms --take renamed, quoted too
     for other in others:
+        renamed += other["meta"].get("renamed", [])
         for m, arms in other["table"].items():
             for arm, scores in arms.items():
                 if arm in table[m] and table[m][arm] != scores:
@@ -880,6 +884,8 @@ def _merged(run: dict, others: list[dict]) -> dict:
         records |= other["records"]
         commands.append(other["meta"]["command"])
     meta = run["meta"] | {"command": MERGED.join(commands)}
+    if renamed:
+        meta["renamed"] = renamed
     return {**run, "table": table, "records": records, "meta": meta}
 
 

@@ -51,7 +51,10 @@ __all__ = [
 
 # fit(X, y), validation_fraction="auto": classes are held out for validation from this many
 # classes on (fewer classes are all needed for training: a share of every class's rows is
-# held out instead).
+# held out instead). normalize="auto" trains in the predictive frame from this many classes
+# on only: with fewer, nothing validates on unseen classes what that frame borrows from the
+# training classes' law, and held-out digits (9 training classes) measured it 15-19 % worse
+# at m = 5 and 10 than each support's own frame (docs/transfer.md).
 MIN_CLASSES_FOR_VALIDATION = 10
 # fit(X, y), validation_fraction="auto": the share of the classes, or of every class's rows.
 AUTO_VALIDATION_SHARE = 0.2
@@ -315,11 +318,13 @@ def _labelled_tasks(
     # the support range fits the rows the training tasks keep (held-out rows excepted)
     sizes = everything.class_sizes_ if held_classes is not None else train.class_sizes_
     options = resolve_options(params, labelled=True, sizes=sizes, warm_frame=warm_frame)
+    choose = params.normalize == "auto" and warm_frame is None  # else as given or kept
+    if choose and labels.size < MIN_CLASSES_FOR_VALIDATION:
+        options = replace(options, predictive=False)  # each support's own frame
     frame = None
     if options.predictive:
         seed = int(rng.integers(2**31 - 1))
         frame = fit_predictive_frame(X[~held], y[~held], options.support_range, seed)
-        choose = params.normalize == "auto" and warm_frame is None  # else as given or kept
         if choose and not gaussian_frame_pays(frame, X[~held], y[~held], seed):
             frame, options = None, replace(options, predictive=False)
     return TrainingTasks(
@@ -470,10 +475,11 @@ def resolve_options(
 
     On labelled data (``fit(X, y)``): support sizes from 2 to the size the classes allow (at
     most 50), rotation augmentation, the frame of the Gaussian predictive of the training
-    classes (each support's own frame with ``frame_context``) and a network that sees the
-    support size when the sizes vary: one network learns how far to move from the training
-    classes' law toward the support as ``m`` grows. On one data set or a task source: a fixed
-    support of 50 rows, no augmentation, no normalisation, no size input.
+    classes (each support's own frame with ``frame_context``, and with fewer than
+    ``MIN_CLASSES_FOR_VALIDATION`` classes: :func:`_labelled_tasks` decides) and a network
+    that sees the support size when the sizes vary: one network learns how far to move from
+    the training classes' law toward the support as ``m`` grows. On one data set or a task
+    source: a fixed support of 50 rows, no augmentation, no normalisation, no size input.
 
     Parameters
     ----------

@@ -106,6 +106,22 @@ def test_renamed_arm_is_checked_against_its_new_run(bench):
         bench.rename_arms(first, {"learned": "plugin"})
 
 
+def test_taken_arm_is_quoted_as_renamed(bench):
+    """``--take learned_support=learned``: the arm added under a new name is named in the
+    merged run's renamings (the page quotes them under each section)."""
+    first = [_run(0, {"plugin": [0.0, 1.0], "learned": [2.0, 0.5]}, "A")]
+    first = bench.rename_arms(first, {"learned": "pred_sized_rows"})
+    more = _run(0, {"plugin": [0.0, 1.0], "learned_support": [1.0, 0.25]}, "B")
+    taken = bench.take_arms([more], {"learned_support": "learned"})
+    merged = bench.merge_runs(first, taken)
+    assert merged[0]["table"]["5"]["learned"]["mmd2_med"] == [1.0, 0.25]
+    assert merged[0]["meta"]["renamed"] == [
+        ["learned", "pred_sized_rows"],
+        ["learned_support", "learned"],
+    ]
+    assert "`learned_support` as `learned`" in bench._renamed_text(merged[0]["meta"])
+
+
 def test_renaming_swaps_names_and_keeps_every_former_name(bench):
     """``prior_ft=prior_ft_gentle prior_ft_lr=prior_ft`` (the card took the schedule of
     ``prior_ft_lr``): one arm takes the name the other gives up, and a name renamed before

@@ -230,7 +230,8 @@ def test_validation_and_early_stopping(gmm2):
     X = np.random.default_rng(0).normal(size=(80, 2))
     y = np.repeat([0, 1], 40)
     lf = LearnedFlowSampler(
-        **with_training(SMALL, validation_fraction=0.25, validation_interval=10)
+        **with_training(SMALL, validation_fraction=0.25, validation_interval=10),
+        normalize="predictive",
     )
     lf.fit(X, y)  # the predictive frame: its untrained Gaussian is scored too (iteration 0)
     assert len(lf.validation_scores_) == 3 and all(np.isfinite(lf.validation_scores_))
@@ -523,19 +524,19 @@ def test_fit_with_a_single_class_is_refused_and_string_labels_work():
     y = np.array(["cat", "dog"] * 12)
     lf = LearnedFlowSampler(**TINY, normalize=True, random_state=0).fit(X, y)
     assert lf.n_iter_ == TINY["training"].max_iter and lf.sample(3, support=X[:5]).shape == (3, 2)
-    # the default frame with classes too small to hold out a validation task: nothing could
-    # show that training beats the training classes' Gaussian, which is kept untrained
-    lf = LearnedFlowSampler(**TINY, random_state=0).fit(X, y)
+    # the predictive frame with classes too small to hold out a validation task: nothing
+    # could show that training beats the training classes' Gaussian, which is kept untrained
+    lf = LearnedFlowSampler(**TINY, normalize="predictive", random_state=0).fit(X, y)
     assert lf.n_iter_ == 0 and lf.sample(3, support=X[:5]).shape == (3, 2)
 
 
 def test_support_frame_model_refuses_frameless_supports_and_the_others_take_them():
     """In each support's own frame (``normalize=True``) a constant or one-row support has no
-    frame and is refused (issue 34); ``fit(X)`` (no frame) takes it as given, and so does the
-    default ``fit(X, y)``, whose frame is the training classes' Gaussian predictive."""
+    frame and is refused (issue 34); ``fit(X)`` (no frame) takes it as given, and so does
+    ``fit(X, y)`` in the predictive frame (the training classes' Gaussian predictive)."""
     rng = np.random.default_rng(1)
     X, y = rng.normal(size=(24, 2)), np.repeat([0, 1, 2], 8)
-    default = LearnedFlowSampler(**TINY, random_state=0).fit(X, y)
+    default = LearnedFlowSampler(**TINY, normalize="predictive", random_state=0).fit(X, y)
     for S in (np.ones((6, 2)), X[:1]):
         assert np.isfinite(default.sample(3, support=S)).all()
     lf = LearnedFlowSampler(**TINY, normalize=True, random_state=0).fit(X, y)
