@@ -126,6 +126,7 @@ LEARNED_ARMS = {
     # the defaults: one network in the predictive frame (rotated in it) that sees the size m
     "learned": {},
     "learned_support": {"normalize": True},  # each support's own frame, rotation augmentation
+    "support_no_aug": {"normalize": True, "augment": None},  # ... not rotated
     "ctx_rotate": {"frame_context": True},  # the network also sees its frame
     "ctx_no_aug": {"frame_context": True, "augment": None},  # ... without augmentation
     "ctx_recentre": {"frame_context": True, "augment": "recentre"},  # ... recentring instead
@@ -483,7 +484,7 @@ def run_one(
 
 ORDER = (
     "oracle", "bayes", "eb_true_T", "bayes_est", "learned", "learned_two_frames",
-    "learned_one_frame", "learned_support", "learned_pred", "pred_no_aug",
+    "learned_one_frame", "learned_support", "support_no_aug", "learned_pred", "pred_no_aug",
     "pred_recentre", "pred_big", "pred_rows", "learned_sized", "pred_sized", "pred_sized_rows",
     "ctx_rotate", "ctx_no_aug", "ctx_recentre",
     "learned_abs", "best_with_learned",
