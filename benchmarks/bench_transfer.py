@@ -39,7 +39,8 @@ each support size served by the one that validated better at the nearest size, w
 support's frame alone; ``learned_one_frame`` in runs saved before that: one of the two for
 every size),
 ``learned_support`` (each support's own frame, ``normalize=True``: the default with fewer than
-10 classes, and with any number before the predictive frame became the default) and the ablation
+10 classes, and with any number before the predictive frame became the default;
+``support_no_aug`` the same without rotation) and the ablation
 arms of :data:`LEARNED_ARMS` (the same with one or two
 parameters changed: the network seeing its frame, ``frame_context=True``, with each
 augmentation; ``learned_abs``, no per-task frame; ``learned_pred``, ``normalize="predictive"``,
