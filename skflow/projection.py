@@ -19,7 +19,6 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.decomposition import PCA
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
-from . import field as F
 from ._array import resolve_device
 from ._validation import check_data, check_int, check_random_state, check_real, check_sigma_min
 from .field import NWField
@@ -106,7 +105,7 @@ def nw_flow_matching_loss(
     x0 = rng.standard_normal((n * n_draws, d))
     x1 = np.repeat(query, n_draws, axis=0)
     xt = path.sample_conditional(x0, x1, t)
-    v = F.nw_velocity(xt, support, t, sigma_min=path.sigma_min, projection=projection)
+    v = NWField(support, path=path, projection=projection).velocity(xt, t)
     target = path.conditional_velocity(x0, x1, t)
     return float(np.mean(np.sum((v - target) ** 2, axis=1)))
 
