@@ -318,13 +318,11 @@ def _labelled_tasks(
     # the support range fits the rows the training tasks keep (held-out rows excepted)
     sizes = everything.class_sizes_ if held_classes is not None else train.class_sizes_
     options = resolve_options(params, labelled=True, sizes=sizes, warm_frame=warm_frame)
-    choose = params.normalize == "auto" and warm_frame is None  # else as given or kept
-    if choose and labels.size < MIN_CLASSES_FOR_VALIDATION:
-        options = replace(options, predictive=False)  # each support's own frame
     frame = None
     if options.predictive:
         seed = int(rng.integers(2**31 - 1))
         frame = fit_predictive_frame(X[~held], y[~held], options.support_range, seed)
+        choose = params.normalize == "auto" and warm_frame is None  # else as given or kept
         if choose and not gaussian_frame_pays(frame, X[~held], y[~held], seed):
             frame, options = None, replace(options, predictive=False)
     return TrainingTasks(
@@ -475,11 +473,11 @@ def resolve_options(
 
     On labelled data (``fit(X, y)``): support sizes from 2 to the size the classes allow (at
     most 50), rotation augmentation, the frame of the Gaussian predictive of the training
-    classes (each support's own frame with ``frame_context``, and with fewer than
-    ``MIN_CLASSES_FOR_VALIDATION`` classes: :func:`_labelled_tasks` decides) and a network
-    that sees the support size when the sizes vary: one network learns how far to move from
-    the training classes' law toward the support as ``m`` grows. On one data set or a task
-    source: a fixed support of 50 rows, no augmentation, no normalisation, no size input.
+    classes (each support's own frame with ``frame_context`` or with fewer than
+    ``MIN_CLASSES_FOR_VALIDATION`` classes) and a network that sees the support size when the
+    sizes vary: one network learns how far to move from the training classes' law toward the
+    support as ``m`` grows. On one data set or a task source: a fixed support of 50 rows, no
+    augmentation, no normalisation, no size input.
 
     Parameters
     ----------
@@ -501,12 +499,13 @@ def resolve_options(
     >>> import numpy as np
     >>> from skflow import LearnedFlowSampler
     >>> params = TrainingParams.of(LearnedFlowSampler())
-    >>> options = resolve_options(params, labelled=True, sizes=np.array([12, 20, 30]))
+    >>> options = resolve_options(params, labelled=True, sizes=np.full(10, 25))
     >>> options.support_range, options.augment, options.predictive, options.size_embedding
     ((2, 23), 'rotate', True, True)
     """
     lo, hi = _support_range(params.support_size, labelled, sizes)
-    predictive = _is_predictive(params, labelled, warm_frame)
+    n_classes = 0 if sizes is None else len(sizes)
+    predictive = _is_predictive(params, labelled, warm_frame, n_classes)
     augment = ("rotate" if labelled else None) if params.augment == "auto" else params.augment
     auto_normalize = bool(labelled) if warm_frame is None else warm_frame != "none"
     normalize = auto_normalize if params.normalize == "auto" else bool(params.normalize)
@@ -549,14 +548,17 @@ def _support_range(support_size: Any, labelled: bool, sizes: np.ndarray | None) 
     return lo, hi
 
 
-def _is_predictive(params: TrainingParams, labelled: bool, warm_frame: str | None) -> bool:
+def _is_predictive(
+    params: TrainingParams, labelled: bool, warm_frame: str | None, n_classes: int
+) -> bool:
     """Whether the fit runs in the predictive frame: ``normalize="predictive"``, or
-    ``"auto"`` on labelled data without ``frame_context`` (a warm start: the frame of the
-    network it continues)."""
+    ``"auto"`` on labelled data of ``MIN_CLASSES_FOR_VALIDATION`` classes or more without
+    ``frame_context`` (a warm start: the frame of the network it continues)."""
     if params.normalize == "auto":
         if warm_frame is not None:
             return bool(labelled) and warm_frame == "predictive"
-        return bool(labelled) and not params.frame_context
+        enough = n_classes >= MIN_CLASSES_FOR_VALIDATION
+        return bool(labelled) and enough and not params.frame_context
     if params.normalize == "predictive" and not labelled:
         raise ValueError(
             "normalize='predictive' fits a Gaussian predictive on the training classes: it "
