@@ -115,9 +115,11 @@ def _check_times(times: Any) -> np.ndarray | None:
 # --------------------------------------------------------------------------------------------
 
 
-def _path_neff(support, path, n_steps, times, n_trajectories, random_state):
+def _path_neff(support, path, n_steps, times, n_trajectories, random_state, kernel=None):
     """n_eff (len(times), n_trajectories) at ``times`` along the flow's trajectories on
-    ``path`` (a :class:`~skflow.paths.GaussianPath`).
+    ``path`` (a :class:`~skflow.paths.GaussianPath`), with the kernel options ``kernel``
+    (``bandwidth``, ``projection`` of :class:`~skflow.field.NWField`; None: the OT bandwidth,
+    isotropic).
 
     The flow is integrated with Heun's method on the uniform grid of ``n_steps`` steps,
     whatever ``times`` holds. A time on the grid reads the grid state; a time ``tau`` inside
@@ -129,7 +131,7 @@ def _path_neff(support, path, n_steps, times, n_trajectories, random_state):
     m, d = support.shape
     x0 = as_generator(random_state).standard_normal((n_trajectories, d))
     # prepared once (centring, norms, engine choice), evaluated at every solver stage
-    field = NWField(support, path=path)
+    field = NWField(support, path=path, **(kernel or {}))
 
     def velocity(t, x):
         return field.velocity(x, t)
@@ -162,6 +164,8 @@ def neff_along_path(
     *,
     sigma_min: float = 0.01,
     path: GaussianPath | None = None,
+    bandwidth: Any = "ot",
+    projection: Any = None,
     times: Any = None,
     n_trajectories: int = 256,
     n_steps: int = 50,
@@ -184,6 +188,10 @@ def neff_along_path(
     path : GaussianPath or None, default=None
         The probability path of the flow (:mod:`skflow.paths`, e.g. ``CosinePath(0.05)``);
         None is ``OTPath(sigma_min)``.
+    bandwidth : {"ot"} or float or callable, default="ot"
+        The kernel bandwidth of the flow, as in :class:`skflow.field.NWField`.
+    projection : array-like of shape (k, d), optional
+        The kernel's projection (a Mahalanobis kernel), as in :class:`skflow.field.NWField`.
     times : array-like of float in [0, 1], optional
         Times at which ``n_eff`` is reported (sorted, duplicates removed). Default: the uniform
         integration grid ``linspace(0, 1, n_steps + 1)`` plus ``t = 0.5``. The flow is always
@@ -230,7 +238,8 @@ def neff_along_path(
     n_trajectories = check_int(n_trajectories, "n_trajectories")
     n_steps = check_int(n_steps, "n_steps")
     times = _default_times(n_steps) if times is None else times
-    return times, _path_neff(support, path, n_steps, times, n_trajectories, random_state)
+    kernel = {"bandwidth": bandwidth, "projection": projection}
+    return times, _path_neff(support, path, n_steps, times, n_trajectories, random_state, kernel)
 
 
 # --------------------------------------------------------------------------------------------
@@ -401,6 +410,14 @@ def _runs_in_a_frame(obj: Any) -> bool:
     if not hasattr(obj, "kde_bandwidth_"):
         return False
     return obj.normalize is True or isinstance(getattr(obj, "sigma_min_", obj.sigma_min), str)
+
+
+def _sampler_kernel(sampler: Any) -> dict | None:
+    """The kernel options of a fitted NW sampler's field (its ``bandwidth`` and fitted
+    ``projection_``), None for another sampler or an array (the OT bandwidth, isotropic)."""
+    if sampler is None or not hasattr(sampler, "kde_bandwidth_"):
+        return None
+    return {"bandwidth": sampler.bandwidth, "projection": getattr(sampler, "projection_", None)}
 
 
 def _flow_support(support: np.ndarray, sampler: Any) -> np.ndarray:
@@ -770,7 +787,9 @@ def diagnose(
         Support set (finite, non-empty, 2-D), or a fitted sampler
         (:class:`~skflow.NWFlowSampler`, :class:`~skflow.LearnedFlowSampler`): its
         ``support_`` and ``sigma_min`` are used, and its own samples for memorisation (the
-        ``n_eff`` statistics are those of the isotropic plug-in flow of that support).
+        ``n_eff`` statistics are those of the plug-in flow of that support: with an
+        :class:`~skflow.NWFlowSampler`'s own kernel, its ``bandwidth`` and fitted
+        ``projection_``; isotropic at the OT bandwidth for a learned sampler).
     sigma_min : float in (0, 1), optional
         Noise level at ``t = 1`` of the OT path to diagnose. Default: a sampler's own path
         (its ``path``, e.g. ``CosinePath(0.05)``, else the OT path of its ``sigma_min``), or
@@ -843,7 +862,8 @@ def diagnose(
     grid = np.union1d(base, report_times)
     rng = as_generator(random_state)
     flow_support = _flow_support(support, sampler)
-    neff = _path_neff(flow_support, path, n_steps, grid, n_trajectories, rng)
+    kernel = _sampler_kernel(sampler)
+    neff = _path_neff(flow_support, path, n_steps, grid, n_trajectories, rng, kernel)
     q25, med, q75 = np.percentile(neff, [25.0, 50.0, 75.0], axis=1)
     below = np.flatnonzero(med[np.searchsorted(grid, base)] < COLLAPSE_NEFF)
     collapse_time = float(base[below[0]]) if below.size else None

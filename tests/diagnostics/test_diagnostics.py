@@ -489,3 +489,21 @@ def test_sampler_is_diagnosed_on_its_own_path():
     assert report.sigma_min == 0.2
     np.testing.assert_allclose(report.neff_median, np.median(on_path, axis=1), atol=1e-10)
     assert np.max(np.abs(np.median(on_ot, axis=1) - report.neff_median)) > 0.5
+
+
+def test_sampler_is_diagnosed_with_its_own_kernel():
+    """A sampler's own bandwidth and fitted projection shape the n_eff diagnose reports: it
+    equals neff_along_path with that kernel and differs from the isotropic OT-bandwidth
+    flow."""
+    from skflow import NWFlowSampler
+
+    S = np.random.default_rng(6).standard_normal((40, 3)) * [3.0, 1.0, 0.2]
+    kw = {"times": [0.3, 0.5, 0.8], "n_trajectories": 32, "n_steps": 10, "random_state": 4}
+    _, ot = neff_along_path(S, sigma_min=0.1, **kw)
+    for params in ({"bandwidth": 0.3}, {"kernel": "mahalanobis"}):
+        sampler = NWFlowSampler(sigma_min=0.1, **params).fit(S)
+        kernel = {"bandwidth": sampler.bandwidth, "projection": sampler.projection_}
+        report = diagnose(sampler, **kw)
+        _, own = neff_along_path(S, sigma_min=0.1, **kernel, **kw)
+        np.testing.assert_allclose(report.neff_median, np.median(own, axis=1), atol=1e-10)
+        assert np.max(np.abs(np.median(ot, axis=1) - report.neff_median)) > 0.5, params
