@@ -40,7 +40,9 @@ support's frame alone; ``learned_one_frame`` in runs saved before that: one of t
 every size),
 ``learned_support`` (each support's own frame, ``normalize=True``: the default with fewer than
 10 classes, and with any number before the predictive frame became the default;
-``support_no_aug`` the same without rotation) and the ablation
+``support_no_aug`` the same without rotation), ``learned_sigma01`` and ``learned_sigma03``
+(the defaults with ``sigma_min`` 0.1 and 0.3: the path, and the untrained exact head, end
+wider) and the ablation
 arms of :data:`LEARNED_ARMS` (the same with one or two
 parameters changed: the network seeing its frame, ``frame_context=True``, with each
 augmentation; ``learned_abs``, no per-task frame; ``learned_pred``, ``normalize="predictive"``,
@@ -128,6 +130,10 @@ LEARNED_ARMS = {
     "learned": {},
     "learned_support": {"normalize": True},  # each support's own frame, rotation augmentation
     "support_no_aug": {"normalize": True, "augment": None},  # ... not rotated
+    # the defaults on a path that ends 10 or 30 times wider (sigma_min in the network's frame):
+    # the untrained exact head is then a smoothing plug-in instead of a copying one
+    "learned_sigma01": {"sigma_min": 0.1},
+    "learned_sigma03": {"sigma_min": 0.3},
     "ctx_rotate": {"frame_context": True},  # the network also sees its frame
     "ctx_no_aug": {"frame_context": True, "augment": None},  # ... without augmentation
     "ctx_recentre": {"frame_context": True, "augment": "recentre"},  # ... recentring instead
@@ -485,7 +491,8 @@ def run_one(
 
 ORDER = (
     "oracle", "bayes", "eb_true_T", "bayes_est", "learned", "learned_two_frames",
-    "learned_one_frame", "learned_support", "support_no_aug", "learned_pred", "pred_no_aug",
+    "learned_one_frame", "learned_support", "support_no_aug", "learned_sigma01", "learned_sigma03",
+    "learned_pred", "pred_no_aug",
     "pred_recentre", "pred_big", "pred_rows", "learned_sized", "pred_sized", "pred_sized_rows",
     "ctx_rotate", "ctx_no_aug", "ctx_recentre",
     "learned_abs", "best_with_learned",
