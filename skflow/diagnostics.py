@@ -115,10 +115,10 @@ def _check_times(times: Any) -> np.ndarray | None:
 # --------------------------------------------------------------------------------------------
 
 
-def _path_neff(support, path, n_steps, times, n_trajectories, random_state, kernel=None):
+def _path_neff(support, path, n_steps, times, n_trajectories, random_state, **kernel):
     """n_eff (len(times), n_trajectories) at ``times`` along the flow's trajectories on
     ``path`` (a :class:`~skflow.paths.GaussianPath`), with the kernel options ``kernel``
-    (``bandwidth``, ``projection`` of :class:`~skflow.field.NWField`; None: the OT bandwidth,
+    (``bandwidth``, ``projection`` of :class:`~skflow.field.NWField`; none: the OT bandwidth,
     isotropic).
 
     The flow is integrated with Heun's method on the uniform grid of ``n_steps`` steps,
@@ -131,7 +131,7 @@ def _path_neff(support, path, n_steps, times, n_trajectories, random_state, kern
     m, d = support.shape
     x0 = as_generator(random_state).standard_normal((n_trajectories, d))
     # prepared once (centring, norms, engine choice), evaluated at every solver stage
-    field = NWField(support, path=path, **(kernel or {}))
+    field = NWField(support, path=path, **kernel)
 
     def velocity(t, x):
         return field.velocity(x, t)
@@ -239,7 +239,7 @@ def neff_along_path(
     n_steps = check_int(n_steps, "n_steps")
     times = _default_times(n_steps) if times is None else times
     kernel = {"bandwidth": bandwidth, "projection": projection}
-    return times, _path_neff(support, path, n_steps, times, n_trajectories, random_state, kernel)
+    return times, _path_neff(support, path, n_steps, times, n_trajectories, random_state, **kernel)
 
 
 # --------------------------------------------------------------------------------------------
@@ -387,9 +387,9 @@ def _memorization(support: np.ndarray, samples: np.ndarray, reference: Any) -> d
 
 def _from_sampler(obj: Any, sigma_min: Any) -> tuple[Any, Any, Any]:
     """``(support, path, sampler)`` from a fitted sampler (duck-typed) or an array; ``path``
-    is None where it is the OT path of the checked ``sigma_min`` (an array's, or given)."""
+    is the OT path of ``sigma_min`` when one is given (an array's default: 0.01)."""
     if not (hasattr(obj, "sample") and hasattr(obj, "get_params")):
-        return obj, None, None
+        return obj, as_path(None, 0.01 if sigma_min is None else sigma_min), None
     support = getattr(obj, "support_", None)
     if support is None:
         raise ValueError(
@@ -397,7 +397,7 @@ def _from_sampler(obj: Any, sigma_min: Any) -> tuple[Any, Any, Any]:
             "fitted, or was fitted on tasks (no support_); fit it on a support array first."
         )
     if sigma_min is not None:
-        return support, None, obj
+        return support, as_path(None, sigma_min), obj
     if _runs_in_a_frame(obj):
         return support, obj.path_, obj
     # the sampler's own path (a CosinePath, say), else the OT path of its sigma_min
@@ -412,11 +412,11 @@ def _runs_in_a_frame(obj: Any) -> bool:
     return obj.normalize is True or isinstance(getattr(obj, "sigma_min_", obj.sigma_min), str)
 
 
-def _sampler_kernel(sampler: Any) -> dict | None:
+def _sampler_kernel(sampler: Any) -> dict:
     """The kernel options of a fitted NW sampler's field (its ``bandwidth`` and fitted
-    ``projection_``), None for another sampler or an array (the OT bandwidth, isotropic)."""
+    ``projection_``), none for another sampler or an array (the OT bandwidth, isotropic)."""
     if sampler is None or not hasattr(sampler, "kde_bandwidth_"):
-        return None
+        return {}
     return {"bandwidth": sampler.bandwidth, "projection": getattr(sampler, "projection_", None)}
 
 
@@ -847,8 +847,6 @@ def diagnose(
     """
     support, path, sampler = _from_sampler(support, sigma_min)
     support = _check_support(support)
-    if path is None:
-        path = as_path(None, 0.01 if sigma_min is None else sigma_min)
     sigma_min = path.sigma_min
     times = _check_times(times)
     n_trajectories = check_int(n_trajectories, "n_trajectories")
@@ -863,7 +861,7 @@ def diagnose(
     rng = as_generator(random_state)
     flow_support = _flow_support(support, sampler)
     kernel = _sampler_kernel(sampler)
-    neff = _path_neff(flow_support, path, n_steps, grid, n_trajectories, rng, kernel)
+    neff = _path_neff(flow_support, path, n_steps, grid, n_trajectories, rng, **kernel)
     q25, med, q75 = np.percentile(neff, [25.0, 50.0, 75.0], axis=1)
     below = np.flatnonzero(med[np.searchsorted(grid, base)] < COLLAPSE_NEFF)
     collapse_time = float(base[below[0]]) if below.size else None
