@@ -117,7 +117,11 @@ API_MODULES = [
     ("skflow.pipeline", "Sampling pipelines: transformers followed by a sampler."),
     ("skflow.oversampling", "Few-shot oversampling for imbalanced-learn (optional extra)."),
     ("skflow.projection", "Projections before kernel smoothing."),
-    ("skflow.metrics", "MMD², effective sample size, attention-vs-NW weight correlation."),
+    (
+        "skflow.metrics",
+        "MMD², energy distance, classifier test, precision/recall, memorisation and their "
+        "panel; effective sample size; attention-vs-NW weight correlation.",
+    ),
     ("skflow.diagnostics", "Diagnosis of the failure regimes of the plug-in field."),
     ("skflow.inspection", "Attention inspector: any model's attention calls vs NW weights."),
     ("skflow.tasks", "Meta-distributions of tasks."),

@@ -293,6 +293,11 @@ class _NumpyNamespace:
         return np.max(a, axis=axis, keepdims=keepdims)
 
     @staticmethod
+    def kth_smallest(a, k):
+        # the k-th smallest of each row (k from 1): a partial sort, not a full one
+        return np.partition(a, k - 1, axis=-1)[..., k - 1]
+
+    @staticmethod
     def log(a):
         return np.log(a)
 
@@ -511,6 +516,9 @@ class _TorchNamespace:
 
     def amax(self, a, axis, keepdims=False):
         return self.torch.amax(a, dim=axis, keepdim=keepdims)
+
+    def kth_smallest(self, a, k):
+        return self.torch.kthvalue(a, k, dim=-1).values
 
     def log(self, a):
         return self.torch.log(a)

@@ -17,7 +17,13 @@ from __future__ import annotations
 
 from ._validation import InvalidParameterError
 
-__all__ = ["AccuracyWarning", "InvalidParameterError", "MemorizationWarning"]
+__all__ = [
+    "AccuracyWarning",
+    "InvalidParameterError",
+    "MemorizationWarning",
+    "PriorCardError",
+    "SupportSizeWarning",
+]
 
 
 class AccuracyWarning(UserWarning):
@@ -37,4 +43,26 @@ class MemorizationWarning(UserWarning):
     terminal KDE, in the units of the data) is tiny against the spacing of the support: a
     sample then sits within ``sigma_min * sqrt(d)`` of one support point, far closer than any
     real new point would. Standardise the data (``StandardScaler``) or raise ``sigma_min``.
+    """
+
+
+class PriorCardError(ValueError):
+    """A prior's model card (or the file named as one) that cannot be used.
+
+    Raised by :meth:`skflow.LearnedFlowSampler.from_pretrained` when the ``NAME.json`` it is
+    asked for is not valid JSON, is not a model card, or breaks the card's format (a missing
+    field, a wrong type, a non-finite number, a value outside its allowed set): the message
+    names the file, the field and the fix. A ``ValueError``, so code catching that keeps
+    working.
+    """
+
+
+class SupportSizeWarning(UserWarning):
+    """A support has a number of rows outside the range a prior was trained on.
+
+    Issued when a sampler loaded by :meth:`skflow.LearnedFlowSampler.from_pretrained` is
+    given a support of fewer or more rows than its card's ``support_range_`` (e.g. 500 rows
+    for a prior trained on 2 to 100): its samples there were never trained for. Fine-tune the
+    prior on your data (``prior.fit(X, y)``) or train a sampler for it
+    (``LearnedFlowSampler().fit(X, y)``).
     """

@@ -48,6 +48,8 @@ except ImportError as exc:  # the optional extra: say how to get it, not just th
 
 from .metrics import memorization_ratio
 from .samplers import LearnedFlowSampler, NWFlowSampler, SolverOptions
+from .samplers._atomic import atomic_fit
+from .samplers._frame import spread_mask, warn_no_spread
 from .samplers._kernel_geometry import median_nn_distance
 
 __all__ = ["FlowOverSampler", "oversampling_memorization"]
@@ -105,7 +107,10 @@ class FlowOverSampler(BaseOverSampler):
         spread and ``nn`` its nearest-neighbour distance; see :class:`~skflow.NWFlowSampler`). A
         float: typical distance of a new row from its support row, in units of the class's
         median nearest-neighbour distance (0 copies; SMOTE's segments reach 0.5 of a
-        neighbour's distance on average).
+        neighbour's distance on average). Either way the new rows scale with the class: a
+        class ``a X + b`` gets ``a`` times the new rows of ``X`` plus ``b``. A class without
+        spread (one row, or identical rows) has no scale: its new rows are copies of its row,
+        with a :class:`~skflow.exceptions.MemorizationWarning`.
     n_steps : int, default=20
         Heun steps of the ``"nw"`` and ``"pretrained"`` generators. New rows need the flow's
         law, not each exact trajectory: the MMD² between the rows of 20 and of 100 steps is at
@@ -189,26 +194,86 @@ class FlowOverSampler(BaseOverSampler):
         if not isinstance(self.n_steps, Integral) or self.n_steps < 1:
             raise ValueError(f"n_steps must be a positive int, got {self.n_steps!r}")
 
+    @atomic_fit
+    def fit(self, X: Any, y: Any, **params: Any) -> FlowOverSampler:
+        """Check the inputs and the sampling strategy (imbalanced-learn's ``fit``; use
+        :meth:`fit_resample`).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+        **params : dict
+            As in imbalanced-learn.
+
+        Returns
+        -------
+        self : FlowOverSampler
+
+        Notes
+        -----
+        A fit that raises or is interrupted (``KeyboardInterrupt`` too) leaves the
+        over-sampler as it was.
+        """
+        return super().fit(X, y, **params)
+
+    @atomic_fit
+    def fit_resample(self, X: Any, y: Any, **params: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Resample: the rows of ``X`` unchanged, then the new rows, class by class.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+        **params : dict
+            As in imbalanced-learn.
+
+        Returns
+        -------
+        X_resampled : ndarray of shape (n_samples_new, n_features)
+        y_resampled : ndarray of shape (n_samples_new,)
+
+        Notes
+        -----
+        A call that raises or is interrupted (``KeyboardInterrupt`` too) leaves the
+        over-sampler as it was: its fitted attributes (``sampling_strategy_``,
+        ``n_components_``, ``sigma_min_``) are set only when every class was generated.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> X = np.random.default_rng(0).normal(size=(30, 2))
+        >>> y = np.array([0] * 25 + [1] * 5)
+        >>> X_res, y_res = FlowOverSampler(random_state=0).fit_resample(X, y)
+        >>> X_res.shape
+        (50, 2)
+        """
+        return super().fit_resample(X, y, **params)
+
     def _fit_resample(self, X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         self._check_params()
         rng = check_random_state(self.random_state)
         X_parts, y_parts = [X.copy()], [y.copy()]
-        self.n_components_, self.sigma_min_ = {}, {}
+        fitted: dict[str, dict] = {"n_components_": {}, "sigma_min_": {}}  # set at the end
         priors: dict[int, LearnedFlowSampler] = {}  # one prior per width, loaded once per call
         for klass, n_new in self.sampling_strategy_.items():
             if n_new == 0:
                 continue
-            support = X[y == klass]
-            if support.shape[0] < 2:
-                raise ValueError(
-                    f"class {klass!r} has {support.shape[0]} row: at least 2 are needed to "
-                    "generate new rows from it"
-                )
+            support = X[y == klass].astype(np.float64)
             seed = int(rng.randint(np.iinfo(np.int32).max))
-            new = self._generate(klass, support.astype(np.float64), n_new, seed, priors)
+            if spread_mask(support[None], type(self).__name__)[0]:
+                new = self._generate(klass, support, n_new, seed, priors, fitted)
+            else:  # one row, or identical rows: no scale to spread new rows by (issue 63)
+                warn_no_spread(f"{type(self).__name__} (class {klass})")
+                new = np.repeat(support[:1], n_new, axis=0)
+                fitted["n_components_"][klass] = None
+                if self.generator == "nw":  # the bandwidth of copies
+                    fitted["sigma_min_"][klass] = 0.0
             X_parts.append(new.astype(X.dtype, copy=False))
             y_parts.append(np.full(n_new, klass, dtype=y.dtype))
-        return np.vstack(X_parts), np.hstack(y_parts)
+        X_res, y_res = np.vstack(X_parts), np.hstack(y_parts)
+        self.__dict__.update(fitted)
+        return X_res, y_res
 
     def _components(self, support: np.ndarray) -> int | None:
         """Projection size for one class (None: no projection), per ``n_components``."""
@@ -230,22 +295,23 @@ class FlowOverSampler(BaseOverSampler):
         k = int(np.searchsorted(np.cumsum(ratios), AUTO_VARIANCE) + 1)
         return max(1, min(k, cap, AUTO_MAX_COMPONENTS))
 
-    def _generate(self, klass, support, n_new, seed, priors) -> np.ndarray:
-        """``n_new`` rows conditioned on ``support`` (m, d), in input space."""
+    def _generate(self, klass, support, n_new, seed, priors, fitted) -> np.ndarray:
+        """``n_new`` rows conditioned on ``support`` (m, d), in input space; what the class
+        used goes into ``fitted`` (``n_components_``, ``sigma_min_``)."""
         k = self._components(support)
-        self.n_components_[klass] = k
+        fitted["n_components_"][klass] = k
         if k is None:  # centring only: the generators see the class around the origin
             mean = support.mean(axis=0)
-            Z = self._sample(klass, support - mean, n_new, seed, priors)
+            Z = self._sample(klass, support - mean, n_new, seed, priors, fitted)
             return Z + mean
         pca = PCA(n_components=k, random_state=seed).fit(support)
-        Z = self._sample(klass, pca.transform(support), n_new, seed, priors)
+        Z = self._sample(klass, pca.transform(support), n_new, seed, priors, fitted)
         return pca.inverse_transform(Z)
 
-    def _sample(self, klass, Z, n_new, seed, priors) -> np.ndarray:
+    def _sample(self, klass, Z, n_new, seed, priors, fitted) -> np.ndarray:
         """``n_new`` samples of the generator conditioned on the projected class ``Z`` (m, k)."""
         if self.generator == "nw":
-            return self._sample_nw(klass, Z, n_new, seed)
+            return self._sample_nw(klass, Z, n_new, seed, fitted["sigma_min_"])
         if self.generator == "pretrained":
             k = Z.shape[1]
             if k not in priors:
@@ -261,14 +327,14 @@ class FlowOverSampler(BaseOverSampler):
             return np.asarray(fitted.fit(Z).sample(n_new, random_state=seed))
         return np.asarray(self.generator.sample(n_new, support=Z, random_state=seed))
 
-    def _sample_nw(self, klass, Z, n_new, seed) -> np.ndarray:
+    def _sample_nw(self, klass, Z, n_new, seed, sigmas) -> np.ndarray:
         # float32: skflow's fast path (fused attention); new rows need no float64 accuracy
         if self.spread == "auto":  # the flow's own per-support bandwidth and frame (issue 33)
             sampler = NWFlowSampler(
                 sigma_min="auto", solver=SolverOptions(n_steps=self.n_steps), random_state=seed
             )
             sampler.fit(Z.astype(np.float32))
-            self.sigma_min_[klass] = float(sampler.kde_bandwidth_)
+            sigmas[klass] = float(sampler.kde_bandwidth_)
             return sampler.sample(n_new).astype(np.float64)
         # work in units of the class's nearest-neighbour spacing, where the bandwidth rule is
         # stated; the flow's noise is N(0, I) whatever the data's scale, so sigma_min must be
@@ -277,7 +343,7 @@ class FlowOverSampler(BaseOverSampler):
         if not scale > 0.0:  # duplicated rows: fall back on the overall spread
             scale = float(np.sqrt(np.mean(np.var(Z, axis=0)))) or 1.0
         sigma = min(self.spread / math.sqrt(Z.shape[1]), 0.99)
-        self.sigma_min_[klass] = sigma * scale
+        sigmas[klass] = sigma * scale
         sampler = NWFlowSampler(
             sigma_min=sigma, solver=SolverOptions(n_steps=self.n_steps), random_state=seed
         )

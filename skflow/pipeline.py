@@ -18,6 +18,7 @@ from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.utils.validation import check_array, check_is_fitted
 
 from ._validation import check_data
+from .samplers._atomic import atomic_fit
 from .samplers._base import (
     BaseFlowSampler,
     check_support_names,
@@ -66,6 +67,49 @@ class SamplingPipeline(Pipeline):
     >>> paths.shape
     (11, 3, 5)
     """
+
+    # -- fitting ---------------------------------------------------------------------------
+    @atomic_fit
+    def fit(self, X: Any, y: Any = None, **params: Any) -> SamplingPipeline:
+        """Fit the transformers, then the sampler on the transformed data, as
+        :meth:`sklearn.pipeline.Pipeline.fit` does (the steps are fitted in place).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training rows, in input space.
+        y : array-like of shape (n_samples,), optional
+            Task labels, passed to every step as ``Pipeline.fit`` does.
+        **params : dict
+            As in :meth:`sklearn.pipeline.Pipeline.fit` (``stepname__param`` fit parameters,
+            or routed metadata).
+
+        Returns
+        -------
+        self : SamplingPipeline
+
+        Notes
+        -----
+        A fit that raises or is interrupted (``KeyboardInterrupt`` too) leaves the pipeline
+        and every step as they were: a step fitted before the failing one gets its former
+        state back, so the pipeline samples as before (unfitted: ``NotFittedError``).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn.decomposition import PCA
+        >>> from skflow import NWFlowSampler, make_sampling_pipeline
+        >>> X = np.random.RandomState(0).normal(size=(40, 5))
+        >>> pipe = make_sampling_pipeline(PCA(n_components=2), NWFlowSampler()).fit(X)
+        >>> bad = pipe.set_params(nwflowsampler__sigma_min=-1.0)  # fails after the PCA
+        >>> try:
+        ...     bad.fit(np.random.RandomState(1).normal(size=(40, 7)))
+        ... except ValueError:
+        ...     pass
+        >>> pipe.named_steps["pca"].n_features_in_  # still the fit on X
+        5
+        """
+        return super().fit(X, y, **params)
 
     # -- checks ----------------------------------------------------------------------------
     def _check_sampling_steps(self) -> list[tuple[str, Any]]:

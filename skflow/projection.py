@@ -23,6 +23,7 @@ from ._array import resolve_device
 from ._validation import check_data, check_int, check_random_state, check_real, check_sigma_min
 from .field import NWField
 from .paths import as_path
+from .samplers._atomic import atomic_fit
 from .threads import limit_threads
 
 __all__ = ["FlowProjection", "nw_flow_matching_loss"]
@@ -272,6 +273,7 @@ class FlowProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
                 )
         return groups
 
+    @atomic_fit
     def fit(self, X: Any, y: Any = None) -> FlowProjection:
         """Learn the projection.
 
@@ -286,6 +288,11 @@ class FlowProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         Returns
         -------
         self : FlowProjection
+
+        Notes
+        -----
+        A fit that raises or is interrupted (``KeyboardInterrupt`` too) leaves the estimator
+        as it was: fitted, the same projection; unfitted, ``NotFittedError``.
         """
         self._validate_params()
         X = check_data(validate_data, self, X, dtype=[np.float64, np.float32])
@@ -301,19 +308,19 @@ class FlowProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         # One thread: the result of this chaotic optimisation must not depend on the machine's
         # thread count (see Notes).
         with limit_threads(1):
-            P = self._optimize(X, groups, rng)
-        self.components_ = P
-        if not np.all(np.isfinite(self.components_)):
+            P, mean, loss_curve = self._optimize(X, groups, rng)
+        if not np.all(np.isfinite(P)):
             raise ValueError(
                 "FlowProjection diverged (non-finite projection): X is too large in "
                 "magnitude for the flow-matching loss; rescale it, e.g. with StandardScaler."
             )
+        self.components_, self.mean_, self.loss_curve_ = P, mean, loss_curve
         self.n_iter_ = self.n_iter
         return self
 
-    def _optimize(self, X: np.ndarray, groups: list[np.ndarray], rng) -> np.ndarray:
-        """Adam on the flow-matching loss from the PCA components; sets ``mean_`` and
-        ``loss_curve_`` and returns ``P`` (k, d) as a NumPy array."""
+    def _optimize(self, X: np.ndarray, groups: list[np.ndarray], rng) -> tuple:
+        """Adam on the flow-matching loss from the PCA components; returns ``P`` (k, d) as a
+        NumPy array, the mean (d,) of ``X`` and the loss curve (the estimator untouched)."""
         import torch
 
         d, k = X.shape[1], self.n_components
@@ -321,8 +328,8 @@ class FlowProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         generator = torch.Generator(device="cpu").manual_seed(int(rng.randint(2**31 - 1)))
 
         X64 = X.astype(np.float64)
-        self.mean_ = X64.mean(axis=0)
-        Xc = X64 - self.mean_
+        mean = X64.mean(axis=0)
+        Xc = X64 - mean
         init = PCA(n_components=k, svd_solver="full").fit(Xc).components_
         P = torch.tensor(init, dtype=torch.float64, device=device, requires_grad=True)
         data = torch.as_tensor(Xc, device=device)
@@ -333,7 +340,7 @@ class FlowProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
         schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: 1.0 - i / n_iter)
         path = as_path(None, self.sigma_min)
 
-        self.loss_curve_ = []
+        loss_curve = []
         for _ in range(self.n_iter):
             support, query = self._draw_splits(groups, rng, data)
             B, q, _ = query.shape
@@ -349,8 +356,8 @@ class FlowProjection(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEsti
             loss.backward()
             optimizer.step()
             schedule.step()
-            self.loss_curve_.append(float(loss.detach()))
-        return P.detach().cpu().numpy()
+            loss_curve.append(float(loss.detach()))
+        return P.detach().cpu().numpy(), mean, loss_curve
 
     def _draw_splits(self, groups, rng, data):
         """``n_tasks`` random support/query splits, stacked: (B, m, d) and (B, q, d).

@@ -9,13 +9,14 @@ Three steps, one module each:
   recorded (module, step, head) with the Gaussian-kernel Nadaraya-Watson weights of the same
   queries and keys at the matched bandwidth;
 * :mod:`skflow.inspection.plotting` -- :func:`plot_nw_correspondence`, correlation and the
-  fraction of NW-like heads per step (matplotlib).
+  fraction of NW-like heads per step (matplotlib); and :func:`plot_metric_panel`, a generated
+  sample over its support and reference with :func:`skflow.metrics.metric_panel` in the title.
 
 See ``docs/inspection.md`` for the conventions and recipes.
 """
 
 from .analysis import NWCorrespondence, attention_weights, nw_correspondence
-from .plotting import plot_nw_correspondence
+from .plotting import plot_metric_panel, plot_nw_correspondence
 from .recording import AttentionRecord, AttentionRecorder
 
 __all__ = [
@@ -24,5 +25,6 @@ __all__ = [
     "NWCorrespondence",
     "attention_weights",
     "nw_correspondence",
+    "plot_metric_panel",
     "plot_nw_correspondence",
 ]

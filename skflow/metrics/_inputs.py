@@ -12,7 +12,7 @@ import numpy as np
 from .._array import NUMPY_BACKEND, get_backend, to_numpy
 from .._validation import InvalidParameterError, check_int
 
-__all__ = ["as_2d", "check_positive_int", "prepare_pair"]
+__all__ = ["as_2d", "check_positive_int", "prepare_pair", "prepare_samples"]
 
 
 def _check_matrix_shape(name: str, ndim: int, shape: tuple, kind: str) -> None:
@@ -110,3 +110,23 @@ def prepare_pair(X: Any, Y: Any) -> tuple[Any, Any, Any]:
     if Xv.shape[1] != Yv.shape[1]:
         raise ValueError(f"X has {Xv.shape[1]} features but Y has {Yv.shape[1]} features")
     return xp, Xv, Yv
+
+
+def prepare_samples(*named: tuple[str, Any]) -> tuple[Any, list[Any]]:
+    """The backend of the call and float64 copies of the named samples on it (NumPy or Torch).
+
+    ``named`` is ``(name, array)`` pairs; the names are those of the messages. A NumPy input
+    next to a tensor is copied to the tensor's device; every sample must have the features of
+    the first.
+    """
+    xp = get_backend(*(a for _, a in named), promote=True)
+    like = xp.first_owned(*(a for _, a in named))
+    out = [as_2d(name, a, xp, like) for name, a in named]
+    first, d = named[0][0], out[0].shape[1]
+    for (name, _), a in zip(named[1:], out[1:], strict=True):
+        if a.shape[1] != d:
+            raise ValueError(
+                f"{name} has {a.shape[1]} features but {first} has {d}; pass samples of the "
+                "same features"
+            )
+    return xp, out

@@ -2,7 +2,9 @@
 
 Examples: ``python -m skflow.priors general-16`` (the recipe's budget, about half an hour on
 one core), ``python -m skflow.priors general-16 --max-iter 500 --out /tmp/prior`` (a short
-run elsewhere), ``--resume`` to continue an interrupted run from its checkpoint,
+run elsewhere), ``--checkpoint DIR`` to write a checkpoint (tensors and JSON, no pickle)
+into ``DIR`` after every chunk and ``--resume --checkpoint DIR`` to continue an interrupted
+run from it,
 ``--write-docs`` to rewrite ``docs/pretrained.md`` from the shipped model cards,
 ``--refresh-finetune`` to write a recipe's fine-tuning parameters into its shipped card (the
 weights untouched: they do not depend on them).
@@ -23,8 +25,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("name", nargs="?", choices=sorted(RECIPES), help="recipe to train")
     parser.add_argument("--max-iter", type=int, default=None, help="total iterations")
     parser.add_argument("--out", default=None, help="folder of the weights and model card")
-    parser.add_argument("--checkpoint", default=None, help="checkpoint file")
-    parser.add_argument("--resume", action="store_true", help="continue from the checkpoint")
+    parser.add_argument(
+        "--checkpoint", default=None, help="checkpoint folder, written after every chunk"
+    )
+    parser.add_argument(
+        "--resume", action="store_true", help="continue from the checkpoint in --checkpoint"
+    )
     parser.add_argument("--no-progress", action="store_true", help="no per-chunk progress bar")
     parser.add_argument(
         "--write-docs", action="store_true", help="write docs/pretrained.md from the cards"
@@ -48,6 +54,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
     if args.name is None:
         parser.error("name the recipe to train (or pass --write-docs)")
+    if args.resume and args.checkpoint is None:
+        parser.error("--resume needs --checkpoint DIR, the folder of the interrupted run")
     card = train_prior(
         args.name,
         max_iter=args.max_iter,

@@ -71,12 +71,29 @@ tasks too). Gradient clipping bounds their steps.
 network's float32 `state_dict`) and its card (`NAME.json`), which holds the configuration that
 rebuilds the fitted estimator (the network's architecture, `network`; the fitted attributes,
 `fitted`; the estimator parameters), as TabPFN stores its config with its weights.
-`from_pretrained` checks the weights' SHA-256 against the card, then builds the sampler with
-the same function that ends `fit` and unpickling. The format, the task law, the recipes and
-the training command live in one package, `skflow.priors`. A prior trained elsewhere, e.g.
-with `python -m skflow.priors NAME --out DIR` after changing a recipe, loads the same way from
-its folder: `LearnedFlowSampler.from_pretrained(NAME, n_features=d, folder=DIR)`
-(`pretrained_models(DIR)` lists a folder's cards).
+`from_pretrained` checks the card against one schema (required fields, types, finite
+numbers, allowed values such as `normalize`; an error names the file, the field and the fix)
+and the weights' SHA-256 against the card, then builds the sampler with the same function
+that ends `fit` and unpickling. The format, the task law, the recipes and the training
+command live in one package, `skflow.priors`. A prior trained elsewhere, e.g. with `python -m
+skflow.priors NAME --out DIR` after changing a recipe, loads the same way from its folder:
+`LearnedFlowSampler.from_pretrained(NAME, n_features=d, folder=DIR)` (`pretrained_models(DIR)`
+lists a folder's cards; another `.json` file there, which has no `weights_sha256` field, is
+ignored). `NAME` is a plain file stem: a name with a path separator, `..`, an absolute path
+or an empty name is refused by `from_pretrained` and `save_pretrained`.
+
+**What the SHA-256 proves.** That the weights file is the one its card was written for: a
+file damaged on disk or in transit, or weights and card mismatched by accident, are refused
+rather than sampled from. It does not prove who wrote them (integrity, not authenticity):
+the hash sits in the card beside the weights, so whoever can replace the weights can rewrite
+the card too. Load priors only from sources you trust. (The weights are read with NumPy,
+without pickle, and a training checkpoint, `--checkpoint DIR`, is tensors read with
+`torch.load(weights_only=True)` plus JSON.)
+
+**Support sizes.** A prior serves the support sizes it was trained on (its card's
+`support_range_`, 2 to 100 rows for both shipped priors). A support outside that range, e.g.
+500 rows, issues a `skflow.exceptions.SupportSizeWarning`: fine-tune the prior on your data
+(`prior.fit(X, y)`) or train a sampler for it (`LearnedFlowSampler().fit(X, y)`).
 
 Each card below is written from the prior's `.json` card by `python -m skflow.priors
 --write-docs`; the card itself is written by the training command it names.

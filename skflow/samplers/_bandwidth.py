@@ -76,15 +76,16 @@ def rule_sigma(m: int) -> float:
     return RULE_SCALE * float(max(m, 1)) ** -RULE_EXPONENT
 
 
-def auto_bandwidth(supports: Any, fallback: float = 1.0) -> np.ndarray:
+def auto_bandwidth(supports: Any, fallback: float = 0.0) -> np.ndarray:
     """The automatic terminal bandwidth of every support, in the data's units.
 
     Parameters
     ----------
     supports : array-like of shape (m, d) or (B, m, d)
         One support or a batch of supports of one size.
-    fallback : float, default=1.0
-        Spread of a support without any (one row, or identical rows).
+    fallback : float, default=0.0
+        Spread of a support without any (one row, or identical rows): 0, so its bandwidth is
+        0 and its flow returns copies of the row (no scale in data units to take one from).
 
     Returns
     -------
@@ -142,7 +143,8 @@ def support_frames(supports: Any, sigma_min: Any, normalize: bool) -> tuple:
     if not isinstance(sigma_min, str) and not normalize:
         return None, None, float(sigma_min)
     S, batched = _batch(supports)
-    centre, spread = task_frame(S, 1.0)
+    # 0 for a support without spread: its frame collapses onto the row (copies, issue 63)
+    centre, spread = task_frame(S, 0.0)
     if isinstance(sigma_min, str):
         # the shared sigma depends on m alone, so a task's result does not depend on the
         # other tasks of its batch; the frame is the support's own (centre, spread) whenever

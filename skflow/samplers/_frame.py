@@ -25,8 +25,10 @@ __all__ = [
     "is_task_source",
     "log_spaced_sizes",
     "predictive_frame",
+    "spread_mask",
     "support_bounds",
     "task_frame",
+    "warn_no_spread",
 ]
 
 
@@ -89,8 +91,8 @@ def task_frame(supports: Any, fallback: float) -> tuple[Any, Any]:
 
     The centre is the support mean, the scale its per-coordinate standard deviation (ddof 1),
     so a normalised support has unit spread whatever the data's units; a support of one row
-    (or of identical rows) has no spread and takes ``fallback``. Works on NumPy arrays and
-    Torch tensors alike.
+    (or of identical rows, exactly) has no spread: its centre is that row and its scale
+    ``fallback``. Works on NumPy arrays and Torch tensors alike.
 
     Parameters
     ----------
@@ -114,9 +116,92 @@ def task_frame(supports: Any, fallback: float) -> tuple[Any, Any]:
     centre = supports.mean(axis=-2, keepdims=True)
     ss = ((supports - centre) ** 2).sum(axis=(-2, -1), keepdims=True)
     scale = (ss / (max(m - 1, 1) * d)) ** 0.5
-    tiny = scale <= 1e-12 * (1.0 + abs(centre).max())
+    # no spread means identical rows, exactly: never an absolute threshold, so ``a S + b``
+    # frames as ``S`` for any a (issue 63); such a support is centred on its row itself
+    first = supports[..., :1, :]
+    tiny = abs(supports - first).sum(axis=(-2, -1), keepdims=True) == 0
+    centre = centre * ~tiny + first * tiny
     scale = scale * ~tiny + fallback * tiny
     return centre, scale
+
+
+#: Largest ratio ``offset / spread`` of a support that float64 holds: beyond it the rows'
+#: differences keep fewer than ~6 significant digits (``eps * 1e10 ~ 2e-6`` of the spread),
+#: so a sampler refuses the support and asks to centre the data (issue 63).
+MAX_OFFSET_RATIO = 1e10
+
+
+def spread_mask(supports: Any, owner: str) -> np.ndarray:
+    """Which supports ``(B, m, d)`` have spread; refuses those float64 cannot resolve.
+
+    A support whose rows are all equal (one row, or duplicates) has no spread, hence no scale
+    to set a bandwidth from: samplers that take their scale from the support return copies of
+    its row (:func:`warn_no_spread`). A support whose spread is nonzero but below
+    ``offset / MAX_OFFSET_RATIO`` (e.g. ``1e8 + 1e-3 * noise``) is refused: its rows keep
+    fewer than ~6 significant digits of their differences.
+
+    Parameters
+    ----------
+    supports : ndarray of shape (B, m, d)
+    owner : str
+        The sampler's name, for the message.
+
+    Returns
+    -------
+    has_spread : ndarray of bool, shape (B,)
+
+    Raises
+    ------
+    ValueError
+        For a spread below float64 resolution at the support's offset.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> spread_mask(np.stack([np.ones((3, 2)), np.eye(3)[:, :2]]), "X").tolist()
+    [False, True]
+    """
+    S = np.asarray(supports, dtype=np.float64)
+    centre, scale = task_frame(S, 0.0)
+    offset = np.abs(centre).max(axis=-1, keepdims=True)
+    unresolved = (scale > 0) & (scale * MAX_OFFSET_RATIO < offset)
+    if np.any(unresolved):
+        b = int(np.flatnonzero(unresolved.ravel())[0])
+        raise ValueError(
+            f"{owner}: the support's spread ({float(scale.ravel()[b]):.3g}) is below float64 "
+            f"resolution at its offset ({float(offset.ravel()[b]):.3g}; ratio above "
+            f"{MAX_OFFSET_RATIO:.0e}), so its rows differ only in their last digits; centre "
+            "the data first (e.g. X - X.mean(axis=0), the same shift for the support and "
+            "everything compared with it)."
+        )
+    return scale.reshape(-1) > 0
+
+
+def warn_no_spread(owner: str, batch_index: int | None = None) -> None:
+    """The :class:`~skflow.exceptions.MemorizationWarning` of a support without spread.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     warn_no_spread("LedoitWolfSampler")
+    >>> "copies" in str(caught[0].message)
+    True
+    """
+    import warnings
+
+    from ..exceptions import MemorizationWarning
+
+    which = "" if batch_index is None else f" (task {batch_index} of the batch)"
+    warnings.warn(
+        f"the support{which} has no spread (a single row, or identical rows): there is no "
+        f"scale to set a bandwidth from, so {owner} returns copies of that row. Pass more "
+        "distinct rows, or an absolute bandwidth: NWFlowSampler(sigma_min=0.01, "
+        "normalize=False) samples the row plus sigma_min-sized noise in data units.",
+        MemorizationWarning,
+        stacklevel=4,
+    )
 
 
 def predictive_frame(estimator: Any, supports: Any) -> tuple[Any, Any, Any]:
@@ -213,7 +298,9 @@ class FrameMap:
         """Rows (B, n, d) in the frame."""
         if self.inverse is not None:
             return into_frame(x, self.centre, self.inverse)
-        return x if self.scale is None else (x - self.centre) / self.scale
+        # a frame without spread (scale 0) collapses onto its row: velocity_out maps any
+        # velocity to 0, so any finite map into it will do (it divides by 1)
+        return x if self.scale is None else (x - self.centre) / (self.scale + (self.scale == 0))
 
     def velocity_out(self, v: Any) -> Any:
         """Velocities (B, n, d) of the frame's flow, in data units."""

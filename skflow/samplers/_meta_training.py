@@ -66,11 +66,11 @@ _MMD2_FLOOR = 1e-4
 _MIN_TASK_ROWS = 4
 # n_iter_no_change="auto": validation checks without improvement before training stops.
 AUTO_PATIENCE = 10
-# Frames between a user's ``fit`` call and the functions below that warn: training_tasks ->
-# _labelled_tasks -> resolve_options, and TrainingRun.train -> _forward. The warnings point at
-# the user's ``fit`` line.
-_OPTIONS_STACKLEVEL = 5
-_FORWARD_STACKLEVEL = 4
+# Frames between a user's ``fit`` call and the functions below that warn: fit's atomic guard,
+# training_tasks -> _labelled_tasks -> resolve_options, and TrainingRun.train -> _forward. The
+# warnings point at the user's ``fit`` line.
+_OPTIONS_STACKLEVEL = 6
+_FORWARD_STACKLEVEL = 5
 
 
 class TrainingParams(SimpleNamespace):

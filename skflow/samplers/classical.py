@@ -48,7 +48,9 @@ from .._validation import (
     validate_parameters,
 )
 from ..metrics import mmd2
+from ._atomic import atomic_fit
 from ._base import few_shot_support_size, sampling_score
+from ._frame import spread_mask, task_frame, warn_no_spread
 
 __all__ = [
     "BICGaussianMixtureSampler",
@@ -91,10 +93,14 @@ class _ClassicalSampler(BaseEstimator):
     _parameter_constraints: ClassVar[dict[str, ParameterCheck]] = {"random_state": random_seed()}
     #: Fewest support rows the arm can use.
     _min_support = 1
+    #: Whether the arm's scale is the support's own (no training classes' covariance), so a
+    #: support without spread has none: copies of its row, with a warning.
+    _scale_from_support = False
 
     def __init__(self, *, random_state: Any = None):
         self.random_state = random_state
 
+    @atomic_fit
     def fit(self, X: Any, y: Any = None) -> _ClassicalSampler:
         """Learn what the training classes share (or, without ``y``, use ``X`` as the support).
 
@@ -109,21 +115,30 @@ class _ClassicalSampler(BaseEstimator):
         Returns
         -------
         self : object
+
+        Notes
+        -----
+        A fit that raises or is interrupted (``KeyboardInterrupt`` too) leaves the estimator
+        as it was: fitted, the same samples for the same seed; unfitted, ``NotFittedError``.
         """
         validate_parameters(self.get_params(deep=False), self._parameter_constraints)
         X = check_data(validate_data, self, X, dtype=[np.float64, np.float32])
+        spread_mask(X[None], type(self).__name__)  # refuses a spread float64 cannot resolve
         if y is None:
             labels = np.zeros(X.shape[0], dtype=np.int64)
         else:
             labels = column_or_1d(y, warn=True)
             if labels.shape[0] != X.shape[0]:
                 raise ValueError(f"y has {labels.shape[0]} entries but X has {X.shape[0]} rows.")
-        self._fit_classes(X.astype(np.float64), labels)
+        fitted = self._fit_classes(X.astype(np.float64), labels)
+        self.__dict__.update(fitted)  # set together, once everything is computed
         self.support_ = X.copy() if y is None else None
         return self
 
-    def _fit_classes(self, X: np.ndarray, y: np.ndarray) -> None:
-        """Store what the arm keeps of the training classes (nothing by default)."""
+    def _fit_classes(self, X: np.ndarray, y: np.ndarray) -> dict[str, Any]:
+        """The fitted attributes the arm keeps of the training classes (none by default);
+        computed without touching the estimator, set by :meth:`fit` when all succeeded."""
+        return {}
 
     def _supports(self, support: Any) -> tuple[list[np.ndarray], bool, Any]:
         """Validated supports as a list of float64 ``(m, d)`` arrays, batched?, output dtype."""
@@ -214,8 +229,20 @@ class _ClassicalSampler(BaseEstimator):
         n = check_int(n_samples, "n_samples")
         supports, batched, dtype = self._supports(support)
         rng = check_random_state(self.random_state if random_state is None else random_state)
-        out = np.stack([self._draw(S, n, rng) for S in supports]).astype(dtype, copy=False)
+        rows = [
+            self._draw_or_copy(S, n, rng, b if batched else None) for b, S in enumerate(supports)
+        ]
+        out = np.stack(rows).astype(dtype, copy=False)
         return out if batched else out[0]
+
+    def _draw_or_copy(self, S: np.ndarray, n: int, rng: Any, index: int | None) -> np.ndarray:
+        """:meth:`_draw`, except that an arm whose scale is the support's own
+        (``_scale_from_support``) returns copies of a support without spread, with a warning,
+        and refuses one whose spread float64 cannot resolve (issue 63)."""
+        if self._scale_from_support and not spread_mask(S[None], type(self).__name__)[0]:
+            warn_no_spread(type(self).__name__, index)
+            return np.repeat(S[:1], n, axis=0)
+        return self._draw(S, n, rng)
 
     def score(self, X: Any, y: Any = None) -> float:
         """Negative MMD² of generated rows against ``X`` (higher is better).
@@ -254,8 +281,9 @@ class _ClassicalSampler(BaseEstimator):
 class LedoitWolfSampler(_ClassicalSampler):
     """Gaussian with the support's mean and its Ledoit-Wolf shrunk covariance.
 
-    Uses nothing of the training classes (``fit`` only records the number of features); the
-    support needs at least 2 rows.
+    Uses nothing of the training classes (``fit`` only records the number of features). A
+    support without spread (one row, or identical rows) has no scale: :meth:`sample` returns
+    copies of its row, with a :class:`~skflow.exceptions.MemorizationWarning`.
 
     Parameters
     ----------
@@ -280,9 +308,14 @@ class LedoitWolfSampler(_ClassicalSampler):
     (4, 3)
     """
 
-    _min_support = 2
+    _scale_from_support = True
 
     def _moments(self, S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if S.shape[0] < 2:  # sample returns copies of it (no spread): only the moments refuse
+            raise ValueError(
+                "LedoitWolfSampler needs a support of at least 2 rows for its moments, got 1 "
+                "(a row has no covariance; sample returns copies of it)."
+            )
         return S.mean(axis=0), LedoitWolf().fit(S).covariance_
 
 
@@ -317,8 +350,9 @@ class PooledGaussianSampler(_ClassicalSampler):
     ((3, 3), (4, 3))
     """
 
-    def _fit_classes(self, X: np.ndarray, y: np.ndarray) -> None:
-        _, _, self.within_covariance_ = _class_statistics(X, y)
+    def _fit_classes(self, X: np.ndarray, y: np.ndarray) -> dict[str, Any]:
+        _, _, within = _class_statistics(X, y)
+        return {"within_covariance_": within}
 
     def _moments(self, S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return S.mean(axis=0), self.within_covariance_
@@ -381,7 +415,7 @@ class EmpiricalBayesGaussianSampler(_ClassicalSampler):
         self.shrinkage = shrinkage
         self.random_state = random_state
 
-    def _fit_classes(self, X: np.ndarray, y: np.ndarray) -> None:
+    def _fit_classes(self, X: np.ndarray, y: np.ndarray) -> dict[str, Any]:
         means, counts, W = _class_statistics(X, y)
         if len(counts) < 2:
             raise ValueError(
@@ -392,15 +426,23 @@ class EmpiricalBayesGaussianSampler(_ClassicalSampler):
         if self.shrinkage == "ledoit-wolf":  # rescaled to the unbiased normalisation of np.cov
             k = len(counts)
             between = LedoitWolf().fit(means).covariance_ * k / (k - 1)
+        if not np.any(W):  # the floor below is relative to W: there is no scale to keep
+            raise ValueError(
+                "EmpiricalBayesGaussianSampler: the training classes have no spread (the rows "
+                "of every class are identical), so there is no within-class covariance; pass "
+                "classes of distinct rows, or PooledGaussianSampler (copies of the mean)."
+            )
         # T = between - W mean(1/n_c), kept PSD in the frame where W is the identity
         vals, vecs = np.linalg.eigh(W)
         root = vecs * np.sqrt(np.clip(vals, 1e-12 * vals.max(), None))  # W = root root^T
         inv_root = np.linalg.inv(root)
         lam, U = np.linalg.eigh(inv_root @ between @ inv_root.T)
         lam = np.clip(lam - np.mean(1.0 / counts), 0.0, None)
-        self.prior_mean_ = means.mean(axis=0)
-        self.prior_covariance_ = (root @ U) * lam @ (root @ U).T
-        self.within_covariance_ = W
+        return {
+            "prior_mean_": means.mean(axis=0),
+            "prior_covariance_": (root @ U) * lam @ (root @ U).T,
+            "within_covariance_": W,
+        }
 
     def _moments(self, S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         T, W, mu0 = self.prior_covariance_, self.within_covariance_, self.prior_mean_
@@ -436,7 +478,10 @@ class BICGaussianMixtureSampler(_ClassicalSampler):
     of ``covariance_types`` whose mixture has fewer free parameters than the support has
     numbers (``m * d``) and at least 2 rows per component: where ``m`` allows, a full
     covariance; with few rows, a diagonal or spherical one. The lowest BIC wins. Uses nothing of
-    the training classes; the support needs at least 2 rows.
+    the training classes. The mixtures are fitted in the support's frame (centred, unit
+    spread), so ``a S + b`` gives ``a`` times the samples of ``S`` plus ``b``; a support without
+    spread (one row, or identical rows) has no scale: :meth:`sample` returns copies of its
+    row, with a :class:`~skflow.exceptions.MemorizationWarning`.
 
     Parameters
     ----------
@@ -474,7 +519,7 @@ class BICGaussianMixtureSampler(_ClassicalSampler):
         "reg_covar": real(low=0.0),
         "random_state": random_seed(),
     }
-    _min_support = 2
+    _scale_from_support = True
 
     def __init__(
         self,
@@ -505,11 +550,21 @@ class BICGaussianMixtureSampler(_ClassicalSampler):
         """
         check_is_fitted(self)
         (S,), _, _ = self._supports(support)
-        return self._select(S, random_state)
+        if not spread_mask(S[None], type(self).__name__)[0]:
+            raise ValueError(
+                "the support has no spread (a single row, or identical rows): no mixture can "
+                "be fitted to it (sample returns copies of the row); pass more distinct rows."
+            )
+        centre, scale = _support_frame(S)
+        gm = self._select((S - centre) / scale, random_state)
+        return _mixture_in_data_units(gm, centre, scale)
 
     def _select(self, S: np.ndarray, random_state: Any) -> GaussianMixture:
+        """The mixture of lowest BIC on the rows ``S`` of a support in its frame."""
         m, d = S.shape
-        reg = self.reg_covar * float(np.mean(S.var(axis=0))) + 1e-12
+        # relative to the frame's unit spread, no absolute floor (issue 63: a floor of 1e-12
+        # made supports of scale 1e-9 sample ~1000x too wide)
+        reg = self.reg_covar * float(np.mean(S.var(axis=0)))
         best, best_bic = None, np.inf
         for cov_type in self.covariance_types:
             # k > 1 needs 2 rows per component on average: fewer would place atoms on rows
@@ -528,10 +583,47 @@ class BICGaussianMixtureSampler(_ClassicalSampler):
         return best
 
     def _draw(self, S: np.ndarray, n: int, rng: np.random.RandomState) -> np.ndarray:
-        gm = self._select(S, rng.randint(2**31 - 1))
-        gm.set_params(random_state=rng.randint(2**31 - 1))
-        X, _ = gm.sample(n)
-        return X[rng.permutation(n)]  # GaussianMixture.sample returns rows grouped by component
+        # in the support's frame, so that a support far from the origin (S + 1e8: sklearn's
+        # covariances became ill-defined) or of any scale is fitted like S itself
+        centre, scale = _support_frame(S)
+        gm = self._select((S - centre) / scale, rng.randint(2**31 - 1))
+        Z = _sample_mixture(gm, n, np.random.RandomState(rng.randint(2**31 - 1)))
+        return centre + scale * Z[rng.permutation(n)]  # the rows come grouped by component
+
+
+def _sample_mixture(gm: GaussianMixture, n: int, rng: np.random.RandomState) -> np.ndarray:
+    """``n`` rows of a fitted mixture, grouped by component, through the Cholesky factors of
+    its covariances: continuous in them, unlike ``GaussianMixture.sample`` (an SVD, whose
+    basis of a repeated eigenvalue, as ``reg_covar`` gives a component of 2 rows, turns with
+    rounding), so that nearby supports (``a S + b`` against ``S``) give nearby samples."""
+    d = gm.means_.shape[1]
+    counts = rng.multinomial(n, gm.weights_)
+    covs = {
+        "full": lambda k: gm.covariances_[k],
+        "tied": lambda k: gm.covariances_,
+        "diag": lambda k: np.diag(gm.covariances_[k]),
+        "spherical": lambda k: gm.covariances_[k] * np.eye(d),
+    }[gm.covariance_type]
+    rows = [
+        gm.means_[k] + rng.standard_normal((c, d)) @ np.linalg.cholesky(covs(k)).T
+        for k, c in enumerate(counts)
+    ]
+    return np.concatenate(rows)
+
+
+def _support_frame(S: np.ndarray) -> tuple[np.ndarray, float]:
+    """Centre ``(d,)`` and spread of a support with spread (:func:`._frame.task_frame`)."""
+    centre, scale = task_frame(S[None], 0.0)
+    return centre[0, 0], float(scale.ravel()[0])
+
+
+def _mixture_in_data_units(gm: GaussianMixture, centre: np.ndarray, scale: float):
+    """A mixture fitted on ``(S - centre) / scale``, mapped to ``S``'s units (in place)."""
+    gm.means_ = centre + scale * gm.means_
+    gm.covariances_ = gm.covariances_ * scale**2
+    gm.precisions_ = gm.precisions_ / scale**2
+    gm.precisions_cholesky_ = gm.precisions_cholesky_ / scale
+    return gm
 
 
 def default_candidates() -> list:
@@ -633,7 +725,7 @@ def _warn_failed_candidates(candidates: list, failures: dict, n_folds: int) -> N
             f"candidate {i} ({type(candidates[i]).__name__}) could not be fitted on "
             f"{len(errors)} of {n_folds} class-grouped folds and is not chosen: {errors[0]}",
             FitFailedWarning,
-            stacklevel=4,
+            stacklevel=5,  # the user's fit line (fit's atomic guard is one frame)
         )
 
 
@@ -731,11 +823,16 @@ class BestClassicalSampler(_ClassicalSampler):
         self.n_generated = n_generated
         self.random_state = random_state
 
-    def _fit_classes(self, X: np.ndarray, y: np.ndarray) -> None:
+    def _fit_classes(self, X: np.ndarray, y: np.ndarray) -> dict[str, Any]:
         classes = np.unique(y)
         if len(classes) < 2:
             raise ValueError(
                 f"BestClassicalSampler needs at least 2 classes in y, got {len(classes)} class(es)."
+            )
+        if not spread_mask(X[None], "BestClassicalSampler")[0]:
+            raise ValueError(
+                "BestClassicalSampler: the training rows have no spread (they are identical), "
+                "so no candidate can be scored on them; pass rows that vary."
             )
         rng = check_random_state(self.random_state)
         folds = np.array_split(rng.permutation(classes), min(self.n_splits, len(classes)))
@@ -756,7 +853,7 @@ class BestClassicalSampler(_ClassicalSampler):
         if len(failures) == len(candidates):  # each failed on some fold: inf at every size
             first = next(iter(failures.values()))[0]
             raise ValueError(f"no candidate could be fitted on every fold: {first}") from first
-        self._store_choice(candidates, sizes, scores.mean(axis=0), X, y)
+        return self._choice(candidates, sizes, scores.mean(axis=0), X, y)
 
     def _fold_scores(self, cand, X, y, train, held, sizes, seed) -> np.ndarray:
         """``cand`` fitted on the ``train`` rows, scored at every size on the ``held``
@@ -769,22 +866,21 @@ class BestClassicalSampler(_ClassicalSampler):
                 for m in sizes
             ])  # fmt: skip
 
-    def _store_choice(self, candidates, sizes, mean_mmd2, X, y) -> None:
-        """Refit each chosen candidate once on all classes; attributes per size or, with an
-        int ``support_size``, in the single-size form."""
+    def _choice(self, candidates, sizes, mean_mmd2, X, y) -> dict[str, Any]:
+        """Refit each chosen candidate once on all classes; the fitted attributes per size
+        or, with an int ``support_size``, in the single-size form."""
         best = np.argmin(mean_mmd2, axis=1)
         refitted = {}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             for i in np.unique(best):
                 refitted[int(i)] = clone(candidates[int(i)]).fit(X, y)
-        self.support_sizes_ = sizes
-        self.best_estimators_ = [refitted[int(i)] for i in best]
+        chosen = [refitted[int(i)] for i in best]
+        fitted = {"support_sizes_": sizes, "best_estimators_": chosen}
         if np.ndim(self.support_size) == 0:
-            self.validation_mmd2_, self.best_index_ = mean_mmd2[0], int(best[0])
-            self.best_estimator_ = self.best_estimators_[0]
-        else:
-            self.validation_mmd2_, self.best_index_ = mean_mmd2, best
+            single = {"validation_mmd2_": mean_mmd2[0], "best_index_": int(best[0])}
+            return {**fitted, **single, "best_estimator_": chosen[0]}
+        return {**fitted, "validation_mmd2_": mean_mmd2, "best_index_": best}
 
     def chosen_estimator(self, m: int) -> Any:
         """The fitted candidate that generates from a support of ``m`` rows.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import inspect
 import os
 import time
@@ -25,6 +26,7 @@ from .._validation import (
     optional,
 )
 from ..threads import limit_threads, map_on_threads, thread_budget
+from ._atomic import atomic_fit
 from ._base import (
     SAMPLER_CONSTRAINTS,
     Backend,
@@ -35,7 +37,7 @@ from ._base import (
 )
 from ._batch import check_support_batch, is_support_list
 from ._fitted import FITTED, fitted_config, legacy_pickle, restore
-from ._frame import FrameMap, is_task_source
+from ._frame import FrameMap, is_task_source, spread_mask, warn_no_spread
 from ._frame import predictive_frame as _predictive_frame
 from ._frame import support_bounds as _support_bounds  # the inference half's former names
 from ._frame import task_frame as _task_frame
@@ -86,6 +88,34 @@ def _check_normalize(value: Any, name: str) -> None:
         raise InvalidParameterError(
             f"{name} must be 'auto', 'predictive', True or False, got {value!r}."
         )
+
+
+def _card_estimator(cls: type, params: dict, name: str, folder: Any) -> Any:
+    """The unfitted estimator of a card's (flat) parameters, checked as ``fit`` checks them:
+    a bad value names the card, not the user's call."""
+    from ..exceptions import PriorCardError
+    from .prior_store import folder_card
+
+    try:  # a card stores the parameters flat (JSON): grouped here, without a warning
+        estimator = cls(**learned_params_from_flat(params))
+        estimator._validate_params()
+    except (TypeError, ValueError) as exc:
+        raise PriorCardError(
+            f"model card {folder_card(name, folder)} has an invalid estimator parameter "
+            f"(estimator_params or finetune_params): {exc} Fix: restore the card from the "
+            "source of the prior, or write it again with LearnedFlowSampler.save_pretrained."
+        ) from exc
+    return estimator
+
+
+def _caller_level() -> int:
+    """The ``stacklevel`` that points a warning issued by this function's caller at the first
+    frame outside skflow (the user's line), whatever path of calls led there."""
+    package = str(Path(__file__).resolve().parents[1])
+    frame, level = inspect.currentframe().f_back, 1
+    while frame is not None and frame.f_code.co_filename.startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _training():
@@ -352,12 +382,15 @@ class LearnedFlowSampler(BaseFlowSampler):
         support size (``support_sizes_``, ``best_estimators_``), whose predictive law is each
         support's frame; None otherwise.
     normalize_ : bool
-        Whether the flow runs in each support's frame (per-task normalisation).
+        Whether the flow runs in each support's frame (per-task normalisation). Then
+        ``a S + b`` samples ``a`` times the samples of ``S`` plus ``b``, and a support
+        without spread (one row, or identical rows) has no scale: its samples are copies of
+        its row, with a :class:`~skflow.exceptions.MemorizationWarning` (docs/robustness.md).
     frame_context_ : bool
         Whether the network sees that frame (``frame_context``).
     task_scale_ : float
-        Median support spread of the training tasks: the scale of a one-row support under
-        per-task normalisation (1.0 without it).
+        Median support spread of the training tasks: the scale of a one-row training task
+        under per-task normalisation (1.0 without it).
     validation_classes_ : ndarray or None
         Classes held out for validation by ``validation_fraction="auto"`` (labelled data).
 
@@ -511,7 +544,11 @@ class LearnedFlowSampler(BaseFlowSampler):
         folder : str or path-like, optional
             Load the prior from this folder instead of the shipped ones: a prior you trained
             with ``python -m skflow.priors NAME --out DIR`` (its ``NAME.json`` card and
-            ``NAME.npz`` weights, whose SHA-256 the card checks).
+            ``NAME.npz`` weights). The card is checked against its schema and the weights
+            against the card's SHA-256: that detects a damaged file or weights that do not
+            belong to the card, not who wrote them (whoever can replace the weights can
+            rewrite the card), so load priors only from sources you trust. Other files in
+            the folder are not read.
 
         Returns
         -------
@@ -520,7 +557,20 @@ class LearnedFlowSampler(BaseFlowSampler):
             ``attention_weights``, ``score`` and pickling work at once. Its parameters are
             the card's fine-tuning parameters (``warm_start=True``, ``normalize="auto"``):
             ``fit(X, y)`` or ``fit(task_source)`` continues training the prior on your data,
-            in its own frame (each support's).
+            in its own frame (each support's). A support of more or fewer rows than the
+            card's ``support_range_`` (the sizes it was trained on) issues a
+            :class:`~skflow.exceptions.SupportSizeWarning`.
+
+        Raises
+        ------
+        InvalidParameterError
+            An unknown ``name`` (the message lists the known ones), a name with a folder in
+            it (``"../x"``, ``"/x"``, ``""``), or ``n_features`` above the prior's width.
+        PriorCardError
+            ``NAME.json`` is not a model card, or a field is missing, mistyped, not finite
+            or not an allowed value (the message names the file and the field).
+        ValueError
+            The weights' SHA-256 differs from the card's.
 
         Examples
         --------
@@ -534,8 +584,7 @@ class LearnedFlowSampler(BaseFlowSampler):
         from .prior_store import load_prior
 
         params, config, state = load_prior(name, n_features, folder)
-        # a card stores the parameters flat (JSON): grouped here, without a warning
-        return restore(cls(**learned_params_from_flat(params)), config, state)
+        return restore(_card_estimator(cls, params, name, folder), config, state)
 
     def save_pretrained(
         self,
@@ -556,7 +605,9 @@ class LearnedFlowSampler(BaseFlowSampler):
         Parameters
         ----------
         name : str
-            File stem of the prior.
+            File stem of the prior: a plain name (a name with a path separator, ``..``,
+            an absolute path or an empty name is refused, so nothing is written outside
+            ``folder``).
         folder : str or path-like
             Destination folder (created if needed).
         training : dict, optional
@@ -685,16 +736,14 @@ class LearnedFlowSampler(BaseFlowSampler):
         return device
 
     # -- fitting ---------------------------------------------------------------------------
-    def _check_training_data(self, X: Any, y: Any) -> tuple[Any, np.ndarray | None]:
-        """``(X, y)`` of ``fit``, validated: a task source as given, or arrays (which set
-        ``n_features_in_`` and ``feature_names_in_``)."""
+    def _check_training_data(self, X: Any, y: Any) -> tuple[Any, np.ndarray | None, int]:
+        """``(X, y, n_features)`` of ``fit``, validated: a task source as given, or arrays
+        (``validate_data`` sets ``n_features_in_`` and ``feature_names_in_``; the fit's guard
+        puts them back if it fails)."""
         if is_task_source(X):
             if y is not None:
                 raise ValueError("y must be None when fitting on a task source.")
-            self.n_features_in_ = source_n_features(X)
-            if hasattr(self, "feature_names_in_"):
-                del self.feature_names_in_
-            return X, None
+            return X, None, source_n_features(X)
         X = check_data(validate_data, self, X, dtype=[np.float64, np.float32], ensure_min_samples=1)
         if y is None:
             if X.shape[0] < 2:
@@ -702,7 +751,7 @@ class LearnedFlowSampler(BaseFlowSampler):
                     f"fit(X) needs at least 2 samples (1 support and 1 target row), got "
                     f"{X.shape[0]} sample."
                 )
-            return X, None
+            return X, None, X.shape[1]
         y = check_array(y, ensure_2d=False, dtype=None, input_name="y")
         if y.ndim != 1:
             raise ValueError(f"y must be 1-D task labels, got shape {y.shape}.")
@@ -721,23 +770,34 @@ class LearnedFlowSampler(BaseFlowSampler):
                 "there is nothing to meta-train across. Use fit(X) to train on one data set, "
                 "or pass labels of at least 2 classes."
             )
-        return X, y
+        return X, y, X.shape[1]
 
     def _warm_start(self) -> WarmStart | None:
-        """What ``fit`` continues with ``warm_start=True`` on a fitted estimator, else None."""
+        """What ``fit`` continues with ``warm_start=True`` on a fitted estimator, else None.
+
+        A copy: the fit trains a deep copy of the fitted network and of its generators and
+        optimizer state, swapped in by :meth:`_store` on success, so that a fit that raises
+        or is interrupted leaves the fitted ones untouched."""
         if not (self.warm_start and hasattr(self, "model_")):
             return None
         frame = "support" if getattr(self, "normalize_", True) else "none"
         if self._has_predictive_frame():
             frame = "predictive"
-        return WarmStart(
-            self.model_, getattr(self, "task_scale_", None), getattr(self, "_warm", None), frame
-        )
+        model, state = copy.deepcopy((self.model_, getattr(self, "_warm", None)))
+        return WarmStart(model, getattr(self, "task_scale_", None), state, frame)
 
-    def _store(self, run: TrainingRun, result: Any, warm: bool, prior: tuple | None = None) -> None:
+    def _store(
+        self,
+        run: TrainingRun,
+        result: Any,
+        warm: bool,
+        prior: tuple | None = None,
+        n_features: int | None = None,
+    ) -> None:
         """The fitted attributes of a training run (accumulated on a warm start), set by
         :func:`~skflow.samplers._fitted.restore` like those of a prior or a pickle;
-        ``prior``: the ``(name, width)`` of the shipped prior the fit started from."""
+        ``prior``: the ``(name, width)`` of the shipped prior the fit started from;
+        ``n_features``: the width of the training data (default: ``n_features_in_``)."""
         tasks = run.tasks
         scores = result.validation_scores if run.validation is not None else None
         fitted = {
@@ -755,7 +815,7 @@ class LearnedFlowSampler(BaseFlowSampler):
             "loss_curve_": result.loss_curve,
             "training_time_": result.elapsed,
             "validation_scores_": scores,
-            "n_features_in_": self.n_features_in_,
+            "n_features_in_": self.n_features_in_ if n_features is None else n_features,
         }
         if warm:
             fitted["n_iter_"] += self.n_iter_
@@ -767,6 +827,7 @@ class LearnedFlowSampler(BaseFlowSampler):
         restore(self, config, run.model.state_dict())
         self._warm = run.warm_state(result)  # generators and optimizer: never pickled
 
+    @atomic_fit
     def fit(self, X: Any, y: Any = None) -> LearnedFlowSampler:
         """Meta-train the velocity network.
 
@@ -783,23 +844,31 @@ class LearnedFlowSampler(BaseFlowSampler):
         Returns
         -------
         self : LearnedFlowSampler
+
+        Notes
+        -----
+        A fit that raises or is interrupted (``KeyboardInterrupt`` too) leaves the estimator
+        as it was: fitted, the same weights, ``n_iter_`` and samples (a warm start trains a
+        copy of the network and swaps it in at the end); unfitted, ``NotFittedError``.
         """
         start = time.perf_counter()  # max_time bounds the whole fit
         self._validate_params()
         device = self._train_device()
         rng = check_random_state(self.random_state)
-        X, y = self._check_training_data(X, y)
+        X, y, n_features = self._check_training_data(X, y)
         params = TrainingParams.of(self)  # the groups' effective values, flat
         # one thread on the CPU: the same seed gives the same model whatever the thread count
         with limit_threads(1) if device.split(":")[0] == "cpu" else contextlib.nullcontext():
             warm = self._warm_start()
             frame = None if warm is None else warm.frame
             tasks = training_tasks(params, X, y, rng, frame)  # the "auto" options resolved
-            run = TrainingRun(params, tasks, self.n_features_in_, device, rng, warm)
+            run = TrainingRun(params, tasks, n_features, device, rng, warm)
             run.params = _with_budget(params, time.perf_counter() - start)
             result = run.train()
             prior = getattr(self, "_prior", None) if warm is not None else None
-            self._store(run, result, warm is not None, prior)
+            self._store(run, result, warm is not None, prior, n_features)
+        if is_task_source(X):  # no column names: those of an earlier fit on a frame go
+            self.__dict__.pop("feature_names_in_", None)
         return self
 
     # -- support and backend ---------------------------------------------------------------
@@ -815,7 +884,30 @@ class LearnedFlowSampler(BaseFlowSampler):
         if shape is not None and len(shape) == 2 and shape[0] == 0:
             raise ValueError("support is empty: at least one support point is required.")
         self._check_prior_width(support)
+        self._warn_support_size(support)
         return super()._check_support(support)
+
+    def _warn_support_size(self, support: Any) -> None:
+        """A :class:`~skflow.exceptions.SupportSizeWarning` when a prior loaded by
+        :meth:`from_pretrained` gets a support (m, d) or batch (B, m, d) of a size outside
+        its card's ``support_range_``: sizes it was never trained on."""
+        from ..exceptions import SupportSizeWarning
+
+        shape = getattr(support, "shape", None)
+        if getattr(self, "_prior", None) is None or shape is None or len(shape) not in (2, 3):
+            return
+        low, high = self.support_range_
+        m = int(shape[-2])
+        if m == 0 or low <= m <= high:
+            return
+        warnings.warn(
+            f"support has {m} rows, but the prior {self._prior[0]!r} was trained on supports "
+            f"of {low} to {high} rows (support_range_ of its model card): its samples for "
+            f"{m} rows are untested. Fine-tune it on your data (prior.fit(X, y)), or train a "
+            "sampler for them: LearnedFlowSampler().fit(X, y).",
+            SupportSizeWarning,
+            stacklevel=_caller_level(),
+        )
 
     def _check_prior_width(self, support: Any) -> None:
         """A support (m, d) or batch (B, m, d) whose width differs from that of a prior loaded
@@ -846,6 +938,8 @@ class LearnedFlowSampler(BaseFlowSampler):
 
     def _supports(self, support: Any) -> tuple[Any, Any, int | None]:
         self._check_prior_width(support)  # a (B, m, d) batch skips _check_support
+        if getattr(support, "ndim", None) == 3:
+            self._warn_support_size(support)
         return super()._supports(support)
 
     def _backend(self) -> Backend:
@@ -865,7 +959,8 @@ class LearnedFlowSampler(BaseFlowSampler):
             centre, factor, inverse = self._predictive_frame(support)
             return FrameMap(centre, factor=factor, inverse=inverse)
         if getattr(self, "normalize_", False):  # the network works in each support's frame
-            centre, scale = _task_frame(support, self.task_scale_)
+            # scale 0 without spread: the frame collapses onto the row (copies, issue 63)
+            centre, scale = _task_frame(support, 0.0)
             return FrameMap(centre, scale=scale)
         return FrameMap()
 
@@ -876,7 +971,9 @@ class LearnedFlowSampler(BaseFlowSampler):
         frame = self._support_frame(support)
         inside = frame.into(support)
         if getattr(model, "frame_context", False):  # ... and the network sees that frame
-            columns = (frame.centre, frame.scale) if frame.scale is not None else None
+            columns = None
+            if frame.scale is not None:  # without spread: the training tasks' scale
+                columns = (frame.centre, frame.scale + (frame.scale == 0) * self.task_scale_)
             inside = model.with_frame(inside, *(columns or _task_frame(support, self.task_scale_)))
         return inside, frame
 
@@ -938,28 +1035,22 @@ class LearnedFlowSampler(BaseFlowSampler):
         self._refuse_frameless(support)
         S = np.asarray(support, dtype=np.float64)
         frame = self._support_frame(S if S.ndim == 3 else S[None])
+        if frame.scale is not None:  # without spread: copies of the row, said so (issue 63)
+            for b in np.flatnonzero(np.reshape(frame.scale, -1) == 0):
+                warn_no_spread(type(self).__name__, int(b) if S.ndim == 3 else None)
         start = frame.centre + frame.velocity_out(x0 if x0.ndim == 3 else x0[None])
         return start.reshape(x0.shape).astype(x0.dtype, copy=False)
 
     def _refuse_frameless(self, support: Any) -> None:
-        """With per-task normalisation, refuse a support (m, d) or batch (B, m, d) of fewer
-        than 2 distinct rows: it has no frame (no spread), the network never saw one, and
-        its output there is far from the support (issue 34: 39 away for ``np.ones((10, 4))``)."""
+        """With per-task normalisation, refuse a support (m, d) or batch (B, m, d) whose
+        spread float64 cannot resolve at its offset (:func:`._frame.spread_mask`). One
+        without any spread (one row, or identical rows) is taken: its frame has the scale 0,
+        so the flow stays on the row (copies; issue 34 saw samples 39 away for
+        ``np.ones((10, 4))`` when it had a fallback scale) and the velocity is 0."""
         if not getattr(self, "normalize_", False) or self._has_predictive_frame():
             return
         S = np.asarray(support, dtype=np.float64)
-        _, scale = _task_frame(S if S.ndim == 3 else S[None], 0.0)  # 0: no spread
-        if np.all(scale > 0):
-            return
-        bad = int(np.flatnonzero(scale.ravel() == 0)[0])
-        which = f" {bad} of the batch" if S.ndim == 3 and S.shape[0] > 1 else ""
-        raise ValueError(
-            f"support{which} has {'a single row' if S.shape[-2] < 2 else 'no spread'}: "
-            f"{type(self).__name__} works in each support's frame (its mean and spread; "
-            "normalize_=True, as after fit(X, y) and for the pretrained priors), which needs "
-            "at least 2 distinct rows. For such a support use NWFlowSampler().fit(support): "
-            "its flow is exact and lands at the support point plus sigma_min-sized noise."
-        )
+        spread_mask(S if S.ndim == 3 else S[None], type(self).__name__)
 
     def _task_support_size(self, n_rows: int, label: Any) -> int:
         from ._base import few_shot_support_size
@@ -980,6 +1071,8 @@ class LearnedFlowSampler(BaseFlowSampler):
         with ``X`` and the support on the backend, in one dtype."""
         self._begin()
         X, support, t = self._field_inputs(X, t, support)
+        if support.ndim == 3:  # a batch skips _check_support
+            self._warn_support_size(support)
         self._refuse_frameless(support)
         if X.ndim == 2:  # a batch comes back checked and in one dtype
             if t.ndim == 1 and t.shape[0] != X.shape[0]:

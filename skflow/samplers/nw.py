@@ -32,6 +32,7 @@ from .._validation import (
 from ..exceptions import AccuracyWarning, MemorizationWarning
 from ..paths import GaussianPath, as_path
 from ..threads import limit_threads, map_on_threads
+from ._atomic import atomic_fit
 from ._bandwidth import BANDWIDTH_RULES, support_frames
 from ._base import (
     SAMPLER_CONSTRAINTS,
@@ -44,6 +45,7 @@ from ._base import (
 )
 from ._batch import DENSE_SUPPORT_ELEMENTS
 from ._density import closed_form_log_density, density_t_floor, log_density_and_error
+from ._frame import spread_mask, warn_no_spread
 from ._kernel_geometry import check_projection, fit_projection, median_nn_distance
 from ._selection import DEFAULT_SIGMA_MIN_GRID, select_sigma_min
 from .options import (
@@ -73,6 +75,13 @@ __all__ = ["NWFlowSampler"]
 #: benchmarks/bench_auto_bandwidth.py --calibrate-warning``), so the warning fires when
 #: samples lie about 5 times closer to the support than fresh points of the same law do.
 COPY_FRACTION = 0.2
+
+
+def _inward(scale: Any) -> Any:
+    """The frame's scale for the map into it, ``x -> (x - c) / s``: a frame without spread
+    (``s = 0``) collapses onto its row, and any finite map into it gives the same (zero)
+    velocity in data units, so it divides by 1 (NumPy arrays and Torch tensors alike)."""
+    return scale + (scale == 0)
 
 
 def _check_sigma_min(value: Any, name: str) -> None:
@@ -188,6 +197,13 @@ class NWFlowSampler(BaseFlowSampler):
         ``noise=`` the standard noise of the frame (starting at ``c + s * noise``), and
         ``weights``/``effective_sample_size``/``divergence`` are unchanged by the map.
         ``"auto"``: True for ``sigma_min="auto"``, False for a float (the paper's plug-in).
+        With a frame the sampler is equivariant, ``a S + b`` samples ``a`` times the samples
+        of ``S`` plus ``b``; a support without spread (one row, or identical rows) has no
+        scale, so its samples are copies of its row, with a
+        :class:`~skflow.exceptions.MemorizationWarning` (a float ``sigma_min`` without a
+        frame is an absolute bandwidth: the row plus ``sigma_min`` noise). A support whose
+        spread is below float64 resolution at its offset (``offset / spread > 1e10``) is a
+        ``ValueError``: centre the data first (see docs/robustness.md).
     sigma_min_search : "default", SigmaMinSearch or None, default="default"
         How ``fit(X, y)`` (task labels ``y``) chooses ``sigma_min``: by the few-shot
         :meth:`score` on ``GroupKFold(cv)`` splits of the classes among the candidates
@@ -399,6 +415,7 @@ class NWFlowSampler(BaseFlowSampler):
         return self._engine_options().n_jobs
 
     # -- fitting ---------------------------------------------------------------------------
+    @atomic_fit
     def fit(self, X: Any, y: Any = None) -> NWFlowSampler:
         """Condition on the support set ``X``; with task labels ``y``, also choose ``sigma_min``.
 
@@ -416,19 +433,30 @@ class NWFlowSampler(BaseFlowSampler):
         Returns
         -------
         self : NWFlowSampler
+
+        Notes
+        -----
+        A fit that raises or is interrupted (``KeyboardInterrupt`` too) leaves the estimator
+        as it was: fitted, the same samples for the same seed; unfitted, ``NotFittedError``.
         """
         self._validate_params()
         X = check_data(validate_data, self, X, dtype=[np.float64, np.float32], ensure_min_samples=1)
-        for name in ("sigma_min_", "cv_scores_"):  # a refit forgets an earlier choice
-            self.__dict__.pop(name, None)
+        if y is not None or self._uses_frame():  # a frame (or a choice) needs resolved rows
+            spread_mask(X[None], type(self).__name__)
+        chosen = {}  # a refit forgets an earlier choice
         search = sigma_min_search_options(self.sigma_min_search)
         if y is not None and search is not None and self.path is None:
             grid = search.grid
             grid = DEFAULT_SIGMA_MIN_GRID if isinstance(grid, str) else tuple(grid)
-            self.sigma_min_, self.cv_scores_ = select_sigma_min(self, X, y, grid, search.cv)
-        self.projection_, self.projection_transformer_ = fit_projection(
+            best, scores = select_sigma_min(self, X, y, grid, search.cv)
+            chosen = {"sigma_min_": best, "cv_scores_": scores}
+        projection = fit_projection(
             X, self.projection, kernel_options(self.kernel).kernel, kernel_options(self.kernel).reg
         )
+        for name in ("sigma_min_", "cv_scores_"):
+            self.__dict__.pop(name, None)
+        self.__dict__.update(chosen)
+        self.projection_, self.projection_transformer_ = projection
         self.support_ = X.copy()
         self._warn_if_copier(X)
         return self
@@ -479,13 +507,21 @@ class NWFlowSampler(BaseFlowSampler):
         (see :func:`._bandwidth.support_frames`); ``(None, None, sigma_min)`` without one."""
         if not self._uses_frame():
             return None, None, float(self._sigma_min())
-        return support_frames(to_numpy(support), self._sigma_min(), True)
+        S = to_numpy(support)
+        spread_mask(S if S.ndim == 3 else S[None], type(self).__name__)  # refuses unresolved
+        return support_frames(S, self._sigma_min(), True)
 
     def _start_points(self, x0: np.ndarray, support: np.ndarray) -> np.ndarray:
-        """The noise, or with a frame the noise mapped into it (``centre + scale * x0``)."""
+        """The noise, or with a frame the noise mapped into it (``centre + scale * x0``).
+
+        A support without spread has the scale 0 (no scale in data units to take one from,
+        issue 63): its flow starts, and stays, on its row, so the samples are copies of it,
+        with a :class:`~skflow.exceptions.MemorizationWarning` naming the fix."""
         centre, scale, _ = self._frame(support)
         if centre is None:
             return x0
+        for b in np.flatnonzero(np.reshape(scale, -1) == 0):
+            warn_no_spread(type(self).__name__, int(b) if np.ndim(support) == 3 else None)
         return (centre + scale * x0).astype(x0.dtype, copy=False)
 
     def _warn_if_copier(self, X: np.ndarray) -> None:
@@ -513,7 +549,7 @@ class NWFlowSampler(BaseFlowSampler):
                 f"{spread / spacing:.2g}). Use sigma_min='auto' (the bandwidth chosen from "
                 "each support, in its own frame, which keeps that ratio near 0.5 or above).",
                 MemorizationWarning,
-                stacklevel=3,
+                stacklevel=4,  # the user's fit line (fit's atomic guard is one frame)
             )
 
     # -- backend and field (the hooks of BaseFlowSampler) ------------------------------------
@@ -583,7 +619,7 @@ class NWFlowSampler(BaseFlowSampler):
         dtype = to_numpy(support[..., :1, :1]).dtype  # NumPy's name of a tensor's dtype too
         centre = backend.asarray(centre.astype(dtype, copy=False))
         scale = backend.asarray(scale.astype(dtype, copy=False))
-        return (support - centre) / scale, centre, scale, sigma
+        return (support - centre) / _inward(scale), centre, scale, sigma
 
     def _prepare_flow(self, support: Any, backend: Backend) -> PreparedFlow:
         support, centre, scale, sigma = self._framed(support, backend)
@@ -601,8 +637,9 @@ class NWFlowSampler(BaseFlowSampler):
         if centre is None:
             return PreparedFlow(lambda t, x: field.velocity(x, t), error_bound=bound, fork=fork)
         # the frame's velocity in data units (x = centre + scale * z)
+        inner = _inward(scale)
         return PreparedFlow(
-            lambda t, x: field.velocity((x - centre) / scale, t) * scale,
+            lambda t, x: field.velocity((x - centre) / inner, t) * scale,
             error_bound=bound,
             fork=fork,
         )
@@ -622,7 +659,7 @@ class NWFlowSampler(BaseFlowSampler):
             def rows(X, t):  # one work item, on a copy of the field (its own error bound)
                 X = backend.asarray(X)
                 out = getattr(copy.copy(field), method)(
-                    X if centre is None else (X - centre) / scale, t
+                    X if centre is None else (X - centre) / _inward(scale), t
                 )
                 if method == "velocity" and scale is not None:  # back in data units
                     out = out * scale
@@ -794,6 +831,13 @@ class NWFlowSampler(BaseFlowSampler):
         X64, S64 = X.astype(np.float64), support.astype(np.float64)
         centre, scale, sigma = self._frame(S64)
         log_jac = 0.0
+        if centre is not None and not np.all(scale > 0):
+            raise ValueError(
+                "score_samples: the support has no spread (a single row, or identical rows), "
+                "so the flow's terminal law is a point mass on that row (its samples are "
+                "copies of it), which has no density. Pass more distinct rows, or an "
+                "absolute bandwidth: NWFlowSampler(sigma_min=0.01, normalize=False)."
+            )
         if centre is not None:  # the frame's density, with the Jacobian of z = (x - c) / s
             X64, S64 = (X64 - centre) / scale, (S64 - centre) / scale
             log_jac = X64.shape[1] * math.log(float(scale.ravel()[0]))

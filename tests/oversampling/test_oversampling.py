@@ -19,6 +19,7 @@ from sklearn.model_selection import GridSearchCV, StratifiedKFold  # noqa: E402
 from sklearn.preprocessing import StandardScaler  # noqa: E402
 
 from skflow import LearnedFlowSampler, NWFlowSampler, SolverOptions, make_sampling_pipeline  # noqa: E402
+from skflow.exceptions import MemorizationWarning  # noqa: E402
 from skflow.metrics import distance_to_closest_record, memorization_ratio  # noqa: E402
 from skflow.oversampling import FlowOverSampler, oversampling_memorization  # noqa: E402
 
@@ -208,10 +209,11 @@ def test_bad_params(params, error):
         FlowOverSampler(**params).fit_resample(X, y)
 
 
-def test_single_row_class_and_non_finite_rejected():
-    X, y = imbalanced(n_minor=1)
-    with pytest.raises(ValueError, match="at least 2"):
-        FlowOverSampler().fit_resample(X, y)
+def test_single_row_class_copied_and_non_finite_rejected():
+    X, y = imbalanced(n_minor=1)  # one row has no scale (issue 63): copies, with a warning
+    with pytest.warns(MemorizationWarning, match="no spread"):
+        X_res, y_res = FlowOverSampler().fit_resample(X, y)
+    np.testing.assert_array_equal(X_res[len(X) :], np.repeat(X[y == 1], len(X_res) - len(X), 0))
     X, y = imbalanced()
     X[0, 0] = np.nan
     with pytest.raises(ValueError, match="NaN"):

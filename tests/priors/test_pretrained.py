@@ -14,10 +14,11 @@ import torch.nn.functional as tnf
 from sklearn.datasets import load_iris
 
 from skflow import LearnedFlowSampler, NetworkOptions, SolverOptions, TrainingOptions
-from skflow.exceptions import InvalidParameterError
+from skflow.exceptions import InvalidParameterError, MemorizationWarning
 from skflow.nn.transformer import CrossAttentionVelocity
 from skflow.priors import FAMILIES, RECIPES, EllipticalMixtureTasks, PriorTasks, train_prior
 from skflow.priors.model_card import current_command
+from skflow.priors.training import write_checkpoint
 from skflow.samplers._fitted import FITTED, fitted_config, restore
 from skflow.samplers.options import learned_params_from_flat
 from skflow.samplers.prior_store import PRIORS_DIR, file_sha256, load_prior, read_prior
@@ -187,23 +188,19 @@ def test_train_prior_is_deterministic_and_resumable(tmp_path):
     card_a, card_b = json.loads(a.read_text()), json.loads(b.read_text())
     assert card_a["weights_sha256"] == card_b["weights_sha256"]
     assert card_a["training"]["iterations"] == 3
-    assert not (tmp_path / "a" / "general-16.checkpoint.pkl").exists()
-    # an interrupted run: the checkpoint of 3 iterations, resumed to 5
-    ckpt = tmp_path / "ckpt.pkl"
+    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["general-16.json",
+                                                                  "general-16.npz"]  # fmt: skip
+    # an interrupted run: a checkpoint (tensors and JSON, no pickle), resumed by 2 iterations
+    ckpt = tmp_path / "ckpt"
     prior = LearnedFlowSampler.from_pretrained("general-16")
-    with open(ckpt, "wb") as f:
-        pickle.dump(
-            {
-                "sampler": prior.set_params(warm_start=False),
-                "log": {"loss": [1.0] * 3, "validation": [], "wall_s": 1.0, "cpu_s": 1.0},
-            },
-            f,
-        )
+    log = {"loss": [1.0] * 3, "validation": [], "wall_s": 1.0, "cpu_s": 1.0}
+    write_checkpoint(ckpt, "general-16", prior.set_params(warm_start=False), log)
     n0 = prior.n_iter_
     card = train_prior("general-16", max_iter=n0 + 2, folder=tmp_path / "c", checkpoint=ckpt,
                        resume=True, progress=False)  # fmt: skip
     resumed = json.loads(card.read_text())
     assert resumed["training"]["iterations"] == n0 + 2 and resumed["training"]["resumed"]
+    assert not any(ckpt.iterdir())  # the checkpoint is removed at the end
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -231,21 +228,22 @@ def test_model_card_page_is_exactly_what_write_docs_writes(tmp_path):
     assert copy.read_text() == page.read_text()
 
 
-def test_degenerate_supports_are_refused_and_small_spread_stays_near():
+def test_degenerate_supports_give_copies_and_small_spread_stays_near():
     """Issue 34: a constant support (``np.ones((10, 4))`` gave samples 39 away) or a single
-    row has no frame; the prior refuses it and names the exact alternative. A support of
-    small but nonzero spread is served in its frame: the samples stay at that scale."""
+    row has no scale; the prior returns copies of its row with a warning naming the fix
+    (issue 63: one behaviour for every sampler). A support of small but nonzero spread is
+    served in its frame: the samples stay at that scale."""
     prior = LearnedFlowSampler.from_pretrained("general-16", n_features=4)
-    calls = (
-        lambda S: prior.sample(5, support=S, random_state=0),
-        lambda S: prior.velocity(np.zeros((2, 4)), 0.5, support=S),
-        lambda S: prior.sample(5, support=np.stack([np.eye(4)[:3], S[:3]])),
-    )
-    for S, what in ((np.ones((10, 4)), "no spread"), (np.full((1, 4), 2.0), "a single row")):
-        for call in calls[: 2 if len(S) == 1 else 3]:
-            with pytest.raises(ValueError, match=what) as info:
-                call(S)
-            assert "NWFlowSampler" in str(info.value)
+    for S in (np.ones((10, 4)), np.full((1, 4), 2.0)):
+        with pytest.warns(MemorizationWarning, match="no spread") as info:
+            X = prior.sample(5, support=S, random_state=0)
+        np.testing.assert_array_equal(X, np.repeat(S[:1], 5, axis=0))
+        messages = [str(w.message) for w in info if w.category is MemorizationWarning]
+        assert "sigma_min=0.01, normalize=False" in messages[0]
+        np.testing.assert_array_equal(prior.velocity(np.zeros((2, 4)), 0.5, support=S), 0.0)
+    batch = prior.sample(5, support=np.stack([np.eye(4)[:3], np.ones((3, 4))]), random_state=0)
+    np.testing.assert_array_equal(batch[1], 1.0)  # task 1 only
+    assert np.ptp(batch[0], axis=0).min() > 0
     rng = np.random.default_rng(0)
     for eps in (1e-3, 1e-6):
         S = 1.0 + eps * rng.normal(size=(10, 4))

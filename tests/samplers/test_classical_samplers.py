@@ -10,6 +10,7 @@ from sklearn.exceptions import FitFailedWarning
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import skflow
+from skflow.exceptions import MemorizationWarning
 from skflow.samplers import (
     BestClassicalSampler,
     BICGaussianMixtureSampler,
@@ -97,8 +98,9 @@ def test_ledoit_wolf_moments_and_sample_moments():
     X = s.sample(40000)
     np.testing.assert_allclose(X.mean(0), S.mean(0), atol=0.03)
     np.testing.assert_allclose(np.cov(X.T), LedoitWolf().fit(S).covariance_, atol=0.05)
-    with pytest.raises(ValueError, match="at least 2"):
-        s.sample(3, support=S[:1])
+    # one row has no scale (issue 63): copies of it, with a warning naming the fix
+    with pytest.warns(MemorizationWarning, match="no spread"):
+        np.testing.assert_array_equal(s.sample(3, support=S[:1]), np.repeat(S[:1], 3, axis=0))
 
 
 def test_gmm_bic_uses_richer_models_only_where_m_allows():

@@ -15,6 +15,7 @@ import torch
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from skflow import NetworkOptions, SolverOptions, TrainingOptions
+from skflow.exceptions import MemorizationWarning
 from skflow.field import nw_velocity
 from skflow.metrics import mmd2
 from skflow.nn.training import H_MAX, lr_factor, sample_times
@@ -530,10 +531,11 @@ def test_fit_with_a_single_class_is_refused_and_string_labels_work():
     assert lf.n_iter_ == 0 and lf.sample(3, support=X[:5]).shape == (3, 2)
 
 
-def test_support_frame_model_refuses_frameless_supports_and_the_others_take_them():
+def test_support_frame_model_copies_frameless_supports_and_the_others_take_them():
     """In each support's own frame (``normalize=True``) a constant or one-row support has no
-    frame and is refused (issue 34); ``fit(X)`` (no frame) takes it as given, and so does
-    ``fit(X, y)`` in the predictive frame (the training classes' Gaussian predictive)."""
+    scale (issues 34, 63): the samples are copies of its row, with a warning, and the velocity
+    is 0; ``fit(X)`` (no frame) takes it as given, and so does ``fit(X, y)`` in the predictive
+    frame (the training classes' Gaussian predictive)."""
     rng = np.random.default_rng(1)
     X, y = rng.normal(size=(24, 2)), np.repeat([0, 1, 2], 8)
     default = LearnedFlowSampler(**TINY, normalize="predictive", random_state=0).fit(X, y)
@@ -542,10 +544,9 @@ def test_support_frame_model_refuses_frameless_supports_and_the_others_take_them
     lf = LearnedFlowSampler(**TINY, normalize=True, random_state=0).fit(X, y)
     assert lf.normalize_
     for S in (np.ones((6, 2)), X[:1]):
-        with pytest.raises(ValueError, match="single row|no spread"):
-            lf.sample(3, support=S)
-        with pytest.raises(ValueError, match="single row|no spread"):
-            lf.velocity(X[:2], 0.3, support=S)
+        with pytest.warns(MemorizationWarning, match="no spread"):
+            np.testing.assert_array_equal(lf.sample(3, support=S), np.repeat(S[:1], 3, axis=0))
+        np.testing.assert_array_equal(lf.velocity(X[:2], 0.3, support=S), 0.0)
     plain = LearnedFlowSampler(**TINY, random_state=0).fit(X)
     assert not plain.normalize_
     assert np.isfinite(plain.sample(3, support=np.ones((6, 2)))).all()
