@@ -372,6 +372,9 @@ def fit_predictive_frame(
     best = BestClassicalSampler(
         gaussian_candidates(),
         support_size=frame_support_sizes(support_range),
+        # Gaussian arms never copy: the frame keeps the median-bandwidth criterion that its
+        # trained networks (and the shipped priors) were measured with
+        criterion="mmd2",
         random_state=random_state,
     )
     return best.fit(X, y)
@@ -416,7 +419,10 @@ def gaussian_frame_pays(frame: Any, X: np.ndarray, y: np.ndarray, random_state: 
 
     sizes = [int(m) for m in frame.support_sizes_]
     plugin = BestClassicalSampler(
-        [NWFlowSampler(sigma_min_search=None)], support_size=sizes, random_state=random_state
+        [NWFlowSampler(sigma_min_search=None)],
+        support_size=sizes,
+        criterion="mmd2",  # the frame's own criterion: a ratio of like to like
+        random_state=random_state,
     ).fit(X, y)
     gauss = np.maximum(np.min(frame.validation_mmd2_, axis=1), _MMD2_FLOOR)
     kernel = np.maximum(plugin.validation_mmd2_[:, 0], _MMD2_FLOOR)

@@ -1,10 +1,13 @@
-"""``NWFlowSampler.fit(X, y)``: ``sigma_min`` chosen by the few-shot score on held-out classes.
+"""``NWFlowSampler.fit(X, y)``: ``sigma_min`` chosen on held-out classes, copy-aware.
 
-The selection is exactly what :class:`sklearn.model_selection.GridSearchCV` does with
-``param_grid={"sigma_min": grid}``, ``cv=GroupKFold(n_splits)`` and ``groups=y`` on a sampler
-whose ``sigma_min_search`` is None (its ``fit(X, y)`` then ignores ``y``): for every candidate and
-every split of the classes, fit on the training classes' rows and score with the few-shot
-``score(X_test, y_test)``; the candidate with the best mean score wins, the first one on ties.
+For every candidate and every split of the classes (``GroupKFold(cv)`` with ``groups=y``) the
+sampler is fitted on the training classes' rows and each held-out class becomes a few-shot
+task (its first ``support_size`` rows the support, the rest the reference, as in ``score``).
+A candidate is scored by the rule of :mod:`._copy_aware`: the mean multi-scale MMD² and the
+mean memorisation ratio over the tasks; the choice is the candidate of lowest MMD² among those
+whose memorisation ratio is at least 0.5 (the first one on ties), so a ``sigma_min`` that wins
+by copying the support is not chosen. This is ``GridSearchCV`` with a grouped splitter, two
+scorers and a ``refit`` rule (``tests/samplers/test_auto_bandwidth.py`` checks it so).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import numpy as np
 from sklearn.base import clone
 
 from ..exceptions import MemorizationWarning
+from ._copy_aware import choose_copy_aware, task_scores
 
 __all__ = ["DEFAULT_SIGMA_MIN_GRID", "check_sigma_min_grid", "select_sigma_min"]
 
@@ -44,8 +48,38 @@ def check_sigma_min_grid(value: Any, name: str) -> None:
             check_sigma_min(v)
 
 
+def few_shot_task_scores(sampler: Any, X: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """Mean multi-scale MMD² and memorisation ratio of a fitted ``sampler`` on the few-shot
+    tasks of ``(X, y)`` (per label: the first ``support_size`` rows the support, the rest the
+    reference; ``len(reference)`` samples seeded as in ``score``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skflow import NWFlowSampler, SolverOptions
+    >>> rng = np.random.default_rng(0)
+    >>> X, y = rng.normal(size=(40, 2)), np.repeat(np.arange(4), 10)
+    >>> s = NWFlowSampler(solver=SolverOptions(n_steps=5)).fit(X)
+    >>> d, memo = few_shot_task_scores(s, X, y)
+    >>> bool(memo > 0.5)
+    True
+    """
+    from ._base import SCORE_RANDOM_STATE
+
+    seed = SCORE_RANDOM_STATE if sampler.random_state is None else sampler.random_state
+    scores = []
+    for label in np.unique(y):
+        rows = X[y == label]
+        k = sampler._task_support_size(rows.shape[0], label)
+        support, reference = rows[:k], rows[k:]
+        generated = sampler.sample(reference.shape[0], support=support, random_state=seed)
+        scores.append(task_scores(generated, support, reference))
+    d, memo = np.asarray(scores).T
+    return float(np.mean(d)), float(np.nanmean(memo)) if np.isfinite(memo).any() else np.nan
+
+
 def select_sigma_min(sampler: Any, X: np.ndarray, y: Any, grid: Any, cv: int) -> tuple:
-    """The best ``sigma_min`` of ``grid`` by the few-shot score on class-grouped splits.
+    """The best ``sigma_min`` of ``grid`` on class-grouped splits, by the copy-aware rule.
 
     Parameters
     ----------
@@ -63,7 +97,11 @@ def select_sigma_min(sampler: Any, X: np.ndarray, y: Any, grid: Any, cv: int) ->
     -------
     best : float or "auto"
     scores : ndarray of shape (len(grid), n_splits)
-        ``score(X_test, y_test)`` of every candidate on every split.
+        Minus the mean multi-scale MMD² of every candidate on every split (higher is better).
+    memorization : ndarray of shape (len(grid), n_splits)
+        Mean memorisation ratio of every candidate on every split.
+    reasons : list of str
+        Why each candidate was or was not chosen.
 
     Examples
     --------
@@ -72,9 +110,9 @@ def select_sigma_min(sampler: Any, X: np.ndarray, y: Any, grid: Any, cv: int) ->
     >>> rng = np.random.default_rng(0)
     >>> X, y = rng.normal(size=(40, 2)), np.repeat(np.arange(4), 10)
     >>> sampler = NWFlowSampler(solver=SolverOptions(n_steps=5))
-    >>> best, scores = select_sigma_min(sampler, X, y, (0.1, 0.5), 2)
-    >>> scores.shape
-    (2, 2)
+    >>> best, scores, memo, reasons = select_sigma_min(sampler, X, y, (0.01, 0.5), 2)
+    >>> scores.shape, best
+    ((2, 2), 0.5)
     """
     from sklearn.model_selection import GroupKFold
 
@@ -88,13 +126,18 @@ def select_sigma_min(sampler: Any, X: np.ndarray, y: Any, grid: Any, cv: int) ->
             f"in y, got {n_classes} class; use fit(X) or set sigma_min_search=None."
         )
     splits = list(GroupKFold(n_splits=min(cv, n_classes)).split(X, y, groups=y))
-    scores = np.empty((len(grid), len(splits)))
+    scores = np.empty((len(grid), len(splits), 2))
     with warnings.catch_warnings():
-        # a candidate that copies is a legitimate (losing or winning) point of the grid
+        # a candidate that copies is a legitimate point of the grid: the rule below rejects it
         warnings.simplefilter("ignore", MemorizationWarning)
         for i, value in enumerate(grid):
             candidate = clone(sampler).set_params(sigma_min=value, sigma_min_search=None)
             for k, (train, test) in enumerate(splits):
                 candidate.fit(X[train])
-                scores[i, k] = candidate.score(X[test], y[test])
-    return grid[int(np.argmax(scores.mean(axis=1)))], scores
+                scores[i, k] = few_shot_task_scores(candidate, X[test], y[test])
+    with warnings.catch_warnings():  # a split without a finite memorisation ratio
+        warnings.simplefilter("ignore", RuntimeWarning)
+        memo = np.nanmean(scores[..., 1], axis=1)
+    names = [f"sigma_min={value!r}" for value in grid]
+    best, reasons = choose_copy_aware(scores[..., 0].mean(axis=1), memo, names=names)
+    return grid[best], -scores[..., 0], scores[..., 1], reasons

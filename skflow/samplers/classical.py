@@ -50,6 +50,7 @@ from .._validation import (
 from ..metrics import mmd2
 from ._atomic import atomic_fit
 from ._base import few_shot_support_size, sampling_score
+from ._copy_aware import MEMORIZATION_FLOOR, choose_copy_aware, task_scores
 from ._frame import spread_mask, task_frame, warn_no_spread
 
 __all__ = [
@@ -703,8 +704,10 @@ def _nearest_size(sizes: np.ndarray, m: int) -> int:
     return int(np.argmin(np.abs(np.log(sizes) - np.log(max(m, 1)))))
 
 
-def _fewshot_mmd2(model, X, y, classes, support_size, n_repeats, n_generated, seed) -> float:
-    """Mean MMD² (reference-only median bandwidth) of ``model`` on tasks of ``classes``."""
+def _fewshot_scores(model, X, y, classes, support_size, n_repeats, n_generated, seed, criterion):
+    """``(mean MMD², mean memorisation ratio)`` of ``model`` on tasks of ``classes``: the
+    multi-scale MMD² of the copy-aware rule, or (``criterion="mmd2"``) MMD² at the reference's
+    median bandwidth."""
     rng = np.random.default_rng(seed)
     scores = []
     for r in range(n_repeats):
@@ -712,9 +715,12 @@ def _fewshot_mmd2(model, X, y, classes, support_size, n_repeats, n_generated, se
             rows = X[y == c]
             rows = rows[rng.permutation(len(rows))]
             k = min(support_size, len(rows) - 2)
-            gen = model.sample(n_generated, support=rows[:k], random_state=seed + 1000 * r + j)
-            scores.append(mmd2(gen, rows[k:], reference=rows[k:]))
-    return float(np.mean(scores))
+            S, R = rows[:k], rows[k:]
+            gen = model.sample(n_generated, support=S, random_state=seed + 1000 * r + j)
+            d, memo = task_scores(gen, S, R)
+            scores.append((float(mmd2(gen, R, reference=R)) if criterion == "mmd2" else d, memo))
+    d, memo = np.asarray(scores).T
+    return float(np.mean(d)), float(np.nanmean(memo)) if np.isfinite(memo).any() else np.nan
 
 
 def _warn_failed_candidates(candidates: list, failures: dict, n_folds: int) -> None:
@@ -735,12 +741,16 @@ class BestClassicalSampler(_ClassicalSampler):
     ``fit(X, y)`` splits the training classes into ``n_splits`` class-grouped folds; for each
     fold every candidate is fitted on the other folds' classes and scored on the fold's
     classes by the few-shot protocol (per class and repeat: a random support of
-    ``support_size`` rows, the other rows the reference, ``n_generated`` generated rows, MMD²
-    with the reference's median-heuristic bandwidth). The candidate of lowest mean MMD² is
-    refitted on all the classes. Test classes are never seen: the choice is what a user can
-    make from the training data alone. A candidate that cannot be fitted on some fold (a
-    ``ValueError``, e.g. empirical Bayes on the one class left by a fold of binary data) is
-    scored ``inf`` there, never chosen, and named in a
+    ``support_size`` rows, the other rows the reference, ``n_generated`` generated rows). By
+    default the choice is copy-aware (``criterion="copy-aware"``, the rule of
+    the selection module): the candidate of lowest mean multi-scale MMD² (kernels at
+    0.25, 1 and 4 times the reference's median distance) among those whose mean validation
+    memorisation ratio is at least 0.5, so that a plug-in that wins by copying its support is
+    not chosen; ``criterion="mmd2"`` is the former rule (lowest MMD² at the median bandwidth,
+    blind to copies). The choice is refitted on all the classes. Test classes are never seen:
+    the choice is what a user can make from the training data alone. A candidate that cannot
+    be fitted on some fold (a ``ValueError``, e.g. empirical Bayes on the one class left by a
+    fold of binary data) is scored ``inf`` there, never chosen, and named in a
     :class:`~sklearn.exceptions.FitFailedWarning`; if no candidate fits, ``fit`` raises.
 
     Parameters
@@ -759,6 +769,8 @@ class BestClassicalSampler(_ClassicalSampler):
         Random supports per validation class.
     n_generated : int >= 2, default=100
         Generated rows per validation task.
+    criterion : {"copy-aware", "mmd2"}, default="copy-aware"
+        How candidates are compared (see above).
     random_state : int, RandomState instance or None, default=None
         Folds, supports and sampling seeds.
 
@@ -775,7 +787,12 @@ class BestClassicalSampler(_ClassicalSampler):
     support_sizes_ : ndarray of shape (n_sizes,)
         The validation support sizes, sorted.
     validation_mmd2_ : ndarray of shape (n_candidates,) or (n_sizes, n_candidates)
-        Mean validation MMD² of every candidate (lower is better), per size with a sequence.
+        Mean validation MMD² of every candidate (multi-scale, or at the median bandwidth with
+        ``criterion="mmd2"``; lower is better), per size with a sequence.
+    validation_memorization_ : ndarray, same shape as ``validation_mmd2_``
+        Mean validation memorisation ratio of every candidate (near 0: it copies).
+    selection_reasons_ : list of str, or list of lists of str per size
+        Why each candidate was or was not chosen.
     n_features_in_ : int
         Number of features seen in ``fit``.
 
@@ -803,6 +820,7 @@ class BestClassicalSampler(_ClassicalSampler):
         "n_splits": integer(minimum=2),
         "n_repeats": integer(),
         "n_generated": integer(minimum=2),
+        "criterion": choice(("copy-aware", "mmd2")),
         "random_state": random_seed(),
     }
 
@@ -814,6 +832,7 @@ class BestClassicalSampler(_ClassicalSampler):
         n_splits: int = 5,
         n_repeats: int = 2,
         n_generated: int = 100,
+        criterion: str = "copy-aware",
         random_state: Any = None,
     ):
         self.candidates = candidates
@@ -821,6 +840,7 @@ class BestClassicalSampler(_ClassicalSampler):
         self.n_splits = n_splits
         self.n_repeats = n_repeats
         self.n_generated = n_generated
+        self.criterion = criterion
         self.random_state = random_state
 
     def _fit_classes(self, X: np.ndarray, y: np.ndarray) -> dict[str, Any]:
@@ -838,7 +858,7 @@ class BestClassicalSampler(_ClassicalSampler):
         folds = np.array_split(rng.permutation(classes), min(self.n_splits, len(classes)))
         candidates = default_candidates() if self.candidates is None else list(self.candidates)
         sizes = np.unique(np.atleast_1d(np.asarray(self.support_size, dtype=np.int64)))
-        scores = np.zeros((len(folds), len(sizes), len(candidates)))
+        scores = np.zeros((len(folds), len(sizes), len(candidates), 2))  # (MMD², memorisation)
         failures: dict[int, list] = {}
         for f, held in enumerate(folds):
             train = ~np.isin(y, held)
@@ -847,13 +867,16 @@ class BestClassicalSampler(_ClassicalSampler):
                 try:
                     scores[f, :, i] = self._fold_scores(cand, X, y, train, held, sizes, seed)
                 except ValueError as error:  # e.g. empirical Bayes on a fold of one class
-                    scores[f, :, i] = np.inf
+                    scores[f, :, i] = (np.inf, np.nan)
                     failures.setdefault(i, []).append(error)
         _warn_failed_candidates(candidates, failures, len(folds))
         if len(failures) == len(candidates):  # each failed on some fold: inf at every size
             first = next(iter(failures.values()))[0]
             raise ValueError(f"no candidate could be fitted on every fold: {first}") from first
-        return self._choice(candidates, sizes, scores.mean(axis=0), X, y)
+        with warnings.catch_warnings():  # a fold without a finite memorisation ratio
+            warnings.simplefilter("ignore", RuntimeWarning)
+            memo = np.nanmean(scores[..., 1], axis=0)
+        return self._choice(candidates, sizes, scores[..., 0].mean(axis=0), memo, X, y)
 
     def _fold_scores(self, cand, X, y, train, held, sizes, seed) -> np.ndarray:
         """``cand`` fitted on the ``train`` rows, scored at every size on the ``held``
@@ -861,15 +884,22 @@ class BestClassicalSampler(_ClassicalSampler):
         with warnings.catch_warnings():  # e.g. the plug-in's copy warning on all rows
             warnings.simplefilter("ignore")
             model = clone(cand).fit(X[train], y[train])  # once for every size
-            return np.array([
-                _fewshot_mmd2(model, X, y, held, int(m), self.n_repeats, self.n_generated, seed)
-                for m in sizes
-            ])  # fmt: skip
+            args = (self.n_repeats, self.n_generated, seed, self.criterion)
+            return np.array([_fewshot_scores(model, X, y, held, int(m), *args) for m in sizes])
 
-    def _choice(self, candidates, sizes, mean_mmd2, X, y) -> dict[str, Any]:
-        """Refit each chosen candidate once on all classes; the fitted attributes per size
-        or, with an int ``support_size``, in the single-size form."""
-        best = np.argmin(mean_mmd2, axis=1)
+    def _choice(self, candidates, sizes, mean_mmd2, memo, X, y) -> dict[str, Any]:
+        """Choose per size (copy-aware unless ``criterion="mmd2"``), refit each chosen
+        candidate once on all classes; the fitted attributes per size or, with an int
+        ``support_size``, in the single-size form."""
+        aware = self.criterion == "copy-aware"
+        rule = {
+            "floor": MEMORIZATION_FLOOR if aware else -np.inf,
+            "names": [type(c).__name__ for c in candidates],
+            "statistic": "multi-scale MMD²" if aware else "MMD² (median bandwidth)",
+        }
+        picks = [choose_copy_aware(d, r, **rule) for d, r in zip(mean_mmd2, memo, strict=True)]
+        best = np.array([b for b, _ in picks], dtype=np.int64)
+        reasons = [why for _, why in picks]
         refitted = {}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -879,8 +909,10 @@ class BestClassicalSampler(_ClassicalSampler):
         fitted = {"support_sizes_": sizes, "best_estimators_": chosen}
         if np.ndim(self.support_size) == 0:
             single = {"validation_mmd2_": mean_mmd2[0], "best_index_": int(best[0])}
+            single.update(validation_memorization_=memo[0], selection_reasons_=reasons[0])
             return {**fitted, **single, "best_estimator_": chosen[0]}
-        return {**fitted, "validation_mmd2_": mean_mmd2, "best_index_": best}
+        per_size = {"validation_memorization_": memo, "selection_reasons_": reasons}
+        return {**fitted, **per_size, "validation_mmd2_": mean_mmd2, "best_index_": best}
 
     def chosen_estimator(self, m: int) -> Any:
         """The fitted candidate that generates from a support of ``m`` rows.

@@ -281,7 +281,13 @@ class NWFlowSampler(BaseFlowSampler):
     sigma_min_ : float or "auto"
         Set by ``fit(X, y)`` only: the chosen ``sigma_min``, used in place of the parameter.
     cv_scores_ : ndarray of shape (n_candidates, n_splits)
-        Set by ``fit(X, y)`` only: the few-shot score of every candidate on every split.
+        Set by ``fit(X, y)`` only: minus the mean multi-scale MMD² (kernels at 0.25, 1 and 4
+        times the reference's median distance) of every candidate on every split's tasks.
+    cv_memorization_ : ndarray of shape (n_candidates, n_splits)
+        Set by ``fit(X, y)`` only: the mean memorisation ratio of every candidate on every
+        split; a candidate whose mean over the splits is below 0.5 copies and is not chosen.
+    selection_reasons_ : list of str
+        Set by ``fit(X, y)`` only: why each candidate was or was not chosen.
     projection_ : ndarray of shape (k, n_features) or None
         The matrix ``P = G L`` of the weights (float64); None for the isotropic kernel
         without projection.
@@ -425,10 +431,12 @@ class NWFlowSampler(BaseFlowSampler):
             Support set (at least one row).
         y : array-like of shape (m,), optional
             Task (class) labels. With ``sigma_min_search`` not None, ``sigma_min`` is chosen
-            among its ``grid`` by the few-shot :meth:`score` on ``GroupKFold(cv)``
-            splits of the classes (:func:`._selection.select_sigma_min`, the same as
-            ``GridSearchCV`` with ``groups=y``); the choice is ``sigma_min_``. Ignored when
-            ``sigma_min_search`` is None or ``path`` is not None.
+            among its ``grid`` on ``GroupKFold(cv)`` splits of the classes by a copy-aware
+            rule: the lowest few-shot multi-scale MMD² among the candidates whose
+            validation memorisation ratio is at least 0.5
+            (:func:`._selection.select_sigma_min`, the same as ``GridSearchCV`` with
+            ``groups=y``, two scorers and a ``refit`` rule); the choice is ``sigma_min_``.
+            Ignored when ``sigma_min_search`` is None or ``path`` is not None.
 
         Returns
         -------
@@ -448,12 +456,17 @@ class NWFlowSampler(BaseFlowSampler):
         if y is not None and search is not None and self.path is None:
             grid = search.grid
             grid = DEFAULT_SIGMA_MIN_GRID if isinstance(grid, str) else tuple(grid)
-            best, scores = select_sigma_min(self, X, y, grid, search.cv)
-            chosen = {"sigma_min_": best, "cv_scores_": scores}
+            best, scores, memo, reasons = select_sigma_min(self, X, y, grid, search.cv)
+            chosen = {
+                "sigma_min_": best,
+                "cv_scores_": scores,
+                "cv_memorization_": memo,
+                "selection_reasons_": reasons,
+            }
         projection = fit_projection(
             X, self.projection, kernel_options(self.kernel).kernel, kernel_options(self.kernel).reg
         )
-        for name in ("sigma_min_", "cv_scores_"):
+        for name in ("sigma_min_", "cv_scores_", "cv_memorization_", "selection_reasons_"):
             self.__dict__.pop(name, None)
         self.__dict__.update(chosen)
         self.projection_, self.projection_transformer_ = projection

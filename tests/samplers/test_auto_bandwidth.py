@@ -146,6 +146,29 @@ def test_auto_does_not_copy_raw_digit_pixels():
     assert np.median(ratios) >= 0.5
 
 
+def _few_shot_panel(est, X, y):
+    """An independent oracle of the selection's scorers: per class, the first half the
+    support and the rest the reference, multi-scale MMD² and memorisation ratio."""
+    from skflow.metrics import memorization_ratio, multiscale_mmd2
+
+    d, memo = [], []
+    for label in np.unique(y):
+        rows = X[y == label]
+        k = rows.shape[0] // 2
+        gen = est.sample(rows.shape[0] - k, support=rows[:k], random_state=0)
+        d.append(multiscale_mmd2(gen, rows[k:], scales=(0.25, 1.0, 4.0), reference=rows[k:]))
+        memo.append(memorization_ratio(gen, rows[:k], rows[k:]))
+    return float(np.mean(d)), float(np.mean(memo))
+
+
+def _copy_aware_refit(cv_results):
+    """GridSearchCV's ``refit`` rule: lowest MMD² among candidates not below 0.5 memo."""
+    mmd = -np.asarray(cv_results["mean_test_mmd"])
+    memo = np.asarray(cv_results["mean_test_memo"])
+    ok = memo >= 0.5
+    return int(np.flatnonzero(ok)[np.argmin(mmd[ok])])
+
+
 def test_fit_with_labels_equals_grid_search_over_class_groups():
     from sklearn.datasets import load_iris
     from sklearn.model_selection import GridSearchCV, GroupKFold
@@ -153,21 +176,72 @@ def test_fit_with_labels_equals_grid_search_over_class_groups():
 
     X, y = load_iris(return_X_y=True)
     X = StandardScaler().fit_transform(X)
-    grid = ["auto", 0.05, 0.3]
+    grid = ["auto", 0.01, 0.05, 0.3]
     search = SigmaMinSearch(grid=grid, cv=3)
     s = NWFlowSampler(sigma_min_search=search, solver=SolverOptions(n_steps=10)).fit(X, y)
+    scoring = {
+        "mmd": lambda est, X, y: -_few_shot_panel(est, X, y)[0],
+        "memo": lambda est, X, y: _few_shot_panel(est, X, y)[1],
+    }
     gs = GridSearchCV(
         NWFlowSampler(sigma_min_search=None, solver=SolverOptions(n_steps=10)),
         {"sigma_min": grid},
         cv=GroupKFold(3),
+        scoring=scoring,
+        refit=_copy_aware_refit,
     ).fit(X, y, groups=y)
     assert s.sigma_min_ == gs.best_params_["sigma_min"]
-    np.testing.assert_allclose(s.cv_scores_.mean(axis=1), gs.cv_results_["mean_test_score"])
+    # the same kernels on the same arrays in another order of summation: 1e-12
+    np.testing.assert_allclose(
+        s.cv_scores_.mean(axis=1), gs.cv_results_["mean_test_mmd"], rtol=1e-12
+    )
     for k in range(3):
-        np.testing.assert_allclose(s.cv_scores_[:, k], gs.cv_results_[f"split{k}_test_score"])
+        np.testing.assert_allclose(
+            s.cv_scores_[:, k], gs.cv_results_[f"split{k}_test_mmd"], rtol=1e-12
+        )
+        np.testing.assert_allclose(
+            s.cv_memorization_[:, k], gs.cv_results_[f"split{k}_test_memo"], rtol=1e-12
+        )
+    assert len(s.selection_reasons_) == len(grid)
+    assert s.selection_reasons_[grid.index(s.sigma_min_)].startswith("chosen")
     # the choice is what the sampler then uses
     chosen = NWFlowSampler(sigma_min=s.sigma_min_).fit(X)
     assert s.kde_bandwidth_ == pytest.approx(chosen.kde_bandwidth_)
+
+
+def test_fit_with_labels_never_chooses_a_copier():
+    """Where the paper's plug-in (sigma_min=0.01) wins median-bandwidth MMD² by copying, the
+    copy-aware selection does not choose it (the former rule did)."""
+    from skflow.metrics import memorization_ratio, mmd2
+
+    X, y = _two_blob_classes()
+    grid = [0.01, 0.3]
+    s = NWFlowSampler(sigma_min_search=SigmaMinSearch(grid=grid, cv=3), random_state=0)
+    s.fit(X, y)
+    assert s.sigma_min_ == 0.3
+    assert s.cv_memorization_[0].mean() < 0.5 <= s.cv_memorization_[1].mean()
+    assert "copies" in s.selection_reasons_[0]
+    # the premise: 0.01 wins median-bandwidth MMD² on held-out classes and copies
+    copier = NWFlowSampler(sigma_min=0.01, random_state=0)
+    wide = NWFlowSampler(sigma_min=0.3, random_state=0)
+    d = {0.01: [], 0.3: []}
+    for c in range(10, 12):
+        rows = X[y == c]
+        for est, key in ((copier, 0.01), (wide, 0.3)):
+            gen = est.fit(rows[:20]).sample(20)
+            d[key].append(mmd2(gen, rows[20:], reference=rows[20:]))
+    assert np.mean(d[0.01]) < np.mean(d[0.3])
+    assert memorization_ratio(copier.sample(20), rows[:20], rows[20:]) < 0.5
+
+
+def _two_blob_classes(n_classes=12, n=40, seed=0):
+    """Classes of two tight blobs far apart: Gaussians fit them badly, copies well."""
+    rng = np.random.default_rng(seed)
+    centres = 6 * rng.normal(size=(n_classes, 2, 2))
+    pick = rng.integers(0, 2, size=(n_classes, n))
+    X = np.take_along_axis(centres, pick[..., None].repeat(2, -1), 1)
+    X = X + 0.3 * rng.normal(size=(n_classes, n, 2))
+    return X.reshape(-1, 2), np.repeat(np.arange(n_classes), n)
 
 
 def test_fit_without_labels_or_grid_is_unchanged():

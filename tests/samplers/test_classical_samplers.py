@@ -330,3 +330,69 @@ def test_best_classical_on_two_classes_skips_the_arm_that_needs_more():
     assert best.sample(4, support=X[:3], random_state=0).shape == (4, 3)
     with pytest.warns(FitFailedWarning), pytest.raises(ValueError, match="no candidate"):
         BestClassicalSampler([EmpiricalBayesGaussianSampler()], random_state=0).fit(X, y)
+
+
+def _two_blob_classes(n_classes=12, n_rows=40, seed=0):
+    """Classes of two tight blobs: a plug-in with a tiny bandwidth wins median-bandwidth
+    MMD² by copying its support (the median kernel sees the two blobs, not the copies)."""
+    rng = np.random.default_rng(seed)
+    centres = 6 * rng.normal(size=(n_classes, 2, 2))
+    pick = rng.integers(0, 2, size=(n_classes, n_rows))
+    rows = np.take_along_axis(centres, pick[..., None].repeat(2, -1), 1)
+    X = (rows + 0.3 * rng.normal(size=(n_classes, n_rows, 2))).reshape(-1, 2)
+    return X, np.repeat(np.arange(n_classes), n_rows)
+
+
+def _copier_and_smoother():
+    return [
+        skflow.NWFlowSampler(sigma_min=0.01, sigma_min_search=None),  # copies its support
+        LedoitWolfSampler(),
+        skflow.NWFlowSampler(sigma_min=0.3, sigma_min_search=None),
+    ]
+
+
+def test_best_classical_never_chooses_a_copier():
+    """The copier wins on median-bandwidth MMD² (the old rule picks it); the copy-aware
+    default refuses it for its validation memorisation ratio and says why."""
+    X, y = _two_blob_classes()
+    kw = dict(support_size=20, n_splits=3, random_state=0)
+    old = BestClassicalSampler(_copier_and_smoother(), criterion="mmd2", **kw).fit(X, y)
+    assert old.best_index_ == 0 and old.validation_memorization_[0] < 0.5
+    best = BestClassicalSampler(_copier_and_smoother(), **kw).fit(X, y)
+    assert best.best_index_ != 0
+    assert best.validation_memorization_[best.best_index_] >= 0.5
+    assert "memorisation" in best.selection_reasons_[0]
+    assert best.selection_reasons_[best.best_index_].startswith("chosen")
+
+
+def test_best_classical_scores_on_held_out_classes_only():
+    """Every support a candidate generates from during the selection comes from classes it
+    was not fitted on (scoring on the training classes would reward memorising them)."""
+    X, y = _two_blob_classes(n_classes=6, n_rows=12)
+    _HeldOutSpy.overlaps.clear()
+    BestClassicalSampler(
+        [_HeldOutSpy(), LedoitWolfSampler()],
+        support_size=4,
+        n_splits=3,
+        n_repeats=1,
+        n_generated=10,
+        random_state=0,
+    ).fit(X, y)
+    assert len(_HeldOutSpy.overlaps) > 0
+    assert not any(_HeldOutSpy.overlaps)
+
+
+class _HeldOutSpy(LedoitWolfSampler):
+    """LedoitWolf that records, per support it samples from, whether any row was in its fit."""
+
+    overlaps: list = []
+
+    def fit(self, X, y=None):
+        super().fit(X, y)
+        self.seen_rows_ = {tuple(r) for r in np.asarray(X)}
+        return self
+
+    def sample(self, n_samples=1, support=None, random_state=None):
+        if support is not None:
+            self.overlaps.append(any(tuple(r) in self.seen_rows_ for r in np.asarray(support)))
+        return super().sample(n_samples, support=support, random_state=random_state)
