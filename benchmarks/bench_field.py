@@ -33,8 +33,12 @@ Usage::
 
     python benchmarks/bench_field.py [--quick] [--device cpu|cuda] [--threads N] [--write-docs]
                                      [--docs-path PATH] [--json PATH] [--shapes N,M,D ...]
-                                     [--sampling-n N]
+                                     [--sampling-n N] [--default-path]
 
+``--default-path`` runs only the default call of a user,
+``NWFlowSampler(backend="torch").fit(S).velocity(X, 0.5)`` (NumPy in and out,
+``sigma_min="auto"``), against one bare SDPA call and the two matmuls, at (4096, 4096, 64) or
+the ``--shapes``, and prints the three ratios.
 ``--quick`` drops the (65536, 65536, 64) shape and the NumPy sampling comparison.
 ``--write-docs`` writes the tables into ``docs/performance.md`` (the section of this device;
 the rest of the file is kept), or into ``--docs-path``. ``--json`` also writes the results as
@@ -293,6 +297,57 @@ def bench_sampling(device, with_numpy, n=4096):
         res[backend] = time.perf_counter() - t0
         assert out.shape == (n, 64) and out.dtype == np.float32
     return res
+
+
+# -- the default path of a user: the estimator's velocity, NumPy in and out -------------------
+DEFAULT_PATH_SHAPE = (4096, 4096, 64)
+
+
+def bench_default_path(n, m, d, device, repeats=9):
+    """``NWFlowSampler(backend="torch").fit(S).velocity(X, 0.5)`` with every default
+    (``sigma_min="auto"``, NumPy float32 in and out, the thread policy of
+    :mod:`skflow.threads`) against one bare SDPA call and the two plain matmuls of the same
+    FLOPs on the same arrays; interleaved rounds, per-round ratios."""
+    from skflow import NWFlowSampler
+
+    x, s = inputs(n, m, d, device)
+    X, S = x.cpu().numpy(), s.cpu().numpy()
+    sampler = NWFlowSampler(backend="torch", device=device).fit(S)
+    q, k, v = x[None, None], s[None, None], s[None, None].clone()
+    fns = {
+        "velocity": lambda: sampler.velocity(X, T),
+        "sdpa": lambda: sdpa_call(q, k, v),
+        "matmul": lambda: matmul_call(x, s),
+    }
+    med, times = timeit_interleaved(fns, device, repeats, warmup=1)
+    return {
+        "shape": (n, m, d),
+        **med,
+        "velocity/sdpa": _paired_ratio(times["velocity"], times["sdpa"]),
+        "velocity/matmul": _paired_ratio(times["velocity"], times["matmul"]),
+        "sdpa/matmul": _paired_ratio(times["sdpa"], times["matmul"]),
+        "repeats": repeats,
+    }
+
+
+def run_default_path(shapes, device):
+    """Print :func:`bench_default_path` for each shape, with the load average around it (other
+    processes share the cores: the ratios of one run are comparable, its times are not)."""
+    print(f"threads {torch.get_num_threads()}, load average at start: {_load()}", flush=True)
+    for n, m, d in shapes:
+        r = bench_default_path(n, m, d, device)
+        print(
+            f"default path ({n}, {m}, {d}), {r['repeats']} interleaved rounds: velocity "
+            f"{_ms(r['velocity'])}, sdpa {_ms(r['sdpa'])}, 2 matmul {_ms(r['matmul'])}; "
+            f"velocity/sdpa {r['velocity/sdpa']:.2f}, velocity/matmul "
+            f"{r['velocity/matmul']:.2f}, sdpa/matmul {r['sdpa/matmul']:.2f}",
+            flush=True,
+        )
+    print(f"load average at end: {_load()}")
+
+
+def _load():
+    return "{:.2f}/{:.2f}/{:.2f}".format(*os.getloadavg())
 
 
 # -- the prepared field: averaged over t, and a sampling run against its field calls ----------
@@ -652,6 +707,11 @@ def main(argv=None):
     ap.add_argument("--json", type=Path, default=None, help="also write the results as JSON")
     ap.add_argument("--shapes", type=_shape, nargs="+", help="replace the shapes: n,m,d ...")
     ap.add_argument("--sampling-n", type=int, default=4096, help="n = m of the sampling run")
+    ap.add_argument(
+        "--default-path",
+        action="store_true",
+        help="only the estimator's default velocity call against SDPA and 2 matmuls",
+    )
     ap.add_argument("--_probe", nargs=3, type=int, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.threads:
@@ -662,6 +722,9 @@ def main(argv=None):
     device = args.device
     if device.startswith("cuda") and not torch.cuda.is_available():
         ap.error("CUDA is not available")
+    if args.default_path:
+        run_default_path(args.shapes or [DEFAULT_PATH_SHAPE], device)
+        return
     t_start = time.perf_counter()
     load0 = "{:.2f}/{:.2f}/{:.2f}".format(*os.getloadavg())
     info = machine(device)

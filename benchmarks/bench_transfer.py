@@ -70,9 +70,15 @@ that knew the form could reach with these classes).
 Scores per task: MMD² (unbiased) with the median-heuristic bandwidth of the reference rows
 (``mmd2_med``), MMD² at a quarter of that bandwidth (``mmd2_q``, sensitive to the covariance),
 at twice it (``mmd2_2x``, the bandwidth-sensitivity table) and
-:func:`skflow.metrics.memorization_ratio` (``copy``). The tables give means with 95 %
+:func:`skflow.metrics.memorization_ratio` (``copy``); the panel's energy distance (``energy``)
+and 1-NN leave-one-out C2ST accuracy (``c2st``), each with its noise floor (``energy_floor``,
+``c2st_floor``: the metric between two random halves of the reference, as
+:func:`skflow.metrics.metric_panel` computes it; runs saved before lack these four keys,
+"not measured"). The tables give means with 95 %
 bootstrap intervals over tasks, the percentage by which each arm's mean MMD² is below the tuned
-plug-in's (paired bootstrap interval) and, with a Bayes limit, the excess over Bayes.
+plug-in's (paired bootstrap interval) and, with a Bayes limit, the excess over Bayes; the panel
+table gives every measured arm on each panel metric against ``learned`` (paired interval of the
+difference), the noise floors, and a reading per arm: where it wins or loses beyond it.
 
 Usage::
 
@@ -81,9 +87,11 @@ Usage::
     python benchmarks/bench_transfer.py --docs-from --write-docs  # the saved runs of the docs
 
 ``--learned-arms`` picks the learned arms (default: ``learned`` and the ablation arms; none
-given: none trained). ``--merge SAVED MORE [MORE ...] --json OUT`` adds the arms of the runs
-in the ``MORE`` files (the same settings and seeds, more learned arms; one file per seed is
-fine) to the runs of ``SAVED``; ``--rename OLD=NEW`` first renames an arm of the saved runs
+given: none trained; ``few_shot``, :class:`skflow.FewShotSampler` with ``new="rows"`` on
+``digits-rows`` and ``"classes"`` elsewhere, its training within ``--few-shot-budget`` seconds,
+default 240, is picked there too). ``--merge SAVED MORE [MORE ...] --json OUT`` adds the arms
+of the runs in the ``MORE`` files (the same settings and seeds, more learned arms; one file per
+seed is fine) to the runs of ``SAVED``; ``--rename OLD=NEW`` first renames an arm of the saved runs
 (an arm whose definition changed since, e.g. ``learned=learned_support`` for runs saved when
 the default was the support's frame), recorded in the runs and the docs.
 
@@ -110,12 +118,19 @@ from skflow import (
     BestClassicalSampler,
     BICGaussianMixtureSampler,
     EmpiricalBayesGaussianSampler,
+    FewShotSampler,
     LearnedFlowSampler,
     LedoitWolfSampler,
     NWFlowSampler,
     PooledGaussianSampler,
 )
-from skflow.metrics import memorization_ratio, mmd2
+from skflow.metrics import (
+    classifier_two_sample_test,
+    energy_distance,
+    memorization_ratio,
+    metric_panel,
+    mmd2,
+)
 from skflow.samplers.options import learned_params_from_flat, nested_learned_params
 from skflow.tasks import GaussianMixtureTasks, HierarchicalTasks
 from skflow.threads import limit_threads
@@ -194,6 +209,26 @@ SAVED_ONLY_ARMS = {
         "the card's schedule (learning_rate=1e-3, warmup=100) with the former budget"
     ),
 }
+#: Learned arms that are not ``LearnedFlowSampler`` parameters: name -> what they are (picked
+#: by ``--learned-arms`` like those of :data:`LEARNED_ARMS`, fitted by :func:`run_one`).
+OTHER_ARMS = {
+    "few_shot": (
+        "skflow.FewShotSampler: the classical candidates and a learned one, its training "
+        "within --few-shot-budget seconds, chosen per m (new='rows' on digits-rows, else "
+        "'classes')"
+    ),
+}
+#: The panel's keys of a task's scores -> (column title, scale, the key of its noise floor).
+#: Lower is better for each (the C2ST accuracy is 0.5 for a generator of the law itself).
+PANEL = {
+    "mmd2_med": ("MMD² median bw ×10³", 1e3, None),
+    "mmd2_q": ("MMD² ¼ bw ×10³", 1e3, None),
+    "energy": ("energy ×10³", 1e3, "energy_floor"),
+    "c2st": ("C2ST accuracy", 1.0, "c2st_floor"),
+}
+#: Random halvings of each task's reference behind its noise floors (``metric_panel``'s).
+FLOOR_SPLITS = 5
+NOT_MEASURED = "not measured"
 BEGIN, END = "<!-- transfer:begin -->", "<!-- transfer:end -->"
 DEFAULTS_BEGIN, DEFAULTS_END = "<!-- defaults:begin -->", "<!-- defaults:end -->"
 RESULTS = Path(__file__).resolve().parent / "results" / "transfer"
@@ -327,14 +362,30 @@ class FreshRows:
         return self.family.sample_rows(self.means[: len(support)], n, random_state=random_state)
 
 
-def task_scores(gen: np.ndarray, support: np.ndarray, ref: np.ndarray) -> dict:
-    """MMD² at the reference's median bandwidth, at a quarter and at twice it; copy ratio."""
+def task_scores(gen: np.ndarray, support: np.ndarray, ref: np.ndarray, seed: int = 0) -> dict:
+    """MMD² at the reference's median bandwidth, at a quarter and at twice it; copy ratio;
+    energy distance and the 1-NN leave-one-out C2ST accuracy (``seed``: its subsampling of
+    the larger sample to the smaller, balanced)."""
     med, h = mmd2(gen, ref, reference=ref, return_bandwidth=True)
     return {
         "mmd2_med": float(med),
         "mmd2_q": float(mmd2(gen, ref, bandwidth=h / 4.0)),
         "mmd2_2x": float(mmd2(gen, ref, bandwidth=2.0 * h)),
         "copy": float(memorization_ratio(gen, support, ref)),
+        "energy": float(energy_distance(gen, ref)),
+        "c2st": float(classifier_two_sample_test(gen, ref, random_state=seed)),
+    }
+
+
+def reference_floors(pool: np.ndarray, ref: np.ndarray, seed: int) -> dict:
+    """The noise floors of ``energy`` and ``c2st`` for one task: each metric between two random
+    halves of the reference (mean over :data:`FLOOR_SPLITS` halvings), as
+    :func:`skflow.metrics.metric_panel` computes them. They do not depend on the generated
+    sample (the pool stands in for it: the panel needs one) nor on ``m``: once per task."""
+    panel = metric_panel(pool, pool, ref, n_splits=FLOOR_SPLITS, random_state=seed)
+    return {
+        "energy_floor": panel["energy_distance"].floor,
+        "c2st_floor": panel["c2st_accuracy"].floor,
     }
 
 
@@ -383,11 +434,40 @@ def fixed_arms(X, y, seed: int, max_time: float, max_iter, records: dict, learne
     arms["prior"] = LearnedFlowSampler.from_pretrained("general-16", n_features=X.shape[1])
     if max_time > 0:
         budget = {} if max_iter is None else {"max_iter": max_iter}
-        for name in learned:
+        for name in (n for n in learned if n in LEARNED_ARMS):  # OTHER_ARMS: run_one's
             params = LEARNED_ARMS[name] | budget
             fit = fit_selected if "candidate_of" in params else fit_learned
             arms[name], records[name] = fit(X, y, seed, max_time, **params)
     return arms
+
+
+def few_shot_new(name: str) -> str:
+    """``FewShotSampler``'s ``new`` on a setting: its tasks are new rows of the training
+    classes on ``digits-rows``, new classes elsewhere.
+
+    >>> few_shot_new("digits-rows"), few_shot_new("digits-loco-3"), few_shot_new("hier-t")
+    ('rows', 'classes', 'classes')
+    """
+    return "rows" if name == "digits-rows" else "classes"
+
+
+def fit_few_shot(X, y, seed: int, budget_s: float, new: str) -> tuple[FewShotSampler, dict]:
+    """The ``few_shot`` arm: ``skflow.FewShotSampler`` (``new``: ``"rows"`` on
+    ``digits-rows``, else ``"classes"``) chosen at each of :data:`SUPPORT_SIZES` within
+    ``budget_s`` seconds of training; its record (wall and CPU seconds, choice per m)."""
+    wall = time.perf_counter()
+    model = FewShotSampler(
+        new=new, budget_s=budget_s, support_size=list(SUPPORT_SIZES), random_state=seed
+    ).fit(X, y)
+    record = {
+        "wall_s": round(time.perf_counter() - wall, 1),
+        "cpu_s": round(float(model.training_cpu_seconds_), 1),
+        "params": {"new": new, "budget_s": budget_s, "support_size": list(SUPPORT_SIZES)},
+    }
+    chosen = getattr(model, "chosen_", None)
+    if chosen is not None:
+        record["chosen"] = {str(m): str(name) for m, name in chosen.items()}
+    return model, record
 
 
 def fit_selected(X, y, seed: int, max_time: float, **params) -> tuple:
@@ -440,17 +520,16 @@ def generate(model, supports: np.ndarray, n: int, seed: int) -> np.ndarray:
 
 
 def run_setting(
-    name: str, seed: int, n_tasks: int, n_gen: int, max_time: float, max_iter, learned=()
-) -> dict:
+    name: str, seed: int, n_tasks: int, n_gen: int, max_time: float, max_iter, learned=(),
+    few_shot_budget: float = 240.0,
+) -> dict:  # fmt: skip
     """Per m and arm: per-task score lists; plus the training records. ``digits-loco``: one
     run per held-out digit (trained on the other nine), ``n_tasks // 10`` tasks each, the
     tables concatenated."""
+    fixed = (n_gen, max_time, max_iter, learned, few_shot_budget)
     if name != "digits-loco":
-        return run_one(name, seed, n_tasks, n_gen, max_time, max_iter, learned)
-    folds = [
-        run_one(f"digits-loco-{c}", seed, max(1, n_tasks // 10), n_gen, max_time, max_iter, learned)
-        for c in range(10)
-    ]
+        return run_one(name, seed, n_tasks, *fixed)
+    folds = [run_one(f"digits-loco-{c}", seed, max(1, n_tasks // 10), *fixed) for c in range(10)]
     table = {
         m: {arm: {k: [v for f in folds for v in f["table"][m][arm][k]] for k in scores}
             for arm, scores in arms.items()}
@@ -461,36 +540,52 @@ def run_setting(
 
 
 def run_one(
-    name: str, seed: int, n_tasks: int, n_gen: int, max_time: float, max_iter, learned=()
-) -> dict:
+    name: str, seed: int, n_tasks: int, n_gen: int, max_time: float, max_iter, learned=(),
+    few_shot_budget: float = 240.0,
+) -> dict:  # fmt: skip
     """One training set: per m and arm, per-task score lists; plus the training records."""
     data = setting_data(name, n_tasks, seed)
     records: dict = {}
     arms = fixed_arms(data["X"], data["y"], seed, max_time, max_iter, records, learned)
+    if "few_shot" in learned:
+        fit = fit_few_shot(data["X"], data["y"], seed, few_shot_budget, few_shot_new(name))
+        arms["few_shot"], records["few_shot"] = fit
     if data["bayes"] is not None:
         arms["bayes"], arms["oracle"] = data["bayes"], data["oracle"]
         if data["bayes"].within == "gaussian":
             arms["eb_true_T"] = true_between_arm(data["bayes"], arms["emp_bayes"])
         else:
             arms["bayes_est"] = estimated_family_arm(data["bayes"], arms["emp_bayes"])
+    # the floors depend on the reference alone: once per task, beside every arm's scores
+    pools, refs = data["pools"], data["refs"]
+    pairs = enumerate(zip(pools, refs, strict=True))
+    floors = [reference_floors(pool, ref, 1000 * seed + j) for j, (pool, ref) in pairs]
     table = {}
     for m in SUPPORT_SIZES:
         t0 = time.perf_counter()
         all_arms = arms | selected_arms(data["X"], data["y"], m, seed, records)
-        S = data["pools"][:, :m]
-        table[str(m)] = {}
-        for arm, model in all_arms.items():
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                gen = generate(model, S, n_gen, seed + 7 * m)
-            rows = [task_scores(g, s, r) for g, s, r in zip(gen, S, data["refs"], strict=True)]
-            table[str(m)][arm] = {k: [r[k] for r in rows] for k in rows[0]}
+        table[str(m)] = {
+            arm: arm_scores(model, pools[:, :m], refs, floors, n_gen, seed + 7 * m)
+            for arm, model in all_arms.items()
+        }
         print(f"{name} seed {seed} m={m}: {time.perf_counter() - t0:.0f} s", flush=True)
     return {"setting": name, "seed": seed, "table": table, "records": records}
 
 
+def arm_scores(model, supports, refs, floors: list[dict], n_gen: int, seed: int) -> dict:
+    """One arm's per-task score lists at one ``m``: :func:`task_scores` and the floors."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        gen = generate(model, supports, n_gen, seed)
+    rows = [
+        task_scores(g, s, r, seed + j) | f
+        for j, (g, s, r, f) in enumerate(zip(gen, supports, refs, floors, strict=True))
+    ]
+    return {k: [r[k] for r in rows] for k in rows[0]}
+
+
 ORDER = (
-    "oracle", "bayes", "eb_true_T", "bayes_est", "learned", "learned_two_frames",
+    "oracle", "bayes", "eb_true_T", "bayes_est", "learned", "few_shot", "learned_two_frames",
     "learned_one_frame", "learned_support", "support_no_aug", "learned_sigma01", "learned_sigma03",
     "learned_pred", "pred_no_aug",
     "pred_recentre", "pred_big", "pred_rows", "learned_sized", "pred_sized", "pred_sized_rows",
@@ -520,8 +615,9 @@ def _mean(v: np.ndarray) -> np.ndarray:
 
 
 def _pooled(runs: list[dict], m: str, arm: str, key: str) -> np.ndarray | None:
-    """Per-task values of ``arm`` over the seeds (tasks of every seed side by side)."""
-    parts = [r["table"][m][arm][key] for r in runs if arm in r["table"][m]]
+    """Per-task values of ``arm`` over the seeds (tasks of every seed side by side); None
+    where a run lacks the arm or the key (a run saved before the key was measured)."""
+    parts = [r["table"][m][arm][key] for r in runs if key in r["table"][m].get(arm, {})]
     return np.concatenate(parts) if len(parts) == len(runs) else None
 
 
@@ -675,6 +771,113 @@ def defaults_table(saved: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _paired_diff(runs, m, arm, key, base) -> tuple[float, float, float]:
+    """``arm``'s mean ``key`` minus ``base``'s and its paired 95 % bootstrap interval."""
+    a, b = _pooled(runs, m, arm, key), _pooled(runs, m, base, key)
+    lo, hi = _boot(np.stack([a, b]), lambda v: _mean(v[0]) - _mean(v[1]))
+    return float(a.mean() - b.mean()), lo, hi
+
+
+def verdict(lo: float, hi: float) -> str | None:
+    """``"wins"`` where the interval of (arm − base) lies below 0 (lower is better for every
+    panel metric), ``"loses"`` where it lies above 0, None where it holds 0.
+
+    >>> verdict(-0.3, -0.1), verdict(0.1, 0.2), verdict(-0.1, 0.2)
+    ('wins', 'loses', None)
+    """
+    return "wins" if hi < 0 else "loses" if lo > 0 else None
+
+
+def panel_arms(runs: list[dict]) -> list[str]:
+    """The arms of :data:`ORDER` with every panel key and floor in every run and at every m."""
+    keys = [k for k, (_, _, floor) in PANEL.items() for k in (k, floor) if k is not None]
+    return [
+        arm
+        for arm in ORDER
+        if all(_pooled(runs, m, arm, k) is not None for m in runs[0]["table"] for k in keys)
+    ]
+
+
+def panel_base(arms: list[str]) -> str | None:
+    """The base of the panel: the defaults (``learned``) where measured, else the best
+    classical arm, else the first arm measured."""
+    for base in ("learned", "best_classical"):
+        if base in arms:
+            return base
+    return arms[0] if arms else None
+
+
+def _mean_ci(a: np.ndarray, scale: float) -> str:
+    """``mean [95 % interval over tasks]``, scaled (×10³: two decimals, else three)."""
+    digits = 2 if scale > 1 else 3
+    lo, hi = _boot(a, _mean)
+    return f"{scale * a.mean():.{digits}f} [{scale * lo:.{digits}f}, {scale * hi:.{digits}f}]"
+
+
+def _panel_row(runs, m, arm, base) -> str:
+    cells = [m, f"{arm} (base)" if arm == base else arm]
+    for key, (_, scale, _) in PANEL.items():
+        a, digits = _pooled(runs, m, arm, key), 2 if scale > 1 else 3
+        if arm == base:
+            cells.append(_mean_ci(a, scale))
+            continue
+        diff, lo, hi = (scale * v for v in _paired_diff(runs, m, arm, key, base))
+        text = f"{scale * a.mean():.{digits}f}"
+        cells.append(f"{text} ({diff:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}])")
+    return "| " + " | ".join(cells) + " |"
+
+
+def _floor_row(runs, m, arm) -> str:
+    """The noise floors of one m (the same for every arm: ``arm`` is any measured one)."""
+    cells = [m, "noise floor"]
+    for _, scale, floor in PANEL.values():
+        if floor is None:  # not a panel floor (unbiased MMD²: about 0 for the law itself)
+            cells.append("—")
+            continue
+        cells.append(_mean_ci(_pooled(runs, m, arm, floor), scale))
+    return "| " + " | ".join(cells) + " |"
+
+
+def panel_table(runs: list[dict]) -> str:
+    """Markdown: per m, every arm measured on the panel: each metric's mean and, against the
+    base (:func:`panel_base`), the difference (arm − base) with its paired 95 % interval over
+    tasks; the noise-floor row after each m; :data:`NOT_MEASURED` where no arm has the keys."""
+    arms = panel_arms(runs)
+    base = panel_base(arms)
+    if base is None:
+        return f"Panel: {NOT_MEASURED} (runs saved before the energy distance and the C2ST)."
+    head = ["m", "arm", *(title for title, _, _ in PANEL.values())]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    rows = [base, *(a for a in arms if a != base)]  # the base first
+    for m in runs[0]["table"]:
+        lines += [_panel_row(runs, m, arm, base) for arm in rows]
+        lines.append(_floor_row(runs, m, base))
+    return "\n".join(lines)
+
+
+def panel_readings(runs: list[dict]) -> str:
+    """One generated line per arm of the panel: the metrics (and m) where it wins or loses
+    against the base beyond the paired interval (:func:`verdict`)."""
+    arms = panel_arms(runs)
+    base = panel_base(arms)
+    lines = []
+    for arm in (a for a in arms if a != base):
+        found: dict[str, dict[str, list[str]]] = {"wins": {}, "loses": {}}
+        for key, (title, _, _) in PANEL.items():
+            for m in runs[0]["table"]:
+                said = verdict(*_paired_diff(runs, m, arm, key, base)[1:])
+                if said is not None:
+                    found[said].setdefault(title, []).append(m)
+        parts = [
+            f"{said} on " + ", ".join(f"{t} (m={', '.join(ms)})" for t, ms in by.items())
+            for said, by in found.items()
+            if by
+        ]
+        text = "; ".join(parts) if parts else "no metric beyond the interval"
+        lines.append(f"- `{arm}` against `{base}`: {text}.")
+    return "\n".join(lines)
+
+
 def copy_table(runs: list[dict]) -> str:
     ms = list(runs[0]["table"])
     lines = ["| arm | " + " | ".join(f"m={m}" for m in ms) + " |", "|" + "---|" * (1 + len(ms))]
@@ -708,8 +911,14 @@ def records_text(runs: list[dict]) -> str:
             for k, v in rec.items()
             if "learned_validation_mmd2" in v
         ]
+        few = [
+            f"{k}: {v['wall_s']} s wall, {v['cpu_s']} s CPU (budget {v['params']['budget_s']} s, "
+            f"new={v['params']['new']!r}; chosen per m: {v.get('chosen', NOT_MEASURED)})"
+            for k, v in rec.items()
+            if "budget_s" in v.get("params", {})
+        ]
         chosen = [f"{k}: {v['choice']}" for k, v in rec.items() if "choice" in v]
-        out.append(f"- seed {r['seed']}: " + "; ".join(learned + selected + chosen))
+        out.append(f"- seed {r['seed']}: " + "; ".join(learned + selected + few + chosen))
     return "\n".join(out)
 
 
@@ -769,6 +978,17 @@ def section(runs: list[dict], title: str | None = None) -> str:
             "frame trained from scratch (`learned_support`), median / quarter bandwidth:\n",
             ablation_table(runs, "learned_support", only=support_ft[1:]) + "\n",
         ]
+    panel = [
+        "The metric panel: each metric's mean over tasks and, against the base arm, the "
+        "difference (arm − base) with its paired 95 % bootstrap interval over tasks (lower is "
+        "better for each; C2ST: 1-NN leave-one-out accuracy of generated against reference "
+        "rows, 0.5 for the law itself). The noise floor is each metric between two random "
+        f"halves of the reference ({FLOOR_SPLITS} halvings per task, as `metric_panel`): "
+        "what the target law itself scores. Only arms measured on the panel are listed:\n",
+    ]
+    parts += [*(panel if panel_arms(runs) else []), panel_table(runs) + "\n"]
+    if len(panel_arms(runs)) > 1:
+        parts += ["Reading (beyond the paired interval):\n", panel_readings(runs) + "\n"]
     parts += [
         "Memorisation ratio (median over tasks; about 1 = new points, near 0 = copies):\n",
         copy_table(runs) + "\n",
@@ -866,8 +1086,9 @@ def merge_runs(first: list[dict], second: list[dict]) -> list[dict]:
     A second command that trains more learned arms on the same setting and seeds adds them to
     the saved run. The tasks and every seeded arm are the same in both (one Torch thread): an
     arm present in both must have identical scores, else a ``ValueError`` (the runs did not see
-    the same tasks, or a change in between altered an arm); so does a run of either list
-    without a counterpart in the other."""
+    the same tasks, or a change in between altered an arm) on the keys both measured, and
+    keeps the keys of either (a saved run that lacks the panel's gains them); so does a run
+    of either list without a counterpart in the other."""
     index: dict[tuple, list[dict]] = {}
     for other in second:
         index.setdefault((other["setting"], other["seed"]), []).append(other)
@@ -887,9 +1108,11 @@ def _merged(run: dict, others: list[dict]) -> dict:
         renamed += other["meta"].get("renamed", [])
         for m, arms in other["table"].items():
             for arm, scores in arms.items():
-                if arm in table[m] and table[m][arm] != scores:
+                saved = table[m].get(arm, {})
+                # a run saved before a key was measured: the keys both have must agree
+                if any(saved[k] != scores[k] for k in saved.keys() & scores.keys()):
                     raise ValueError(f"{run['setting']} seed {run['seed']} m={m}: {arm} differs")
-                table[m][arm] = scores
+                table[m][arm] = saved | scores
         records |= other["records"]
         commands.append(other["meta"]["command"])
     meta = run["meta"] | {"command": MERGED.join(commands)}
@@ -945,8 +1168,13 @@ def main() -> None:
     )  # fmt: skip
     ap.add_argument("--write-docs", action="store_true")
     ap.add_argument(
-        "--learned-arms", nargs="*", default=list(DEFAULT_LEARNED), choices=list(LEARNED_ARMS)
-    )
+        "--learned-arms", nargs="*", default=list(DEFAULT_LEARNED),
+        choices=[*LEARNED_ARMS, *OTHER_ARMS],
+    )  # fmt: skip
+    ap.add_argument(
+        "--few-shot-budget", type=float, default=240.0,
+        help="few_shot: training wall seconds of FewShotSampler, all its fits together",
+    )  # fmt: skip
     ap.add_argument(
         "--merge", nargs="+", default=None, metavar="SAVED MORE",
         help="add the arms of the runs MORE (one or more files, same settings and seeds) to "
@@ -984,11 +1212,12 @@ def main() -> None:
     command = "python benchmarks/bench_transfer.py " + " ".join(
         f"--{k.replace('_', '-')} {' '.join(map(str, v)) if isinstance(v, list) else v}"
         for k, v in vars(args).items()
-        if k in ("settings", "seeds", "tasks", "generated", "max_time", "max_iter", "learned_arms")
-        and v is not None
-    )
+        if (k in ("settings", "seeds", "tasks", "generated", "max_time", "max_iter", "learned_arms")
+            and v is not None)
+        or (k == "few_shot_budget" and "few_shot" in args.learned_arms)
+    )  # fmt: skip
     meta = {"n_generated": args.generated, "max_time": args.max_time, "machine": machine,
-            "max_iter": args.max_iter,
+            "max_iter": args.max_iter, "few_shot_budget": args.few_shot_budget,
             "command": command, "python": platform.python_version()}  # fmt: skip
     saved = []
     for name in args.settings:
@@ -1003,6 +1232,7 @@ def main() -> None:
                         args.max_time,
                         args.max_iter,
                         args.learned_arms,
+                        args.few_shot_budget,
                     )
                 )
             saved[-1]["meta"] = meta | {"load_end": round(os.getloadavg()[0], 1)}

@@ -19,8 +19,14 @@ __all__ = [
     "BACKENDS",
     "DEVICES",
     "NUMPY_BACKEND",
+    "array_module",
+    "as_array",
+    "as_time",
+    "check_tensors",
+    "dispatch",
     "get_backend",
     "get_namespace",
+    "host_to_like",
     "is_torch",
     "resolve_device",
     "to_numpy",
@@ -73,6 +79,159 @@ def to_numpy(a: Any) -> Any:
             a = a.to(torch.float32)
         return a.cpu().numpy()
     return np.asarray(a)
+
+
+def as_array(a: Any, dtype: Any = None) -> Any:
+    """``a`` itself if it is a tensor, else ``np.asarray(a, dtype=dtype)``: an input that
+    may be either kind, made an array without moving a tensor to the host.
+
+    Parameters
+    ----------
+    a : array-like or torch.Tensor of any shape
+    dtype : NumPy dtype, optional
+        The dtype of host values (tensors keep theirs).
+
+    Returns
+    -------
+    ndarray or torch.Tensor of the shape of ``a``
+
+    Examples
+    --------
+    >>> as_array([0, 1], np.float64)
+    array([0., 1.])
+    """
+    return a if is_torch(a) else np.asarray(a, dtype=dtype)
+
+
+def as_time(t: Any, like: Any, dtype: Any = None) -> Any:
+    """The time of a Torch computation on queries ``like``: a Python float for a scalar on
+    the host (the cheap case: no tensor, no device), a tensor on ``like``'s device otherwise.
+
+    Parameters
+    ----------
+    t : float, array-like or torch.Tensor of shape () or (...)
+        A scalar time, or per-row times.
+    like : torch.Tensor
+        The queries: the device of a tensor time.
+    dtype : NumPy dtype, optional
+        The dtype host times are read as before becoming a tensor (tensors keep theirs).
+
+    Returns
+    -------
+    float or torch.Tensor of the shape of ``t``
+
+    Examples
+    --------
+    >>> import torch
+    >>> as_time(np.float32(0.5), torch.zeros(2, 3))
+    0.5
+    >>> as_time([0.25, 0.5], torch.zeros(2, 3), np.float64)
+    tensor([0.2500, 0.5000], dtype=torch.float64)
+    """
+    if not is_torch(t) and np.ndim(t) == 0:
+        return float(t)
+    import torch
+
+    return torch.as_tensor(as_array(t, dtype), device=like.device)
+
+
+def check_tensors(**arrays: Any) -> None:
+    """Refuse anything but Torch tensors for a Torch-only routine (the ``nn`` modules).
+
+    Parameters
+    ----------
+    **arrays : object
+        The inputs by the names the message gives them.
+
+    Raises
+    ------
+    TypeError
+        If any of them is not a tensor (``"x and support must be torch tensors."``).
+
+    Examples
+    --------
+    >>> check_tensors(x=np.zeros(2))
+    Traceback (most recent call last):
+    ...
+    TypeError: x must be torch tensors.
+    """
+    if not all(is_torch(a) for a in arrays.values()):
+        raise TypeError(f"{' and '.join(arrays)} must be torch tensors.")
+
+
+def host_to_like(a: np.ndarray, like: Any) -> Any:
+    """A result computed on the host, returned where the input ``like`` lives: ``a``
+    unchanged for a host ``like``, a tensor of ``like``'s dtype on its device otherwise.
+
+    Parameters
+    ----------
+    a : ndarray of any shape
+    like : array-like or torch.Tensor
+        The input the result belongs to.
+
+    Returns
+    -------
+    ndarray or torch.Tensor of the shape of ``a``
+
+    Examples
+    --------
+    >>> host_to_like(np.ones(2), np.zeros(3, dtype=np.float32)).dtype
+    dtype('float64')
+    """
+    if not is_torch(like):
+        return a
+    import torch
+
+    return torch.as_tensor(a, dtype=like.dtype, device=like.device)
+
+
+def dispatch(*arrays: Any, numpy: Any, torch: Any) -> Any:
+    """The implementation of a computation for its inputs: ``torch`` when every array is a
+    tensor (computed on their device), ``numpy`` otherwise (which converts what it is given,
+    tensors on the host included).
+
+    Parameters
+    ----------
+    *arrays : array-like or torch.Tensor
+        The inputs that decide.
+    numpy, torch : callable
+        The two implementations.
+
+    Returns
+    -------
+    callable
+        ``torch`` or ``numpy``.
+
+    Examples
+    --------
+    >>> dispatch(np.zeros(2), numpy=np.sum, torch=None) is np.sum
+    True
+    """
+    return torch if all(is_torch(a) for a in arrays) else numpy
+
+
+def array_module(a: Any) -> Any:
+    """The library module of an array: ``torch`` for a tensor, ``numpy`` for anything else
+    (where elementwise functions such as ``sin``, ``cos``, ``exp`` are found by name).
+
+    Parameters
+    ----------
+    a : array-like or torch.Tensor
+
+    Returns
+    -------
+    module
+
+    Examples
+    --------
+    >>> array_module([0.5]).__name__
+    'numpy'
+    """
+    if is_torch(a):
+        import torch
+
+        return torch
+    return np
 
 
 class _NumpyNamespace:
@@ -219,6 +378,10 @@ class _NumpyNamespace:
     @staticmethod
     def stack(arrays, axis=0):
         return np.stack(arrays, axis=axis)
+
+    @staticmethod
+    def broadcast_to(a, shape):
+        return np.broadcast_to(a, shape)
 
     @staticmethod
     def full(shape, value, like, dtype=None):
@@ -458,6 +621,9 @@ class _TorchNamespace:
 
     def stack(self, arrays, axis=0):
         return self.torch.stack(list(arrays), dim=axis)
+
+    def broadcast_to(self, a, shape):
+        return a.expand(*shape)  # a view, as NumPy's
 
     def full(self, shape, value, like, dtype=None):
         dtype = like.dtype if dtype is None else getattr(self.torch, dtype)

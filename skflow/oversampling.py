@@ -169,9 +169,21 @@ class FlowOverSampler(BaseOverSampler):
         self.n_steps = n_steps
         self.random_state = random_state
 
+    def __sklearn_tags__(self):
+        # dense real features only (a SciPy sparse X raises a TypeError naming the fix); the
+        # imbalanced-learn default claims sparse input, so its sparse checks would run
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = False
+        return tags
+
     def _check_X_y(self, X, y, accept_sparse=None):
         # dense real features only: the generators work in a Euclidean space (no categories)
         y, binarize_y = check_target_type(y, indicate_one_vs_all=True)
+        sparse_frame = getattr(X, "sparse", None)  # pandas' accessor: every column sparse
+        if sparse_frame is not None and getattr(X, "ndim", 0) == 2:
+            # a DataFrame of sparse columns is densified (a SciPy sparse X is refused);
+            # imbalanced-learn gives the result the input's column dtypes back
+            X = sparse_frame.to_dense()
         X, y = validate_data(self, X=X, y=y, reset=True, dtype=[np.float64, np.float32])
         return X, y, binarize_y
 
@@ -224,6 +236,9 @@ class FlowOverSampler(BaseOverSampler):
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
+            Dense real features. A pandas DataFrame of sparse columns is densified (the
+            result has its column dtypes); a SciPy sparse matrix raises a ``TypeError``
+            (densify it with ``X.toarray()``).
         y : array-like of shape (n_samples,)
         **params : dict
             As in imbalanced-learn.

@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from .._array import is_torch
-from .._validation import TIME_TOLERANCE, check_bandwidth, check_real_array, clamp_times
+from .._array import as_array, get_backend, to_numpy
+from .._validation import TIME_TOLERANCE, check_bandwidth, clamp_times
 from ..paths import GaussianPath, as_path
 
 __all__ = [
@@ -131,10 +131,8 @@ def torch_coefficients(
 
     check_bandwidth(bandwidth)
     work = torch.float64 if torch.device(device).type != "mps" else torch.float32
-    if torch.is_tensor(t):
-        t = t.to(device=device, dtype=work)
-    else:  # Python/NumPy values: no float32 detour
-        t = torch.as_tensor(np.asarray(t, dtype=np.float64), device=device).to(work)
+    # Python/NumPy values read as float64: no float32 detour
+    t = torch.as_tensor(as_array(t, np.float64), device=device).to(work)
     if validate and t.numel():
         inside = (t >= -tolerance) & (t <= 1.0 + tolerance)
         if not bool(inside.all()):  # the host check names the value and the fix
@@ -170,11 +168,8 @@ def times(t: Any, *, max_ndim: int = 1, tolerance: float = TIME_TOLERANCE) -> np
     """Times as a float64 NumPy array (at most ``max_ndim``-D), validated to lie in [0, 1];
     times within ``tolerance`` (default :data:`skflow._validation.TIME_TOLERANCE`) outside
     are clamped to it."""
-    if is_torch(t):
-        if t.is_complex():
-            raise TypeError(f"t must be real-valued, got complex dtype {t.dtype}.")
-        t = t.detach().cpu().numpy()
-    t_arr = check_real_array(t, "t").astype(np.float64, copy=False)
+    # a complex tensor is refused with its Torch dtype named, before the host copy
+    t_arr = to_numpy(get_backend(t).check_real(t, "t")).astype(np.float64, copy=False)
     if t_arr.ndim > max_ndim:
         raise ValueError(
             f"t must be a scalar or a 1-D array of per-query times, got {t_arr.shape}."

@@ -12,7 +12,7 @@ import numpy as np
 from .._array import NUMPY_BACKEND, get_backend, to_numpy
 from .._validation import InvalidParameterError, check_int
 
-__all__ = ["as_2d", "check_positive_int", "prepare_pair", "prepare_samples"]
+__all__ = ["as_2d", "check_positive_int", "prepare_pair", "prepare_samples", "refuse_sparse"]
 
 
 def _check_matrix_shape(name: str, ndim: int, shape: tuple, kind: str) -> None:
@@ -67,7 +67,30 @@ def as_2d(name: str, X: Any, xp: Any = NUMPY_BACKEND, like: Any = None) -> Any:
     return X
 
 
+def refuse_sparse(name: str, X: Any) -> None:
+    """``TypeError`` for a SciPy sparse matrix or array: the metrics compute on dense samples
+    (without this, NumPy would wrap it in a 0-d object array and name only its dtype).
+
+    Examples
+    --------
+    >>> from scipy import sparse
+    >>> try:
+    ...     refuse_sparse("X", sparse.eye(2, format="csr"))
+    ... except TypeError as exc:
+    ...     print(str(exc)[:36])
+    X is a SciPy sparse matrix (csr_matr
+    """
+    from scipy import sparse
+
+    if sparse.issparse(X):
+        raise TypeError(
+            f"{name} is a SciPy sparse matrix ({type(X).__name__}); the metrics need dense "
+            f"samples. Densify it first: {name}.toarray()."
+        )
+
+
 def _host_2d(name: str, X: Any) -> np.ndarray:
+    refuse_sparse(name, X)
     try:
         arr = to_numpy(X)
     except Exception as exc:  # pragma: no cover - exotic array-likes

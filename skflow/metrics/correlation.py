@@ -7,10 +7,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.stats import rankdata
+from scipy.stats import ConstantInputWarning, rankdata
 
 from .._array import to_numpy
 from .._validation import check_choice, check_real
+from ._inputs import refuse_sparse
 
 __all__ = ["WeightCorrelation", "nw_weight_correlation"]
 
@@ -47,6 +48,7 @@ class WeightCorrelation:
 
 def _corr_numpy(name: str, a: Any, keep: np.ndarray | None = None) -> np.ndarray:
     """``a`` as float64, checked real, and finite at the entries ``keep`` (all if None)."""
+    refuse_sparse(name, a)
     arr = to_numpy(a)
     if arr.dtype.kind not in "biuf":
         raise ValueError(f"{name} must be a real numeric array, got dtype {arr.dtype}")
@@ -98,6 +100,26 @@ def _rowwise_pearson(a: np.ndarray, b: np.ndarray, keep: np.ndarray | None = Non
     return r
 
 
+def _warn_undefined_rows(per_row: np.ndarray, keep: np.ndarray | None) -> None:
+    """One :class:`scipy.stats.ConstantInputWarning` naming the constant rows (as
+    ``scipy.stats.pearsonr`` warns on a constant input): they are NaN, not an error. Rows the
+    mask leaves fewer than 2 entries are NaN by the caller's choice (padding): no warning."""
+    undefined = np.isnan(per_row)
+    if keep is not None:
+        undefined &= keep.sum(axis=-1) >= 2
+    n_constant = int(undefined.sum())
+    if n_constant == 0:
+        return
+    warnings.warn(
+        f"{n_constant} of {per_row.size} rows of attention or nw_weights are constant (zero "
+        "variance): a constant row has no correlation, so those rows are NaN and the "
+        "summaries leave them out. Uniform weights (t = 0, or equal logits) are constant; "
+        "compare at t > 0, or mask out the keys that do not take part.",
+        ConstantInputWarning,
+        stacklevel=3,
+    )
+
+
 def nw_weight_correlation(
     attention: Any,
     nw_weights: Any,
@@ -136,13 +158,20 @@ def nw_weight_correlation(
         ``per_row`` of shape (n,) or (heads, n), and the summaries ``mean``, ``median``,
         ``per_head_median`` ((heads,) or None), ``fraction_above`` and ``pooled_pearson``.
         Rows where the attention or the NW weights are constant (zero variance, e.g. uniform
-        weights at ``t = 0``) have correlation NaN, as in ``scipy.stats``; summaries ignore
-        them (NaN if every row is NaN).
+        weights at ``t = 0``) have correlation NaN with a
+        :class:`scipy.stats.ConstantInputWarning`, as ``scipy.stats.pearsonr`` does; rows
+        that ``mask`` leaves fewer than 2 entries are NaN without a warning. Summaries ignore
+        NaN rows (NaN if every row is NaN).
 
     Raises
     ------
     ValueError
         On shape mismatch, fewer than 2 columns, NaN/inf, or an unknown ``method``.
+
+    Warns
+    -----
+    scipy.stats.ConstantInputWarning
+        When some row is constant (its number is named): it has no correlation.
 
     Examples
     --------
@@ -196,6 +225,7 @@ def nw_weight_correlation(
     else:
         a_in, b_in = att, nw_b
     per_row = _rowwise_pearson(a_in, b_in, keep)
+    _warn_undefined_rows(per_row, keep)
 
     finite = per_row[~np.isnan(per_row)]
     with warnings.catch_warnings():

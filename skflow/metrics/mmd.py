@@ -10,7 +10,7 @@ import numpy as np
 
 from .._array import to_numpy
 from .._validation import check_random_state
-from ._inputs import as_2d, check_positive_int, prepare_pair
+from ._inputs import as_2d, check_positive_int, prepare_pair, refuse_sparse
 from ._kernel import (
     DEFAULT_CHUNK,
     bandwidth_out,
@@ -220,6 +220,7 @@ def mmd2_test(
     """
     check_positive_int(n_permutations, "n_permutations")
     bw, is_seq = check_mmd_bandwidth(bandwidth)
+    refuse_sparse("X", X), refuse_sparse("Y", Y)  # before to_numpy wraps them as objects
     xp, Xv, Yv = prepare_pair(to_numpy(X), to_numpy(Y))
     n, m = Xv.shape[0], Yv.shape[0]
     for name, size in (("X", n), ("Y", m)):

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from .._array import is_torch
+from ._inputs import refuse_sparse
 
 __all__ = ["effective_sample_size"]
 
@@ -70,6 +71,7 @@ def effective_sample_size(weights: Any) -> Any:
             )
         return 1.0 / (w * w).sum(-1)
 
+    refuse_sparse("weights", weights)
     w = np.asarray(weights)
     if w.dtype.kind not in "biuf":
         raise ValueError(f"weights must be a real numeric array, got dtype {w.dtype}")

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from .._array import as_array, as_time, check_tensors
 from .._validation import check_bandwidth, check_int
 from ..field import NWField
 from ..paths import GaussianPath, as_path
@@ -34,8 +35,7 @@ __all__ = ["MultiHeadNW", "NWAttentionHead"]
 
 
 def _common(x: Any, support: Any) -> tuple[Any, Any]:
-    if not (torch.is_tensor(x) and torch.is_tensor(support)):
-        raise TypeError("x and support must be torch tensors.")
+    check_tensors(x=x, support=support)
     if x.ndim < 2 or support.ndim < 2:
         raise ValueError(
             f"x and support must have shape (..., n, d) and (..., m, d); got {tuple(x.shape)} "
@@ -51,10 +51,9 @@ def _common(x: Any, support: Any) -> tuple[Any, Any]:
 def _path_columns(path: GaussianPath, t: Any, x: Any) -> tuple[Any, Any, Any]:
     """``gain_t, decay_t, sigma_t`` of the path's affine map, each a float or a (..., n, 1)
     column against queries ``x`` (..., n, d)."""
-    if not torch.is_tensor(t) and np.ndim(t) == 0:
-        t = float(t)
+    t = as_time(t, x, np.float64)
+    if isinstance(t, float):
         return (*(float(c) for c in path.velocity_coefficients(t)), float(path.sigma(t)))
-    t = torch.as_tensor(np.asarray(t, dtype=np.float64) if not torch.is_tensor(t) else t)
     t = torch.broadcast_to(t.to(device=x.device, dtype=torch.float64), x.shape[:-1])
     cols = (*path.velocity_coefficients(t), path.sigma(t))
     return tuple(c if isinstance(c, float) else c.to(x.dtype).unsqueeze(-1) for c in cols)
@@ -62,10 +61,8 @@ def _path_columns(path: GaussianPath, t: Any, x: Any) -> tuple[Any, Any, Any]:
 
 def _head_times(t: Any) -> Any:
     """Times broadcastable to (..., n) as times broadcastable to (..., 1, n) (one head axis)."""
-    if torch.is_tensor(t) and t.ndim >= 1:
-        return t.unsqueeze(-2)
-    if not torch.is_tensor(t) and np.ndim(t) >= 1:
-        return np.expand_dims(np.asarray(t, dtype=np.float64), -2)
+    if np.ndim(t) >= 1:  # a tensor's own ndim: no host copy
+        return as_array(t, np.float64)[..., None, :]
     return t
 
 

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from .._array import is_torch
+from .._array import array_module
 
 __all__ = ["GaussianPath", "column", "namespace_of"]
 
@@ -62,11 +62,7 @@ def namespace_of(t: Any) -> Any:
     """
     if isinstance(t, (int, float)) and not isinstance(t, np.generic):
         return math
-    if is_torch(t):
-        import torch
-
-        return torch
-    return np
+    return array_module(t)
 
 
 class GaussianPath:

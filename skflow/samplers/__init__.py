@@ -7,6 +7,7 @@ from .classical import (
     LedoitWolfSampler,
     PooledGaussianSampler,
 )
+from .few_shot import FewShotSampler
 from .learned import LearnedFlowSampler
 from .nw import NWFlowSampler
 from .options import (
@@ -26,6 +27,7 @@ __all__ = [
     "EngineOptions",
     "KernelOptions",
     "EmpiricalBayesGaussianSampler",
+    "FewShotSampler",
     "LearnedFlowSampler",
     "LedoitWolfSampler",
     "NWFlowSampler",

@@ -17,6 +17,7 @@ values; the only attribute a call writes is the documented ``sampling_error_boun
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -67,8 +68,10 @@ __all__ = [
     "Backend",
     "BaseFlowSampler",
     "PreparedFlow",
+    "available_memory",
     "call_threads",
     "check_support_names",
+    "check_trajectory_memory",
     "row_items",
     "sampling_score",
 ]
@@ -500,12 +503,19 @@ class BaseFlowSampler(BaseEstimator):
         X : ndarray of shape (T, n_samples, n_features) or (T, B, n_samples, n_features)
             States at those times; ``X[-1]`` equals ``sample(...)`` for the same seed up to
             the adaptive solver's tolerance.
+
+        Raises
+        ------
+        ValueError
+            Before integrating, when ``X`` would not fit in the memory available (it names
+            the size and the fix: fewer samples, fewer saved times, or :meth:`sample`).
         """
         self._begin()
         supports, x0 = self._sampling_start(n_samples, support, random_state, noise)
         if n_points is not None:
             n_points = check_int(n_points, "n_points", minimum=2)
         grid = self._time_grid(n_points or 101)
+        check_trajectory_memory(grid.size, x0)  # before integrating, not after (issue 63)
         out, bound = self._run(self._backend(), supports, x0, grid, trajectory=True)
         self._keep_error_bound(bound)
         return grid, out
@@ -672,3 +682,62 @@ def _safe_ndim(a: Any) -> int:
 def _pick(a: np.ndarray, task: slice | None) -> np.ndarray:
     """The tasks ``task`` of a batch (G, ...), or ``a`` itself for one support."""
     return a if task is None else a[task]
+
+
+def available_memory() -> int | None:
+    """Bytes of memory the system can still give this process (Linux ``MemAvailable``, else
+    the free physical pages); None where neither is known.
+
+    Examples
+    --------
+    >>> m = available_memory()
+    >>> m is None or m > 0
+    True
+    """
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def check_trajectory_memory(n_times: int, x0: np.ndarray, available: int | None = None) -> None:
+    """Refuse, before any integration, trajectories ``(n_times, *x0.shape)`` that would not fit
+    in ``available`` bytes (default :func:`available_memory`).
+
+    Parameters
+    ----------
+    n_times : int
+        Saved times ``T``.
+    x0 : ndarray of shape (n, d) or (B, n, d)
+        Starting points (their dtype is the output's).
+    available : int, optional
+        Bytes available; None reads them from the system (no check where it cannot).
+
+    Examples
+    --------
+    >>> check_trajectory_memory(101, np.zeros((10, 2)), available=2**20)
+    >>> try:
+    ...     check_trajectory_memory(101, np.zeros((10**4, 2)), available=2**20)
+    ... except ValueError as exc:
+    ...     print(str(exc)[:46])
+    sample_trajectories would return 101 states of
+    """
+    available = available_memory() if available is None else available
+    needed = int(n_times) * int(x0.size) * x0.dtype.itemsize
+    if available is None or needed <= available:
+        return
+    *tasks, n, d = x0.shape
+    what = f"{n} samples x {d} features" + (f" x {tasks[0]} supports" if tasks else "")
+    raise ValueError(
+        f"sample_trajectories would return {n_times} states of {what} ({needed / 2**30:.3g} "
+        f"GiB of {x0.dtype}), more than the {available / 2**30:.3g} GiB of memory available. "
+        "Ask for fewer samples (in several calls), save fewer times (n_points, or fewer "
+        "n_steps), or call sample(), which keeps only the end points."
+    )

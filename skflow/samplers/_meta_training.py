@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from .._array import is_torch
+from .._array import get_backend
 from .._validation import check_int
 from ._frame import (
     build_model,
@@ -576,13 +576,9 @@ def _is_predictive(
 def _with_frame(S: np.ndarray, centre: np.ndarray, scale: np.ndarray) -> np.ndarray:
     """Supports (B, m, d) with their frame (centre (B, 1, d), scale (B, 1, 1)) appended to
     every row: (B, m, 2 d + 1), what a ``frame_context`` network reads (tensors too)."""
-    if is_torch(S):
-        import torch
-
-        frame = torch.cat([centre, torch.log(scale)], dim=-1)
-        return torch.cat([S, frame.expand(*S.shape[:2], frame.shape[-1])], dim=-1)
-    frame = np.concatenate([centre, np.log(scale)], axis=-1)
-    return np.concatenate([S, np.broadcast_to(frame, (*S.shape[:2], frame.shape[-1]))], axis=-1)
+    xp = get_backend(S)
+    frame = xp.concat([centre, xp.log(scale)], axis=-1)
+    return xp.concat([S, xp.broadcast_to(frame, (*S.shape[:2], frame.shape[-1]))], axis=-1)
 
 
 def check_target(target: str, source: Any) -> None:

@@ -84,6 +84,54 @@ def _class_statistics(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndar
     return means, counts, resid.T @ resid / dof
 
 
+def _overflow_error(name: str, what: str, X: np.ndarray) -> ValueError:
+    """The error of values whose covariance overflows float64, naming the fix (rescale)."""
+    largest = float(np.max(np.abs(X))) if X.size else 0.0
+    return ValueError(
+        f"{name}: the values of {what} overflow float64 in the covariance (largest magnitude "
+        f"{largest:.3g}; sums of their squares exceed {np.finfo(np.float64).max:.3g}). Rescale "
+        f"the features first: divide them by a constant, or use make_sampling_pipeline("
+        f"MaxAbsScaler(), {name}()), which samples in the scaled space and maps the rows back "
+        "(StandardScaler's variance overflows at this magnitude too)."
+    )
+
+
+def _check_covariance_range(X: np.ndarray, name: str, what: str) -> None:
+    """Refuse rows whose centred sums of squares overflow float64 (every covariance entry is
+    bounded by them, so below it the covariances of the arms stay finite)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        centred = X - X.mean(axis=0)
+        squares = np.einsum("ij,ij->j", centred, centred)
+    if not np.all(np.isfinite(squares)):
+        raise _overflow_error(name, what, X)
+
+
+def _ledoit_wolf_covariance(S: np.ndarray) -> np.ndarray:
+    """``LedoitWolf().fit(S).covariance_``, computed on ``S`` scaled by a power of 2 to unit
+    magnitude: bit for bit the same (scaling by ``2**k`` is exact) where sklearn's shrinkage
+    would overflow its fourth powers (rows beyond about 1e77) or underflow them."""
+    largest = float(np.max(np.abs(S))) if S.size else 0.0
+    k = int(np.frexp(largest)[1]) if np.isfinite(largest) and largest > 0 else 0
+    with np.errstate(over="ignore"):  # a covariance beyond float64 is refused by the caller
+        return np.ldexp(LedoitWolf().fit(np.ldexp(S, -k)).covariance_, 2 * k)
+
+
+def _check_labels(labels: np.ndarray, name: str) -> None:
+    """Refuse missing labels: NaN (or None) would silently become a class of its own."""
+    if labels.dtype.kind == "f":
+        missing = np.isnan(labels)
+    elif labels.dtype.kind == "O":
+        missing = np.array([v is None or v != v for v in labels], dtype=bool)
+    else:
+        return
+    if missing.any():
+        raise ValueError(
+            f"{name}: y contains {int(missing.sum())} missing label(s) (NaN or None); every "
+            "label is a class and a missing one is none. Drop those rows first, e.g. "
+            "keep = ~pd.isna(y); fit(X[keep], y[keep])."
+        )
+
+
 class _ClassicalSampler(BaseEstimator):
     """Shared plumbing: ``fit(X, y)``, in-context ``sample`` of one or many supports, ``score``.
 
@@ -108,10 +156,12 @@ class _ClassicalSampler(BaseEstimator):
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
-            Training rows.
+            Training rows (at least 2 without ``y``). Rows whose covariance overflows float64
+            (magnitudes beyond about 1e153) raise a ``ValueError`` naming the rescaling.
         y : array-like of shape (n_samples,), optional
-            Class labels: every label is one training class. Without labels ``X`` is one class
-            and also the default support of :meth:`sample`.
+            Class labels: every label is one training class (a missing label, NaN or None,
+            raises). Without labels ``X`` is one class and also the default support of
+            :meth:`sample`.
 
         Returns
         -------
@@ -124,17 +174,32 @@ class _ClassicalSampler(BaseEstimator):
         """
         validate_parameters(self.get_params(deep=False), self._parameter_constraints)
         X = check_data(validate_data, self, X, dtype=[np.float64, np.float32])
+        labels = self._fit_labels(X, y)
         spread_mask(X[None], type(self).__name__)  # refuses a spread float64 cannot resolve
+        fitted = self._fit_classes(X.astype(np.float64), labels)
+        self.__dict__.update(fitted)  # set together, once everything is computed
+        self.support_ = X.copy() if y is None else None
+        return self
+
+    def _fit_labels(self, X: np.ndarray, y: Any) -> np.ndarray:
+        """The labels of the rows of ``X`` (one class without ``y``), after the checks every
+        arm needs: no missing label, 2 rows at least without labels, no overflow."""
+        name = type(self).__name__
         if y is None:
+            if X.shape[0] < 2:
+                raise ValueError(
+                    f"{name} needs at least 2 rows to fit without labels (one row has no "
+                    f"covariance); got n_samples = {X.shape[0]}. Pass 2 rows or more, or fit "
+                    "on labelled classes and pass the row as support= to sample."
+                )
             labels = np.zeros(X.shape[0], dtype=np.int64)
         else:
             labels = column_or_1d(y, warn=True)
             if labels.shape[0] != X.shape[0]:
                 raise ValueError(f"y has {labels.shape[0]} entries but X has {X.shape[0]} rows.")
-        fitted = self._fit_classes(X.astype(np.float64), labels)
-        self.__dict__.update(fitted)  # set together, once everything is computed
-        self.support_ = X.copy() if y is None else None
-        return self
+            _check_labels(labels, name)
+        _check_covariance_range(X.astype(np.float64), name, "X")
+        return labels
 
     def _fit_classes(self, X: np.ndarray, y: np.ndarray) -> dict[str, Any]:
         """The fitted attributes the arm keeps of the training classes (none by default);
@@ -167,6 +232,8 @@ class _ClassicalSampler(BaseEstimator):
                     f"{type(self).__name__} needs a support of at least {self._min_support} "
                     f"rows, got {s.shape[0]}."
                 )
+            if self._scale_from_support:  # the arm computes the support's own covariance
+                _check_covariance_range(s.astype(np.float64), type(self).__name__, "the support")
         dtype = np.float32 if all(s.dtype == np.float32 for s in checked) else np.float64
         return [s.astype(np.float64) for s in checked], batched, dtype
 
@@ -317,7 +384,10 @@ class LedoitWolfSampler(_ClassicalSampler):
                 "LedoitWolfSampler needs a support of at least 2 rows for its moments, got 1 "
                 "(a row has no covariance; sample returns copies of it)."
             )
-        return S.mean(axis=0), LedoitWolf().fit(S).covariance_
+        cov = _ledoit_wolf_covariance(S)
+        if not np.all(np.isfinite(cov)):
+            raise _overflow_error(type(self).__name__, "the support", S)
+        return S.mean(axis=0), cov
 
 
 class PooledGaussianSampler(_ClassicalSampler):
@@ -352,7 +422,13 @@ class PooledGaussianSampler(_ClassicalSampler):
     """
 
     def _fit_classes(self, X: np.ndarray, y: np.ndarray) -> dict[str, Any]:
-        _, _, within = _class_statistics(X, y)
+        _, counts, within = _class_statistics(X, y)
+        if counts.max() < 2:  # no scatter: every sample would be a copy of the support mean
+            raise ValueError(
+                "PooledGaussianSampler needs a class of at least 2 rows in y to estimate the "
+                f"within-class covariance; all {len(counts)} classes have 1 row. Pass classes "
+                "of 2 rows or more."
+            )
         return {"within_covariance_": within}
 
     def _moments(self, S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -426,7 +502,7 @@ class EmpiricalBayesGaussianSampler(_ClassicalSampler):
         between = np.atleast_2d(np.cov(means.T))
         if self.shrinkage == "ledoit-wolf":  # rescaled to the unbiased normalisation of np.cov
             k = len(counts)
-            between = LedoitWolf().fit(means).covariance_ * k / (k - 1)
+            between = _ledoit_wolf_covariance(means) * k / (k - 1)
         if not np.any(W):  # the floor below is relative to W: there is no scale to keep
             raise ValueError(
                 "EmpiricalBayesGaussianSampler: the training classes have no spread (the rows "
@@ -688,7 +764,13 @@ def _check_candidates(value: Any) -> None:
             raise InvalidParameterError(f"candidate {c!r} has no fit and sample methods.")
 
 
-def _check_support_sizes(value: Any) -> None:
+def check_support_sizes(value: Any) -> None:
+    """Refuse a ``support_size`` that is not an int >= 1 or a non-empty sequence of them.
+
+    Examples
+    --------
+    >>> check_support_sizes([5, 10])
+    """
     sizes = [value] if np.ndim(value) == 0 else list(value) if np.ndim(value) == 1 else []
     ok = bool(sizes) and all(
         isinstance(k, int | np.integer) and not isinstance(k, bool) and k >= 1 for k in sizes
@@ -702,6 +784,65 @@ def _check_support_sizes(value: Any) -> None:
 def _nearest_size(sizes: np.ndarray, m: int) -> int:
     """Index of the size in ``sizes`` nearest to ``m`` on a log scale (ties: the smaller)."""
     return int(np.argmin(np.abs(np.log(sizes) - np.log(max(m, 1)))))
+
+
+#: Fewest held rows of a class for a validation task: one support row, two reference rows.
+_MIN_TASK_ROWS = 3
+
+
+def validation_folds(y: np.ndarray, n_splits: int, validation: str, rng: Any) -> list[tuple]:
+    """The validation folds of a selection, each ``(held, classes)``: a boolean mask of the
+    rows held out (the candidates are fitted on the others) and the classes whose held rows
+    make the fold's tasks.
+
+    ``validation="classes"`` (new classes): ``min(n_splits, n_classes)`` class-grouped folds,
+    the held rows all the rows of the fold's classes. ``"rows"`` (new rows of known classes):
+    each class's rows are split at random into ``n_splits`` parts; fold ``f`` holds part ``f``
+    of every class, so every candidate is fitted on rows of every class and scored on other
+    rows of the same classes. A class with fewer than 3 held rows in a fold gives that fold no
+    task.
+
+    Parameters
+    ----------
+    y : ndarray of shape (n_samples,)
+    n_splits : int >= 2
+    validation : {"classes", "rows"}
+    rng : RandomState
+
+    Returns
+    -------
+    folds : list of (ndarray of shape (n_samples,) of bool, ndarray of labels)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> y = np.repeat([0, 1], 6)
+    >>> [int(h.sum()) for h, _ in validation_folds(y, 2, "rows", np.random.RandomState(0))]
+    [6, 6]
+    >>> [c.tolist() for _, c in validation_folds(y, 2, "rows", np.random.RandomState(0))]
+    [[0, 1], [0, 1]]
+    """
+    classes = np.unique(y)
+    if validation == "classes":
+        groups = np.array_split(rng.permutation(classes), min(n_splits, len(classes)))
+        return [(np.isin(y, g), g) for g in groups]
+    part = np.empty(len(y), dtype=np.int64)
+    for c in classes:
+        rows = np.flatnonzero(y == c)
+        part[rng.permutation(rows)] = np.arange(len(rows)) % n_splits
+    folds = []
+    for f in range(n_splits):
+        held = part == f
+        counts = np.array([np.sum(held & (y == c)) for c in classes])
+        folds.append((held, classes[counts >= _MIN_TASK_ROWS]))
+    if any(len(c) == 0 for _, c in folds):
+        raise ValueError(
+            f"validation='rows' needs some class with at least {_MIN_TASK_ROWS * n_splits} rows "
+            f"({_MIN_TASK_ROWS} held rows per fold, {n_splits} folds); the largest class has "
+            f"{int(max(np.sum(y == c) for c in classes))}. Lower n_splits or use "
+            "validation='classes'."
+        )
+    return folds
 
 
 def _fewshot_scores(model, X, y, classes, support_size, n_repeats, n_generated, seed, criterion):
@@ -723,13 +864,16 @@ def _fewshot_scores(model, X, y, classes, support_size, n_repeats, n_generated, 
     return float(np.mean(d)), float(np.nanmean(memo)) if np.isfinite(memo).any() else np.nan
 
 
-def _warn_failed_candidates(candidates: list, failures: dict, n_folds: int) -> None:
+def _warn_failed_candidates(
+    candidates: list, failures: dict, n_folds: int, validation: str
+) -> None:
     """One :class:`~sklearn.exceptions.FitFailedWarning` per candidate that could not be
     fitted on some fold (it is then never chosen), with its first error."""
+    kind = "class-grouped" if validation == "classes" else "row"
     for i, errors in failures.items():
         warnings.warn(
             f"candidate {i} ({type(candidates[i]).__name__}) could not be fitted on "
-            f"{len(errors)} of {n_folds} class-grouped folds and is not chosen: {errors[0]}",
+            f"{len(errors)} of {n_folds} {kind} folds and is not chosen: {errors[0]}",
             FitFailedWarning,
             stacklevel=5,  # the user's fit line (fit's atomic guard is one frame)
         )
@@ -738,7 +882,8 @@ def _warn_failed_candidates(candidates: list, failures: dict, n_folds: int) -> N
 class BestClassicalSampler(_ClassicalSampler):
     """The candidate generator with the best few-shot score on held-out *training* classes.
 
-    ``fit(X, y)`` splits the training classes into ``n_splits`` class-grouped folds; for each
+    ``fit(X, y)`` splits the training classes into ``n_splits`` class-grouped folds (or, with
+    ``validation="rows"``, the rows of every class into ``n_splits`` parts); for each
     fold every candidate is fitted on the other folds' classes and scored on the fold's
     classes by the few-shot protocol (per class and repeat: a random support of
     ``support_size`` rows, the other rows the reference, ``n_generated`` generated rows). By
@@ -764,13 +909,19 @@ class BestClassicalSampler(_ClassicalSampler):
         size); a support of ``m`` rows is then generated by the choice for the size nearest
         to ``m`` on a log scale.
     n_splits : int >= 2, default=5
-        Class-grouped folds (at most the number of classes).
+        Validation folds (class-grouped: at most the number of classes).
     n_repeats : int >= 1, default=2
         Random supports per validation class.
     n_generated : int >= 2, default=100
         Generated rows per validation task.
     criterion : {"copy-aware", "mmd2"}, default="copy-aware"
         How candidates are compared (see above).
+    validation : {"classes", "rows"}, default="classes"
+        What the supports of use will be. ``"classes"``: rows of classes never seen in
+        ``fit`` (class-grouped folds, as above). ``"rows"``: new rows of the training classes
+        (each class's rows split into ``n_splits`` parts; every candidate is fitted on the
+        other parts of every class and scored on supports and references drawn from the held
+        part only; a class needs at least ``3 * n_splits`` rows to give every fold a task).
     random_state : int, RandomState instance or None, default=None
         Folds, supports and sampling seeds.
 
@@ -816,11 +967,12 @@ class BestClassicalSampler(_ClassicalSampler):
 
     _parameter_constraints: ClassVar[dict[str, ParameterCheck]] = {
         "candidates": satisfies(_check_candidates),
-        "support_size": satisfies(_check_support_sizes),
+        "support_size": satisfies(check_support_sizes),
         "n_splits": integer(minimum=2),
         "n_repeats": integer(),
         "n_generated": integer(minimum=2),
         "criterion": choice(("copy-aware", "mmd2")),
+        "validation": choice(("classes", "rows")),
         "random_state": random_seed(),
     }
 
@@ -833,6 +985,7 @@ class BestClassicalSampler(_ClassicalSampler):
         n_repeats: int = 2,
         n_generated: int = 100,
         criterion: str = "copy-aware",
+        validation: str = "classes",
         random_state: Any = None,
     ):
         self.candidates = candidates
@@ -841,35 +994,38 @@ class BestClassicalSampler(_ClassicalSampler):
         self.n_repeats = n_repeats
         self.n_generated = n_generated
         self.criterion = criterion
+        self.validation = validation
         self.random_state = random_state
 
+    def _candidates(self, y: np.ndarray) -> list:
+        """The candidates to choose among (unfitted) for the training labels ``y``."""
+        return default_candidates() if self.candidates is None else list(self.candidates)
+
     def _fit_classes(self, X: np.ndarray, y: np.ndarray) -> dict[str, Any]:
+        name = type(self).__name__
         classes = np.unique(y)
         if len(classes) < 2:
+            raise ValueError(f"{name} needs at least 2 classes in y, got {len(classes)} class(es).")
+        if not spread_mask(X[None], name)[0]:
             raise ValueError(
-                f"BestClassicalSampler needs at least 2 classes in y, got {len(classes)} class(es)."
-            )
-        if not spread_mask(X[None], "BestClassicalSampler")[0]:
-            raise ValueError(
-                "BestClassicalSampler: the training rows have no spread (they are identical), "
+                f"{name}: the training rows have no spread (they are identical), "
                 "so no candidate can be scored on them; pass rows that vary."
             )
         rng = check_random_state(self.random_state)
-        folds = np.array_split(rng.permutation(classes), min(self.n_splits, len(classes)))
-        candidates = default_candidates() if self.candidates is None else list(self.candidates)
+        folds = validation_folds(y, self.n_splits, self.validation, rng)  # (held mask, classes)
+        candidates = self._candidates(y)
         sizes = np.unique(np.atleast_1d(np.asarray(self.support_size, dtype=np.int64)))
         scores = np.zeros((len(folds), len(sizes), len(candidates), 2))  # (MMD², memorisation)
         failures: dict[int, list] = {}
         for f, held in enumerate(folds):
-            train = ~np.isin(y, held)
             seed = int(rng.randint(2**31 - 1))
             for i, cand in enumerate(candidates):
                 try:
-                    scores[f, :, i] = self._fold_scores(cand, X, y, train, held, sizes, seed)
+                    scores[f, :, i] = self._fold_scores(cand, X, y, held, sizes, seed)
                 except ValueError as error:  # e.g. empirical Bayes on a fold of one class
                     scores[f, :, i] = (np.inf, np.nan)
                     failures.setdefault(i, []).append(error)
-        _warn_failed_candidates(candidates, failures, len(folds))
+        _warn_failed_candidates(candidates, failures, len(folds), self.validation)
         if len(failures) == len(candidates):  # each failed on some fold: inf at every size
             first = next(iter(failures.values()))[0]
             raise ValueError(f"no candidate could be fitted on every fold: {first}") from first
@@ -878,14 +1034,16 @@ class BestClassicalSampler(_ClassicalSampler):
             memo = np.nanmean(scores[..., 1], axis=0)
         return self._choice(candidates, sizes, scores[..., 0].mean(axis=0), memo, X, y)
 
-    def _fold_scores(self, cand, X, y, train, held, sizes, seed) -> np.ndarray:
-        """``cand`` fitted on the ``train`` rows, scored at every size on the ``held``
-        classes."""
+    def _fold_scores(self, cand, X, y, fold, sizes, seed) -> np.ndarray:
+        """``cand`` fitted on the rows outside the fold, scored at every size on tasks drawn
+        from the fold's held rows only (``fold``: the held mask and the classes to score)."""
+        held, classes = fold
         with warnings.catch_warnings():  # e.g. the plug-in's copy warning on all rows
             warnings.simplefilter("ignore")
-            model = clone(cand).fit(X[train], y[train])  # once for every size
+            model = clone(cand).fit(X[~held], y[~held])  # once for every size
+            Xh, yh = X[held], y[held]
             args = (self.n_repeats, self.n_generated, seed, self.criterion)
-            return np.array([_fewshot_scores(model, X, y, held, int(m), *args) for m in sizes])
+            return np.array([_fewshot_scores(model, Xh, yh, classes, int(m), *args) for m in sizes])
 
     def _choice(self, candidates, sizes, mean_mmd2, memo, X, y) -> dict[str, Any]:
         """Choose per size (copy-aware unless ``criterion="mmd2"``), refit each chosen

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
-from .._array import resolve_device
+from .._array import as_time, host_to_like, resolve_device, to_numpy
 from .._validation import (
     InvalidParameterError,
     boolean,
@@ -988,10 +988,8 @@ class LearnedFlowSampler(BaseFlowSampler):
             x, support = x[None], support[None]
         inside, frame = self._prepare_support(model, support) if prepared is None else prepared
         x = frame.into(x)
-        if not torch.is_tensor(t) and np.ndim(t) == 0:
-            t = float(t)
-        else:
-            t = torch.as_tensor(np.asarray(t) if not torch.is_tensor(t) else t, device=x.device)
+        t = as_time(t, x)
+        if not isinstance(t, float):
             t = t.to(x.dtype).reshape(x.shape[:2])
         heads = int(getattr(self, "n_heads", 1))
         rows = min(_INFERENCE_CHUNK, _INFERENCE_SCORES // max(1, inside.shape[-2] * heads))
@@ -1019,13 +1017,8 @@ class LearnedFlowSampler(BaseFlowSampler):
 
     def _predictive_frame(self, support: Any) -> tuple:
         """Centre, factor and inverse factor of supports (B, m, d), on their device."""
-        import torch
-
-        S = support.detach().cpu().numpy() if torch.is_tensor(support) else support
-        frame = _predictive_frame(self.predictive_frame_, np.asarray(S, dtype=np.float64))
-        if not torch.is_tensor(support):
-            return frame
-        return tuple(torch.as_tensor(a, dtype=support.dtype, device=support.device) for a in frame)
+        S = np.asarray(to_numpy(support), dtype=np.float64)
+        return tuple(host_to_like(a, support) for a in _predictive_frame(self.predictive_frame_, S))
 
     def _start_points(self, x0: np.ndarray, support: np.ndarray) -> np.ndarray:
         """Starting points of the flow: the noise, or with a per-task frame the noise mapped

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import math
 import warnings
+import weakref
 from typing import Any
 
 import numpy as np
@@ -82,6 +83,29 @@ def _inward(scale: Any) -> Any:
     (``s = 0``) collapses onto its row, and any finite map into it gives the same (zero)
     velocity in data units, so it divides by 1 (NumPy arrays and Torch tensors alike)."""
     return scale + (scale == 0)
+
+
+def _frame_key(sigma_min: Any) -> Any:
+    """What a support's frame depends on besides its rows: the ``sigma_min`` in use."""
+    return sigma_min if isinstance(sigma_min, str) else float(sigma_min)
+
+
+def _frame_of_rows(prepared: np.ndarray, frame: tuple, rows: np.ndarray) -> tuple | None:
+    """The frame of ``rows`` read off the ``frame`` prepared for the rows ``prepared``: the
+    same rows (any dtype: the frame is computed in float64), or consecutive tasks of that
+    batch (a work item's share; each task's frame is its own); None for other rows."""
+    if rows.shape == prepared.shape:
+        return frame if np.array_equal(rows, prepared) else None
+    if rows.ndim != 3 or prepared.ndim != 3 or rows.shape[1:] != prepared.shape[1:]:
+        return None
+    k = rows.shape[0]
+    centre, scale, sigma = frame
+    # tasks whose first row matches, then the whole share compared
+    starts = np.flatnonzero((prepared[: len(prepared) - k + 1, 0] == rows[0, 0]).all(axis=-1))
+    for g in starts:
+        if np.array_equal(prepared[g : g + k], rows):
+            return centre[g : g + k], scale[g : g + k], sigma
+    return None
 
 
 def _check_sigma_min(value: Any, name: str) -> None:
@@ -471,6 +495,12 @@ class NWFlowSampler(BaseFlowSampler):
         self.__dict__.update(chosen)
         self.projection_, self.projection_transformer_ = projection
         self.support_ = X.copy()
+        # what derives from the support alone, prepared once (the automatic bandwidth is an
+        # O(m^2 d) nearest-neighbour scan): every later call reads it back (_frame)
+        self.__dict__.pop("_support_frame_", None)
+        if self._uses_frame():
+            key = _frame_key(self._sigma_min())
+            self._support_frame_ = (key, self._compute_frame(self.support_))
         self._warn_if_copier(X)
         return self
 
@@ -517,12 +547,48 @@ class NWFlowSampler(BaseFlowSampler):
 
     def _frame(self, support: Any) -> tuple:
         """``(centre, scale, sigma)`` of a support (m, d) or a batch (B, m, d) on the host
-        (see :func:`._bandwidth.support_frames`); ``(None, None, sigma_min)`` without one."""
+        (see :func:`._bandwidth.support_frames`); ``(None, None, sigma_min)`` without one.
+
+        Computed once per support, never per solver step: the fitted support's at ``fit``
+        (``_support_frame_``), an in-context support's at its first use in a call (kept for
+        that call, ``_context_frame``); later uses, on any backend and also for a work item's
+        share of a batch, are recognised by their rows (an O(m d) comparison) and read back.
+        """
         if not self._uses_frame():
             return None, None, float(self._sigma_min())
+        key = _frame_key(self._sigma_min())
         S = to_numpy(support)
+        fitted = self.__dict__.get("_support_frame_")
+        if fitted is not None and fitted[0] == key:
+            frame = fitted[1] if S is self.support_ else _frame_of_rows(self.support_, fitted[1], S)
+            if frame is not None:
+                return frame
+        context = self.__dict__.get("_context_frame")
+        rows = None if context is None or context[1] != key else context[0]()
+        if rows is not None:
+            frame = _frame_of_rows(rows, context[2], S)
+            if frame is not None:
+                return frame
+        frame = self._compute_frame(S)
+        # a weak reference: the rows live as long as the call that passed them, no longer
+        self.__dict__["_context_frame"] = (weakref.ref(S), key, frame)
+        return frame
+
+    def _compute_frame(self, S: np.ndarray) -> tuple:
+        """The frame of host rows ``S`` (m, d) or (B, m, d), computed (see :meth:`_frame`)."""
         spread_mask(S if S.ndim == 3 else S[None], type(self).__name__)  # refuses unresolved
         return support_frames(S, self._sigma_min(), True)
+
+    def _begin(self) -> None:
+        super()._begin()
+        # an in-context support's frame is kept for one call: each call prepares its own
+        # (the comparison of the rows alone would already make a reuse safe)
+        self.__dict__.pop("_context_frame", None)
+
+    def __getstate__(self) -> dict:
+        state = dict(super().__getstate__())  # a copy: Python's own is the instance's dict
+        state.pop("_context_frame", None)  # a weak reference to a call's support
+        return state
 
     def _start_points(self, x0: np.ndarray, support: np.ndarray) -> np.ndarray:
         """The noise, or with a frame the noise mapped into it (``centre + scale * x0``).

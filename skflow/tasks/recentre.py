@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from .._array import is_torch
+from .._array import dispatch
 from .._validation import as_generator
 from ._base import TransformedTasks
 from ._device import torch_generator
@@ -46,8 +46,12 @@ def recentre_tasks(supports, queries, random_state=None):
     >>> bool(np.allclose(S2 - S2.mean(axis=1, keepdims=True), S - S.mean(axis=1, keepdims=True)))
     True
     """
-    if is_torch(supports) and is_torch(queries):
-        return _recentre_torch(supports, queries, random_state)
+    recentre = dispatch(supports, queries, numpy=_recentre_numpy, torch=_recentre_torch)
+    return recentre(supports, queries, random_state)
+
+
+def _recentre_numpy(supports, queries, random_state):
+    """:func:`recentre_tasks` in NumPy (inputs that are not both tensors, read as float64)."""
     S, Q = np.asarray(supports, dtype=np.float64), np.asarray(queries, dtype=np.float64)
     B = _tasks_of(S, Q)
     if B < 2:

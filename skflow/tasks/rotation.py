@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from .._array import is_torch
+from .._array import dispatch
 from .._validation import InvalidParameterError, as_generator
 from ._base import TransformedTasks, haar_rotations
 from ._device import t_haar_rotations, torch_generator
@@ -45,23 +45,35 @@ def rotate_tasks(supports, queries, random_state=None, *, center="support"):
     """
     if center not in ("support", "origin"):
         raise InvalidParameterError(f"center must be 'support' or 'origin', got {center!r}.")
-    if is_torch(supports) and is_torch(queries):
-        S, Q = supports, queries
-    else:
-        S, Q = np.asarray(supports, dtype=np.float64), np.asarray(queries, dtype=np.float64)
-    if S.ndim != 3 or Q.ndim != 3 or S.shape[0] != Q.shape[0] or S.shape[2] != Q.shape[2]:
-        raise ValueError(
-            f"expected supports (B, m, d) and queries (B, n, d), got {S.shape} and {Q.shape}."
-        )
-    if is_torch(S):
-        gen = torch_generator(random_state, S.device)
-        rot = t_haar_rotations(gen, (S.shape[0],), S.shape[2], S.device, S.dtype)
-    else:
-        rot = haar_rotations(as_generator(random_state), (S.shape[0],), S.shape[2])
+    # tensors (both) are rotated on their device, anything else as float64 NumPy arrays
+    rotations = dispatch(supports, queries, numpy=_numpy_rotations, torch=_torch_rotations)
+    S, Q, rot = rotations(supports, queries, random_state)
     if center == "origin":
         return S @ rot, Q @ rot
     c = S.mean(axis=1, keepdims=True)  # NumPy and Torch alike
     return (S - c) @ rot + c, (Q - c) @ rot + c
+
+
+def _check_tasks(S, Q) -> None:
+    """Refuse supports and queries that are not (B, m, d) and (B, n, d)."""
+    if S.ndim != 3 or Q.ndim != 3 or S.shape[0] != Q.shape[0] or S.shape[2] != Q.shape[2]:
+        raise ValueError(
+            f"expected supports (B, m, d) and queries (B, n, d), got {S.shape} and {Q.shape}."
+        )
+
+
+def _numpy_rotations(supports, queries, random_state):
+    """``S, Q`` as float64 arrays and one Haar rotation (B, d, d) per task, in NumPy."""
+    S, Q = np.asarray(supports, dtype=np.float64), np.asarray(queries, dtype=np.float64)
+    _check_tasks(S, Q)
+    return S, Q, haar_rotations(as_generator(random_state), (S.shape[0],), S.shape[2])
+
+
+def _torch_rotations(S, Q, random_state):
+    """Tensors ``S, Q`` and one Haar rotation (B, d, d) per task, drawn on their device."""
+    _check_tasks(S, Q)
+    gen = torch_generator(random_state, S.device)
+    return S, Q, t_haar_rotations(gen, (S.shape[0],), S.shape[2], S.device, S.dtype)
 
 
 class RotatedTasks(TransformedTasks):

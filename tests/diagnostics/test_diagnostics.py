@@ -57,6 +57,7 @@ def _oracle_neff(S, times, n_trajectories, n_steps, seed, sigma_min=0.01):
     return np.stack(out)
 
 
+@pytest.mark.exactness
 def test_neff_along_path_requested_times_and_determinism():
     S = np.random.default_rng(0).standard_normal((10, 2))
     t1, n1 = neff_along_path(S, times=[0.75, 0.25, 0.25], n_trajectories=5, random_state=7)
@@ -336,6 +337,7 @@ def test_report_summary_and_dict():
     assert data["n_support"] == 20 and data["n_features"] == 64
 
 
+@pytest.mark.exactness
 def test_report_reproducible():
     S = np.random.default_rng(0).standard_normal((30, 4))
     a = diagnose(S, random_state=5, **FAST)

@@ -114,6 +114,7 @@ def test_collapse_tiny_end_to_end(tmp_path):
     assert "reproducible bit for bit" in section
 
 
+@pytest.mark.exactness
 def test_attention_tiny_end_to_end(tmp_path):
     from skflow_experiments._report import RESULTS_PAGE
 

@@ -52,6 +52,7 @@ def test_left_out_model_never_sees_its_family(family):
     assert type(alone) is families._FAMILY_CLASSES[family]
 
 
+@pytest.mark.exactness
 def test_held_out_tasks_are_of_the_family_and_independent_of_the_floor():
     cfg = families.PRESETS["tiny"]
     S, true, floor = families._eval_tasks("rings", cfg, seed=0)
@@ -94,6 +95,7 @@ def test_tiny_end_to_end(tmp_path):
     assert (tmp_path / "_static" / "results" / "families.png").is_file()
 
 
+@pytest.mark.exactness
 def test_tiny_run_is_reproducible(tmp_path):
     a = families.run("tiny", output_dir=tmp_path / "a", random_state=3, seeds=1, n_tasks=2)
     b = families.run("tiny", output_dir=tmp_path / "b", random_state=3, seeds=1, n_tasks=2)

@@ -22,6 +22,7 @@ def test_presets_and_unknown_preset(module, tmp_path):
     assert not (tmp_path / "out").exists()  # validated before any work
 
 
+@pytest.mark.exactness
 def test_rotated_class_tasks_are_orthogonal_maps_of_classes():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(60, 5))

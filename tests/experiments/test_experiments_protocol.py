@@ -96,6 +96,7 @@ def test_noise_floor_summary():
     assert fl["sd"] == pytest.approx(np.std(values, ddof=1))
 
 
+@pytest.mark.exactness
 def test_scores_both_conventions_are_the_two_median_rules():
     rng = np.random.default_rng(4)
     gen, true = rng.normal(size=(60, 3)) * 2.0, rng.normal(size=(70, 3))

@@ -93,6 +93,7 @@ def test_support_size_cells_follow_the_methods_and_their_pairs():
     ]
 
 
+@pytest.mark.exactness
 def test_class_splits_partition_each_class_in_turn_from_one_stream():
     """Task j is class j mod k, its rows split into a pool of max_m and the rest; the tasks
     draw their shuffles from one generator in turn (the streams the results were made with)."""

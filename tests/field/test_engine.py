@@ -82,6 +82,7 @@ def test_attention_engine_with_projection_and_per_row_tensor_times(device):
     _close(nw_velocity(*args[:3], sigma_min=0.05, bandwidth=1.0), v_iso, 1e-10)
 
 
+@pytest.mark.exactness
 def test_attention_and_gemm_engines_agree():
     rng = np.random.default_rng(12)
     support = torch.from_numpy(rng.normal(size=(120, 5)))
@@ -309,6 +310,7 @@ def test_cuda_fixed_step_sampling_never_syncs(dtype):
     torch.testing.assert_close(nw_velocity(x0, support, t_rows), nw_velocity(x0, support, 0.7))
 
 
+@pytest.mark.exactness
 def test_functions_see_in_place_changes_and_prepared_fields_are_snapshots():
     rng = np.random.default_rng(16)
     support = torch.from_numpy(rng.normal(size=(30, 3)))

@@ -88,6 +88,7 @@ def test_isotropic_data_gives_identity_shape():
     assert NWFlowSampler(kernel="mahalanobis").fit(np.ones((4, 3))).projection_ is None
 
 
+@pytest.mark.exactness
 def test_projected_field_is_isotropic_field_of_projected_points(data):
     support, x = data
     P = np.random.default_rng(1).normal(size=(2, 4))
@@ -168,6 +169,7 @@ def test_bad_geometry_params(data, params, err, match):
         NWFlowSampler(**params).fit(data[0])
 
 
+@pytest.mark.exactness
 def test_in_context_support_reuses_fitted_projection(data):
     support, x = data
     s = NWFlowSampler(kernel="diagonal", projection=PCA(n_components=2), sigma_min=0.01)
@@ -235,6 +237,7 @@ def test_gridsearch_over_nested_projection_params():
     assert gs.best_estimator_.projection_.shape == (best_k, 5)
 
 
+@pytest.mark.exactness
 def test_pickle_and_clone_keep_the_geometry(data):
     support, _ = data
     s = NWFlowSampler(kernel="mahalanobis", projection=PCA(3), random_state=0).fit(support)

@@ -146,6 +146,7 @@ def test_t0_rows_and_mixed_times():
     assert np.linalg.norm(res.mean[1] - exact[0]) <= res.mean_error[1]
 
 
+@pytest.mark.exactness
 def test_layout_and_permutation():
     rng = np.random.default_rng(6)
     K = rng.normal(size=(700, 4))
@@ -313,6 +314,7 @@ def _on_path(support, t, n, seed=1, sigma_min=0.01):
     return t * support[rows] + sigma_t * rng.normal(size=(n, support.shape[1]))
 
 
+@pytest.mark.exactness
 @pytest.mark.parametrize("lib", ["numpy", "torch"])
 @pytest.mark.parametrize("t", [0.0, 0.2, 0.6, 0.95, 1.0])
 def test_pruned_velocity_is_within_its_recorded_bound(lib, t):
@@ -329,6 +331,7 @@ def test_pruned_velocity_is_within_its_recorded_bound(lib, t):
     assert pruned.max_velocity_error_ == bound.max() < 1e-6 * np.abs(np.asarray(dense)).max()
 
 
+@pytest.mark.exactness
 def test_per_row_times_projection_and_local_mean():
     S = _clustered(2000, 6, seed=3)
     rng = np.random.default_rng(4)
@@ -395,6 +398,7 @@ def test_sampler_pruned_terminal_law_is_the_kde():
         assert (test.pvalue > 0.01) == expect_same
 
 
+@pytest.mark.exactness
 def test_auto_engine_is_dense():
     """``engine="auto"`` is dense at every size (the pruned engine has not measured faster
     over a whole run); only ``engine="pruned"`` records a bound."""
@@ -438,6 +442,7 @@ def test_sampling_error_bound_covers_every_batch_serial_and_parallel():
     assert not hasattr(dense, "sampling_error_bound_")
 
 
+@pytest.mark.exactness
 @pytest.mark.parametrize("lib", ["numpy", "torch"])
 def test_probe_runs_unprunable_evaluations_dense_and_prunes_late(lib):
     """Early in the flow nothing can be skipped: the evaluation runs on the dense engine

@@ -74,6 +74,7 @@ def test_field_at_zero_equals_limit(data, kind, fn, lib, variant):
     np.testing.assert_allclose(at0, at1, rtol=0, atol=1e-8)
 
 
+@pytest.mark.exactness
 def test_bounded_callable_is_one_hot_on_the_argmax(data):
     """The limit is the hard argmax of <x, s_i>, not the uniform vector of the old rule."""
     support, x = data
@@ -83,6 +84,7 @@ def test_bounded_callable_is_one_hot_on_the_argmax(data):
     assert np.all(F.nw_effective_sample_size(x, support, 0.0, bandwidth=_bounded) == 1.0)
 
 
+@pytest.mark.exactness
 @pytest.mark.parametrize("lib", ["numpy", "torch"])
 @pytest.mark.parametrize("streamed", [False, True])
 def test_bounded_callable_ties_follow_the_next_order_term(lib, streamed):
@@ -152,6 +154,7 @@ def test_kernel_coefficients_mark_the_hard_limit():
     assert a == 0.0 and b == 0.0
 
 
+@pytest.mark.exactness
 @pytest.mark.parametrize("lib", ["numpy", "torch"])
 @pytest.mark.parametrize("bandwidth", ["ot", 0.5])
 def test_times_past_an_end_are_held_at_that_end(lib, bandwidth):

@@ -91,6 +91,7 @@ def test_check_choice():
         check_choice("c", "solver", ("a", "b"))
 
 
+@pytest.mark.exactness
 def test_clamp_times_holds_each_end_at_its_own_value():
     """Times past an end are held at that end: ``t > 1`` at 1, ``t < 0`` at 0 (the frozen
     extension the samplers document for third-party adaptive solvers)."""
@@ -106,6 +107,7 @@ def test_clamp_times_holds_each_end_at_its_own_value():
         clamp_times(np.array([0.5, 1.5]))
 
 
+@pytest.mark.exactness
 def test_check_times():
     np.testing.assert_array_equal(check_times(np.float32(0.5)), 0.5)
     assert check_times([0, 1]).dtype == np.float64
@@ -117,6 +119,7 @@ def test_check_times():
         check_times(np.array([0.5j]))
 
 
+@pytest.mark.exactness
 def test_random_state_policy_is_reproducible():
     # ints: sklearn's RandomState stream; Generators accepted and advanced, not copied
     assert check_random_state(3).randint(1000) == np.random.RandomState(3).randint(1000)

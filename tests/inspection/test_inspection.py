@@ -254,6 +254,7 @@ def test_tidy_structure_and_grouping():
 # --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.exactness
 def test_hand_written_sdpa_module_records_its_q_k_exactly():
     m = SDPAModule()
     x, y = torch.randn(2, 7, 12), torch.randn(2, 5, 12)
@@ -283,6 +284,7 @@ def hand_mha_qk(mha, query, key):
     return split(q), split(k)
 
 
+@pytest.mark.exactness
 @pytest.mark.parametrize("batch_first", [True, False])
 @pytest.mark.parametrize("need_weights", [True, False])
 @pytest.mark.parametrize("grad", [True, False])
@@ -334,6 +336,7 @@ def test_multihead_attention_separate_projections_and_unbatched(unbatched):
     np.testing.assert_allclose(rec.records_[0].weights(), w[None] if unbatched else w, atol=1e-6)
 
 
+@pytest.mark.exactness
 def test_transformer_decoder_matches_hand_hooks_and_output():
     torch.manual_seed(2)
     layer = torch.nn.TransformerDecoderLayer(16, 4, dim_feedforward=32, batch_first=True)
@@ -397,6 +400,7 @@ def test_sdpa_after_multihead_attention_is_still_seen():
     ]
 
 
+@pytest.mark.exactness
 @pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")
 @pytest.mark.parametrize("norm_first", [False, True])
 @pytest.mark.parametrize("padding", [False, True])
@@ -475,6 +479,7 @@ def test_one_layer_of_twelve_keeps_only_that_layers_tensors():
     assert rec.calls_seen_ == {f"layers.{i}": 2 for i in range(12)}
 
 
+@pytest.mark.exactness
 def test_heads_queries_steps_and_calls_filters():
     model = Stack(n_layers=3)
     x = torch.randn(1, 20, 8)
@@ -646,6 +651,7 @@ def test_learned_sampler_attention_through_the_inspector():
 # --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.exactness
 @CUDA
 @pytest.mark.cuda
 def test_cuda_recording_matches_cpu():
@@ -709,6 +715,7 @@ def tiny_ip_adapter_unet():
     return unet
 
 
+@pytest.mark.exactness
 def test_diffusers_ip_adapter_unet_end_to_end():
     pytest.importorskip("diffusers")
     unet = tiny_ip_adapter_unet()
@@ -749,6 +756,7 @@ def test_diffusers_ip_adapter_unet_end_to_end():
     assert sorted(set(res.step.tolist())) == [0, 1, 2] and np.isfinite(res.spearman).all()
 
 
+@pytest.mark.exactness
 def test_attention_experiment_stores_the_inspector_diagnosis(tmp_path):
     from skflow_experiments import attention
 

@@ -125,6 +125,7 @@ def test_head_gradients_flow():
     assert torch.autograd.gradcheck(lambda a, b: head(a, b, 0.6), (x[:1, :2], s[:1, :3]))
 
 
+@pytest.mark.exactness
 def test_head_validation():
     with pytest.raises(ValueError, match=r"sigma_min must be a finite real number in \(0, 1\)"):
         NWAttentionHead(sigma_min=1.5)

@@ -75,6 +75,7 @@ def _recording_run(n_iter, **kwargs):
 # --------------------------------------------------------------------------------------------
 # reproducibility
 # --------------------------------------------------------------------------------------------
+@pytest.mark.exactness
 def test_max_time_not_reached_is_bit_identical(gmm2):
     kw = with_training(SMALL, warmup=2)  # the cosine phase is where wall-clock progress used to act
     a = LearnedFlowSampler(**kw, random_state=3).fit(gmm2)
@@ -124,6 +125,7 @@ def test_checkpoint_keeps_the_sampling_weights_of_the_best_check(ema_decay):
 # --------------------------------------------------------------------------------------------
 # warm start
 # --------------------------------------------------------------------------------------------
+@pytest.mark.exactness
 @pytest.mark.parametrize("ema_decay", [None, 0.9])
 def test_warm_start_continues_the_same_run(gmm2, ema_decay):
     kw = with_training(SMALL, warmup=3, lr_schedule="constant", ema_decay=ema_decay)
@@ -137,6 +139,7 @@ def test_warm_start_continues_the_same_run(gmm2, ema_decay):
     assert _same_weights(one.model_, two.model_)
 
 
+@pytest.mark.exactness
 def test_warm_start_false_restarts_and_zero_iterations_keep_weights(gmm2):
     lf = LearnedFlowSampler(**SMALL, random_state=0).fit(gmm2)
     trained = {k: v.clone() for k, v in lf.model_.state_dict().items()}
@@ -166,6 +169,7 @@ def _task_batch(seed=0):
     return tasks, torch.as_tensor(S), torch.as_tensor(Q), params, x0, t
 
 
+@pytest.mark.exactness
 def test_exact_goal_is_the_population_velocity_and_lowers_the_loss():
     tasks, S, Q, params, x0, t = _task_batch()
 
@@ -293,6 +297,7 @@ def test_compiled_training_compiles_once_for_every_support():
 # --------------------------------------------------------------------------------------------
 # the initial weights as an early-stopping candidate
 # --------------------------------------------------------------------------------------------
+@pytest.mark.exactness
 @pytest.mark.parametrize("score_initial", [True, False])
 def test_score_initial_keeps_the_untrained_weights_when_training_only_hurts(score_initial):
     """A learning rate that wrecks the model: with ``score_initial`` the weights before the

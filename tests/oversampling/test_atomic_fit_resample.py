@@ -58,6 +58,7 @@ def test_a_resample_that_fails_on_bad_input_changes_nothing():
     assert (est.n_components_, est.sigma_min_) == record
 
 
+@pytest.mark.exactness
 @pytest.mark.parametrize("exc", [RuntimeError, KeyboardInterrupt])
 def test_a_resample_interrupted_half_way_changes_nothing(exc, monkeypatch):
     est = _fitted()

@@ -341,20 +341,35 @@ def test_default_bandwidth_is_the_automatic_one():
     assert np.array_equal(X_res[: len(X)], X)
 
 
-#: imbalanced-learn's sampler checks FlowOverSampler does not pass, with the reason: the
-#: generators work on dense real features (a sparse X raises a TypeError naming the problem).
-EXPECTED_CHECK_FAILURES = {"check_samplers_sparse", "check_samplers_pandas_sparse"}
-
-
-def test_imblearn_sampler_checks():
+def test_imblearn_sampler_checks_all_pass_with_none_whitelisted():
     from imblearn.utils.estimator_checks import parametrize_with_checks
 
-    failed = set()
+    names = []
     for param in parametrize_with_checks([FlowOverSampler(random_state=0)]).mark.args[1]:
         estimator, check = param if isinstance(param, tuple) else param.values
-        try:
-            check(estimator)
-        except TypeError as exc:
-            assert "dense data is required" in str(exc)
-            failed.add(getattr(check, "func", check).__name__)
-    assert failed == EXPECTED_CHECK_FAILURES
+        check(estimator)  # every check the tags select must pass
+        names.append(getattr(check, "func", check).__name__)
+    # the tags claim no SciPy sparse input, so that check is not selected; the rest are
+    assert "check_samplers_sparse" not in names
+    assert {"check_samplers_pandas", "check_samplers_pandas_sparse"} <= set(names)
+
+
+def test_tags_refuse_scipy_sparse_and_the_error_names_the_fix():
+    from scipy import sparse
+    from sklearn.utils import get_tags
+
+    assert get_tags(FlowOverSampler()).input_tags.sparse is False
+    X, y = imbalanced(n_minor=10, d=3)
+    with pytest.raises(TypeError, match="dense data is required"):
+        FlowOverSampler(random_state=0).fit_resample(sparse.csr_matrix(X), y)
+
+
+def test_a_frame_of_sparse_columns_is_resampled_as_its_dense_values():
+    pd = pytest.importorskip("pandas")
+    X, y = imbalanced(n_minor=10, d=3)
+    frame = pd.DataFrame(X, columns=list("abc")).astype(pd.SparseDtype(float, 0.0))
+    X_df, y_df = FlowOverSampler(random_state=0).fit_resample(frame, y)
+    X_np, y_np = FlowOverSampler(random_state=0).fit_resample(X, y)
+    assert all(isinstance(t, pd.SparseDtype) for t in X_df.dtypes)
+    np.testing.assert_allclose(X_df.to_numpy(), X_np, rtol=1e-12, atol=0)  # same arithmetic
+    np.testing.assert_array_equal(y_df, y_np)

@@ -87,6 +87,7 @@ def test_new_rows_are_scale_and_offset_equivariant(name, a, b, data_seed, seed):
     assert err <= BASE32 + GROWTH * EPS * r, f"{name}: a={a:g}, b={b:g}, r={r:.3g}, {err:.3g}"
 
 
+@pytest.mark.exactness
 @pytest.mark.parametrize("generator", ["nw", "pretrained"])
 @pytest.mark.parametrize("rows", [1, 5])
 def test_a_class_of_one_repeated_row_gets_copies_of_it(generator, rows):

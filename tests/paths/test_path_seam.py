@@ -15,6 +15,7 @@ def _support(seed=0):
     return rng.standard_normal((12, 2)), rng.standard_normal((7, 2))
 
 
+@pytest.mark.exactness
 def test_a_given_path_wins_over_sigma_min():
     S, X = _support()
     given = NWFlowSampler(sigma_min=0.3, path=OTPath(0.05), random_state=0).fit(S)
@@ -61,6 +62,7 @@ def test_with_a_path_fit_with_labels_selects_nothing():
     assert not hasattr(sampler, "sigma_min_") and sampler.path_ == OTPath(0.05)
 
 
+@pytest.mark.exactness
 def test_the_field_takes_a_path_object():
     S, X = _support()
     np.testing.assert_array_equal(
@@ -69,6 +71,7 @@ def test_the_field_takes_a_path_object():
     )
 
 
+@pytest.mark.exactness
 def test_the_sampler_builds_its_ot_path_once_per_terminal_noise(monkeypatch):
     """Every call of a fitted NWFlowSampler reuses one OT path per frame ``sigma`` (built
     once, not per call), and a support of another size gets its own (``"auto"``)."""

@@ -18,6 +18,7 @@ def _data(n=6, d=3, seed=0):
     return rng.standard_normal((n, d)), rng.standard_normal((n, d)), rng.random(n)
 
 
+@pytest.mark.exactness
 def test_sigma_and_ends_of_the_conditional_path():
     path = OTPath(SIGMA_MIN)
     x0, x1, _ = _data()

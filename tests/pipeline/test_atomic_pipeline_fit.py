@@ -84,6 +84,7 @@ def _fitted(name):
     return CASES[name][0]().fit(X3, Y)
 
 
+@pytest.mark.exactness
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_a_refit_that_fails_on_bad_input_changes_nothing(name):
     est = _fitted(name)
@@ -97,6 +98,7 @@ def test_a_refit_that_fails_on_bad_input_changes_nothing(name):
     np.testing.assert_array_equal(output(est), expected)
 
 
+@pytest.mark.exactness
 @pytest.mark.parametrize("exc", [RuntimeError, KeyboardInterrupt])
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_a_refit_interrupted_half_way_changes_nothing(name, exc, monkeypatch):

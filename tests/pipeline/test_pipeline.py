@@ -50,6 +50,7 @@ def test_make_sampling_pipeline_names_and_type():
     assert [n for n, _ in pipe.steps] == ["standardscaler", "pca", "nwflowsampler"]
 
 
+@pytest.mark.exactness
 def test_sample_maps_back_through_inverse_transforms(blobs):
     pipe = make_sampling_pipeline(
         StandardScaler(),
@@ -66,6 +67,7 @@ def test_sample_maps_back_through_inverse_transforms(blobs):
     np.testing.assert_array_equal(out, pipe.sample(7, random_state=1))
 
 
+@pytest.mark.exactness
 def test_in_context_support_is_transformed_not_refitted(blobs):
     pipe = _pipe(3).fit(blobs[:40])
     pca, nw = pipe.steps[0][1], pipe.steps[1][1]
@@ -89,6 +91,7 @@ def test_trajectories_map_every_slice_back(blobs):
     np.testing.assert_allclose(paths[5], pipe.steps[0][1].inverse_transform(Z[5]))
 
 
+@pytest.mark.exactness
 def test_score_is_in_input_space(blobs):
     train, test = blobs[:40], blobs[40:]
     pipe = _pipe(2).fit(train)
@@ -131,6 +134,7 @@ def test_last_step_must_sample(blobs):
         pipe.sample(2)
 
 
+@pytest.mark.exactness
 def test_pickle_and_nested_params(blobs):
     pipe = _pipe(3).fit(blobs)
     again = pickle.loads(pickle.dumps(pipe))

@@ -93,6 +93,7 @@ def test_initialized_from_pca():
     np.testing.assert_allclose(proj.components_, pca.components_, atol=1e-9)
 
 
+@pytest.mark.exactness
 def test_seeded_and_leaves_global_generators_alone():
     X, y = _tasks(4, 30, seed=4)
     torch_state, np_state = torch.random.get_rng_state(), np.random.get_state()  # noqa: NPY002
@@ -105,6 +106,7 @@ def test_seeded_and_leaves_global_generators_alone():
     assert not np.allclose(a, c)
 
 
+@pytest.mark.exactness
 def test_same_components_on_any_thread_count():
     X, y = _tasks(4, 40, seed=9)
     saved = torch.get_num_threads()

@@ -48,6 +48,7 @@ def test_card_and_hash(name):
     assert len(card["training"]["loss_curve"]) > 0
 
 
+@pytest.mark.exactness
 @pytest.mark.parametrize("name", NAMES)
 def test_loaded_model_equals_rebuilt_model(name):
     card = CARDS[name]
@@ -139,6 +140,7 @@ def test_support_of_another_width_names_the_remedy(batched):
     assert fitted.sample(5, support=narrow).shape == (*shape[:-1], 5, 4)
 
 
+@pytest.mark.exactness
 def test_pickle_and_fine_tune_on_labelled_data():
     prior = LearnedFlowSampler.from_pretrained("general-16", n_features=4)
     X, y = load_iris(return_X_y=True)
@@ -157,6 +159,7 @@ def test_pickle_and_fine_tune_on_labelled_data():
     assert np.max(np.abs(after - before)) < 5.0  # a few small steps, not a new network
 
 
+@pytest.mark.exactness
 def test_prior_tasks_vary_dimension_family_and_scale():
     tasks = PriorTasks(max_features=6)
     dims = {tasks.sample_tasks(4, 5, 3, random_state=s)[0].shape[-1] for s in range(40)}
@@ -228,6 +231,7 @@ def test_model_card_page_is_exactly_what_write_docs_writes(tmp_path):
     assert copy.read_text() == page.read_text()
 
 
+@pytest.mark.exactness
 def test_degenerate_supports_give_copies_and_small_spread_stays_near():
     """Issue 34: a constant support (``np.ones((10, 4))`` gave samples 39 away) or a single
     row has no scale; the prior returns copies of its row with a warning naming the fix
@@ -260,10 +264,12 @@ def test_degenerate_supports_give_copies_and_small_spread_stays_near():
 #: runs in float32 (eps 1.2e-7) and another CPU's kernels (AVX2, AVX-512, NEON; another BLAS)
 #: add its sums in another order, so each of the 10 solver steps through 4 attention blocks may
 #: round differently. An AMD EPYC (AVX-512) gave differences up to 5.9e-7 here, 1.1e-10 for the
-#: tiny fit below. ``STORED_RTOL`` leaves a 20x margin above that; a real change of the loaded
+#: tiny fit below; ``MKL_CBWR=AVX2 ATEN_CPU_CAPABILITY=default`` (CI's second run) up to 3.0e-6
+#: on samples of size ~2 (so 2.1e-6 on an entry of -0.0225: an absolute, not a relative, error).
+#: ``STORED_RTOL`` and ``STORED_ATOL`` leave a 3x margin above that; a real change of the loaded
 #: weights, the frame or the solver moves the samples by 1e-2 or more. Comparisons inside one
 #: process (pickle round trip, repeat calls) stay bit for bit.
-STORED_RTOL, STORED_ATOL = 1e-5, 1e-6
+STORED_RTOL, STORED_ATOL = 1e-5, 1e-5
 BEFORE_D3 = [
     [3.8759748639757197, 0.8052314330045646, 1.8399814381456596],
     [4.908860814020032, 3.9957473995452526, -0.9390641956420233],
@@ -282,6 +288,7 @@ def _close_to_stored(actual, stored):
     np.testing.assert_allclose(actual, np.array(stored), rtol=STORED_RTOL, atol=STORED_ATOL)
 
 
+@pytest.mark.exactness
 @pytest.mark.stored
 def test_loaded_prior_samples_match_the_stored_ones():
     S = np.random.default_rng(0).normal(size=(12, 3)) * 2.0 + 1.0
@@ -363,6 +370,7 @@ def test_fit_pickle_and_prior_share_one_construction(monkeypatch):
     assert set(card_config["fitted"]) == {*CARDS["general-16"]["fitted"], "n_features_in_"}
 
 
+@pytest.mark.exactness
 def test_pickle_of_an_older_skflow_still_loads():
     """Before the fitted state had one construction, a pickle held the network as
     ``model_ = {"__skflow_model__", "config", "state_dict"}`` beside the fitted attributes."""

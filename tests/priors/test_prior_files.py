@@ -134,6 +134,7 @@ def _checkpoint(folder: Path) -> LearnedFlowSampler:
     return prior
 
 
+@pytest.mark.exactness
 def test_a_checkpoint_is_tensors_and_json_and_reads_back_the_same_sampler(tmp_path):
     prior = _checkpoint(tmp_path)
     meta, tensors = checkpoint_files(tmp_path, "general-16")

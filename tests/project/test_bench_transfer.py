@@ -232,3 +232,126 @@ def test_defaults_table_marks_an_arm_the_defaults_lose_to(bench):
     cells = rows[0].split(" | ")
     assert len(rows) == 2 and "worse**" in cells[4] and "worse" not in cells[5]
     assert cells[7].startswith("+0 % [+0, +0]")  # the former defaults: the same scores
+
+
+PANEL_KEYS = ("mmd2_med", "mmd2_q", "mmd2_2x", "copy", "energy", "c2st", "energy_floor",
+              "c2st_floor")  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def smoke(bench):
+    """A tiny run of ``digits-rows`` (2 tasks, 60 generated rows): the classical arms and
+    ``few_shot`` without its learned candidate (``--few-shot-budget 0``), no learned arm."""
+    from skflow.threads import limit_threads
+
+    with limit_threads(1):
+        run = bench.run_setting("digits-rows", 0, 2, 60, 0.0, None, ["few_shot"], 0.0)
+    run["meta"] = {"command": "smoke", "n_generated": 60, "max_time": 0.0, "machine": "test"}
+    return run
+
+
+def test_every_arm_is_scored_on_the_panel_with_the_reference_floors(bench, smoke):
+    """Each arm and m holds the panel keys; the floors are those of ``metric_panel`` between
+    halves of each task's reference: the same for every arm and m, about 0.5 for the C2ST,
+    while the copying plug-in (``sigma_min=0.01``) is told apart from the reference."""
+    from skflow.metrics import metric_panel
+
+    data = bench.setting_data("digits-rows", 2, 0)
+    floors = [
+        metric_panel(p, p, r, n_splits=bench.FLOOR_SPLITS, random_state=j)
+        for j, (p, r) in enumerate(zip(data["pools"], data["refs"], strict=True))
+    ]
+    expected = [f["c2st_accuracy"].floor for f in floors]
+    for arms in smoke["table"].values():
+        assert "few_shot" in arms
+        for scores in arms.values():
+            assert set(scores) == set(PANEL_KEYS) and len(scores["c2st"]) == 2
+            np.testing.assert_allclose(scores["c2st_floor"], expected)
+            np.testing.assert_allclose(
+                scores["energy_floor"], [f["energy_distance"].floor for f in floors]
+            )
+    plugin = smoke["table"]["5"]["plugin"]
+    assert min(plugin["c2st"]) > 0.8 and max(plugin["c2st_floor"]) < 0.6
+
+
+def test_few_shot_is_fitted_for_new_rows_with_its_record(bench, smoke):
+    record = smoke["records"]["few_shot"]
+    assert record["params"] == {"new": "rows", "budget_s": 0.0, "support_size": [5, 10, 20]}
+    assert list(record["chosen"]) == ["5", "10", "20"] and record["cpu_s"] > 0
+    text = bench.records_text([smoke])
+    assert "few_shot: " in text and "new='rows'" in text and str(record["chosen"]) in text
+    assert [bench.few_shot_new(n) for n in ("digits-rows", "digits", "mixtures")] == [
+        "rows", "classes", "classes",
+    ]  # fmt: skip
+
+
+def test_panel_table_of_the_smoke_run(bench, smoke):
+    """Every arm measured, the base first per m, the floor row after each m; the C2ST floor
+    cell is the mean of the floors over the tasks."""
+    table = bench.panel_table([smoke])
+    rows = [line.split(" | ") for line in table.splitlines()[2:]]
+    assert [r[1] for r in rows if r[0] == "| 5"][:2] == ["best_classical (base)", "few_shot"]
+    floors = [r for r in rows if r[1] == "noise floor"]
+    assert [r[0] for r in floors] == ["| 5", "| 10", "| 20"]
+    c2st = np.mean(smoke["table"]["5"]["plugin"]["c2st_floor"])
+    assert floors[0][-1].startswith(f"{c2st:.3f} [")
+    assert len(rows) == 3 * (len(smoke["table"]["5"]) + 1)
+    text = bench.section([smoke])
+    assert "| 20 | noise floor |" in text and "- `few_shot` against `best_classical`:" in text
+
+
+def test_runs_saved_before_the_panel_show_it_not_measured(bench, smoke):
+    """Arms without the panel keys are left out of the panel table (never filled in); runs
+    without any show "not measured"; merging keeps the old scores and adds the new keys."""
+    old = copy.deepcopy(smoke)
+    for arms in old["table"].values():
+        for scores in arms.values():
+            for key in ("energy", "c2st", "energy_floor", "c2st_floor"):
+                del scores[key]
+    assert bench.panel_arms([old]) == []
+    assert bench.NOT_MEASURED in bench.panel_table([old])
+    text = bench.section([old])
+    assert bench.NOT_MEASURED in text and "The metric panel" not in text
+    mixed = copy.deepcopy(old)
+    for m, arms in mixed["table"].items():
+        arms["few_shot"] = smoke["table"][m]["few_shot"]
+        arms["plugin"] = smoke["table"][m]["plugin"]
+    assert bench.panel_arms([mixed]) == ["few_shot", "plugin"]
+    assert "| 5 | few_shot (base) |" in bench.panel_table([mixed])
+    merged = bench.merge_runs([old], [smoke])[0]
+    assert merged["table"]["10"]["pooled"] == smoke["table"]["10"]["pooled"]
+    smoke_copy = copy.deepcopy(smoke)
+    smoke_copy["table"]["10"]["pooled"]["copy"][0] += 1.0  # a shared key that differs
+    with pytest.raises(ValueError, match="m=10: pooled differs"):
+        bench.merge_runs([old], [smoke_copy])
+
+
+def _panel_run(seed: int, arms: dict) -> dict:
+    """A run whose arms hold ``{key: values}`` for the panel keys given (the others 0)."""
+    table = {
+        m: {a: {k: list(v.get(k, np.zeros(20))) for k in PANEL_KEYS} for a, v in arms.items()}
+        for m in ("5", "10")
+    }
+    return {"setting": "s", "seed": seed, "table": table, "records": {}, "meta": {"command": "c"}}
+
+
+def test_reading_says_wins_or_loses_only_beyond_the_paired_interval(bench):
+    """Against ``learned``: ``few_shot`` lower on energy in every task (wins), higher on the
+    MMD² (loses), and on the C2ST lower on average but with an interval across 0: not named."""
+    rng = np.random.default_rng(0)
+    base = {k: rng.uniform(1.0, 2.0, 20) for k in ("mmd2_med", "energy", "c2st")}
+    noise = rng.normal(0.0, 1.0, 20)
+    arm = {
+        "mmd2_med": base["mmd2_med"] + 0.5,
+        "energy": base["energy"] - 0.5,
+        "c2st": base["c2st"] + noise - noise.mean() - 0.05,
+    }
+    runs = [_panel_run(0, {"learned": base, "few_shot": arm})]
+    _, lo, hi = bench._paired_diff(runs, "5", "few_shot", "c2st", "learned")
+    assert lo < 0 < hi  # the case under test: an interval across 0
+    assert bench.panel_readings(runs) == (
+        "- `few_shot` against `learned`: wins on energy ×10³ (m=5, 10); loses on "
+        "MMD² median bw ×10³ (m=5, 10)."
+    )
+    cells = bench.panel_table(runs).splitlines()[3].split(" | ")
+    assert cells[1] == "few_shot" and cells[4].endswith(" (-500.00 [-500.00, -500.00])")

@@ -28,6 +28,7 @@ def _plugin_samples():
     return X[rows[:8]], support, held_out, gen
 
 
+@pytest.mark.exactness
 def test_few_shot_plugin_numbers_are_the_plugin_metrics(few_shot):
     # recompute the plug-in's MMD^2 and memorisation ratio from public pieces: same split, seed
     pixels, support, held_out, gen = _plugin_samples()
@@ -53,6 +54,7 @@ def test_few_shot_trains_on_other_classes_only(few_shot):
     assert few_shot["mmd2_holdout_split"] < few_shot["mmd2"]["plug-in"]
 
 
+@pytest.mark.exactness
 def test_few_shot_is_deterministic(few_shot):
     # a fixed iteration budget: the same numbers on every run, whatever the machine's load
     again = run_few_shot(

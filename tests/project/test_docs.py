@@ -187,14 +187,16 @@ FAST = [
         "Xs, y = X[y < 4][::3][:, X.std(0) > 0], y[y < 4][::3]",
     ),  # noqa: E501
     ("bandwidth.md", 'grid = ["auto", 0.05, 0.5]', 'grid = ["auto", 0.5]'),
-    # meta-training runs 2000 iterations by default (minutes): a few iterations, fewer steps
-    # (``_sk`` is skflow, imported by the PRELUDE of these pages)
+    # the one-liner trains and scores a network per fold within budget_s (minutes): without
+    # the network (tests/samplers/test_few_shot.py trains it), one size, 2 folds, 1 repeat
     (
         "choosing.md",
-        "LearnedFlowSampler(random_state=0).fit(X_train, y_train)",
-        "LearnedFlowSampler(training=_sk.TrainingOptions(max_iter=4), "
-        "solver=_sk.SolverOptions(n_steps=4), random_state=0).fit(X_train, y_train)",
+        'FewShotSampler(new="classes", budget_s=240, random_state=0)',
+        'FewShotSampler(new="classes", budget_s=0, support_size=10, n_splits=2, n_repeats=1, '
+        "random_state=0)",
     ),
+    # meta-training runs 2000 iterations by default (minutes): a few iterations, fewer steps
+    # (``_sk`` is skflow, imported by the PRELUDE of these pages)
     (
         "choosing.md",
         "LearnedFlowSampler(training=TrainingOptions(max_iter=200))",
@@ -202,11 +204,6 @@ FAST = [
         "solver=_sk.SolverOptions(n_steps=4))",
     ),
     # the selectors score every candidate on class-grouped folds: 2 folds, 1 repeat, 2 arms
-    (
-        "choosing.md",
-        "BestClassicalSampler(support_size=10, random_state=0)",
-        "BestClassicalSampler(support_size=10, n_splits=2, n_repeats=1, random_state=0)",
-    ),
     ("choosing.md", "classical.default_candidates() + [", "classical.default_candidates()[:1] + ["),
     ("choosing.md", "n_splits=3, random_state=0)", "n_splits=2, n_repeats=1, random_state=0)"),
     (

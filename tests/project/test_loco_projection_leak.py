@@ -26,6 +26,7 @@ def test_the_leak_switch_changes_the_projection_and_the_scores(leak):
     assert all(honest[k] != leaky[k] for k in honest)  # the projection differs
 
 
+@pytest.mark.exactness
 def test_scores_are_reproducible(leak):
     X, y = load_digits(return_X_y=True)
     assert leak.held_out_scores(X, y, 3, leak=False) == leak.held_out_scores(X, y, 3, leak=False)

@@ -95,6 +95,7 @@ def test_prior_law_selection_has_its_own_block_and_reference(ablation, tmp_path)
         ablation.combine([digits, run])
 
 
+@pytest.mark.exactness
 def test_prior_law_tasks_have_sixteen_features_and_are_seeded(ablation):
     a = ablation.prior_law_tasks(3, 0, (5, 20))
     b = ablation.prior_law_tasks(3, 0, (5, 20))

@@ -357,6 +357,7 @@ def test_sampler_support_chunk_size_parameter():
 
 
 # -- n_jobs: trajectories and pipelines ---------------------------------------------------------
+@pytest.mark.exactness
 def test_n_jobs_trajectories_and_pipeline_equal_serial():
     from sklearn.decomposition import PCA
 

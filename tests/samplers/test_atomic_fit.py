@@ -137,6 +137,7 @@ def _bad_fits(name: str) -> list:
     return bad
 
 
+@pytest.mark.exactness
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_a_refit_that_fails_on_bad_input_changes_nothing(name):
     est = _fitted(name)
@@ -150,6 +151,7 @@ def test_a_refit_that_fails_on_bad_input_changes_nothing(name):
     np.testing.assert_array_equal(_draw(est), expected)
 
 
+@pytest.mark.exactness
 @pytest.mark.parametrize("exc", [RuntimeError, KeyboardInterrupt])
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_a_refit_interrupted_half_way_changes_nothing(name, exc, monkeypatch):
@@ -212,6 +214,7 @@ def _prior() -> LearnedFlowSampler:
     )
 
 
+@pytest.mark.exactness
 def test_an_interrupted_fine_tune_of_a_prior_keeps_its_weights(monkeypatch):
     prior = _prior()
     assert prior.warm_start  # fit fine-tunes the shipped weights
@@ -234,6 +237,7 @@ def test_an_interrupted_fine_tune_of_a_prior_keeps_its_weights(monkeypatch):
     assert not np.array_equal(_draw(prior), expected)
 
 
+@pytest.mark.exactness
 def test_an_interrupted_warm_start_does_not_advance_its_generators(monkeypatch):
     """A warm start continues the fit's task and noise generators and optimizer: an
     interrupted one leaves them as they were, so the next warm start is the one it would
@@ -256,6 +260,7 @@ def test_an_interrupted_warm_start_does_not_advance_its_generators(monkeypatch):
     np.testing.assert_array_equal(_draw(est), _draw(twin))
 
 
+@pytest.mark.exactness
 def test_a_warm_start_on_data_of_another_width_changes_nothing():
     est = LearnedFlowSampler(**TINY_LEARNED, warm_start=True, random_state=0).fit(X3, Y)
     before, expected = dict(vars(est)), _draw(est)

@@ -94,6 +94,7 @@ def test_nw_dopri5_and_pruned_batches_run_task_by_task():
     assert s.sampling_error_bound_ >= 0.0
 
 
+@pytest.mark.exactness
 def test_nw_batched_parallel_equals_serial():
     S = np.random.default_rng(1).normal(size=(3, 5, 2))
     s = NWFlowSampler(solver=SolverOptions(n_steps=5)).fit(S[0])
@@ -102,6 +103,7 @@ def test_nw_batched_parallel_equals_serial():
     np.testing.assert_array_equal(parallel, serial)
 
 
+@pytest.mark.exactness
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_learned_batched_equals_per_task_loop(learned, dtype):
     S = _supports(dtype)
@@ -129,6 +131,7 @@ def test_learned_batched_equals_loop_in_float64_network(learned):
     np.testing.assert_allclose(X, _loop(lf, S, _noise(np.float64)), rtol=0, atol=1e-10)
 
 
+@pytest.mark.exactness
 @pytest.mark.parametrize("solver", ["heun", "dopri5"])
 def test_noise_equals_seeded_path(solver):
     S = _supports()[0]
@@ -142,6 +145,7 @@ def test_noise_equals_seeded_path(solver):
     np.testing.assert_array_equal(traj[0], X0)  # integration starts at the given points
 
 
+@pytest.mark.exactness
 def test_noise_shared_by_a_batch_and_learned(learned):
     S = _supports()
     X0 = _noise(np.float64)[0]
@@ -184,6 +188,7 @@ def test_bad_batches_and_noise():
 
 
 # -- times just outside [0, 1] ----------------------------------------------------------------
+@pytest.mark.exactness
 @pytest.mark.parametrize("backend", ["numpy", "torch"])
 def test_times_within_tolerance_are_clamped(backend):
     import torch
@@ -199,9 +204,12 @@ def test_times_within_tolerance_are_clamped(backend):
             ref = getattr(field, method)(conv(X), t_in)
             np.testing.assert_array_equal(np.asarray(got), np.asarray(ref), err_msg=method)
         rows = np.full(N, t_out)
-        np.testing.assert_array_equal(
+        # two code paths (per-row times vs a scalar time): rtol 1e-12
+        np.testing.assert_allclose(
             np.asarray(field.velocity(conv(X), conv(rows))),
             np.asarray(field.velocity(conv(X), t_in)),
+            rtol=1e-12,
+            atol=1e-12,
         )
     for bad in (1.0 + 2e-6, -2e-6):
         with pytest.raises(ValueError, match=r"\[0, 1\]"):
@@ -298,6 +306,7 @@ def test_batched_mask_engine_equals_lift_and_numpy():
         np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12, err_msg=bias)
 
 
+@pytest.mark.exactness
 def test_cached_checks_and_coefficients_stay_correct():
     import torch
 

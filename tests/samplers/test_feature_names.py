@@ -43,6 +43,7 @@ def test_reordered_or_renamed_support_columns_are_refused(frame, sampler):
 
 
 # the comparison call passes a bare array, which the pipeline's PCA (fitted on names) warns about
+@pytest.mark.exactness
 @pytest.mark.filterwarnings("ignore:X does not have valid feature names")
 @pytest.mark.parametrize("sampler", _samplers(), ids=["nw", "learned", "pipeline"])
 def test_support_with_the_fitted_names_samples_without_warnings(frame, sampler):

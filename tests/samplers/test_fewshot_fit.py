@@ -62,6 +62,7 @@ def _class_of(X, y, rows):
     return y[match.argmax(axis=1)]
 
 
+@pytest.mark.exactness
 @pytest.mark.parametrize("validation", [0.0, "auto"])
 def test_every_class_is_used_and_no_support_row_is_a_target(monkeypatch, validation):
     X, y, sizes = _scarce()

@@ -176,6 +176,7 @@ def test_lr_factor_warmup_then_cosine():
 # --------------------------------------------------------------------------------------------
 # estimator: fitting modes, attributes, reproducibility
 # --------------------------------------------------------------------------------------------
+@pytest.mark.exactness
 @pytest.mark.filterwarnings("ignore:ClassTasks:UserWarning")
 def test_fit_modes_and_attributes(gmm2):
     rng = np.random.default_rng(0)
@@ -252,6 +253,7 @@ def test_verbose_prints_loss(gmm2, capsys):
     assert out.count("loss") == 2 and "iter" in out
 
 
+@pytest.mark.exactness
 def test_same_seed_same_weights_and_samples(gmm2):
     S, _ = gmm2.sample_task(8, 0, random_state=5)
     a = LearnedFlowSampler(**SMALL, random_state=7).fit(gmm2)
@@ -266,6 +268,7 @@ def test_same_seed_same_weights_and_samples(gmm2):
     )
 
 
+@pytest.mark.exactness
 def test_same_seed_same_model_on_any_thread_count():
     """fit on 1 and on 2 Torch/BLAS threads gives the same weights (float32 products split
     their sums by the thread count; 60 Adam steps of this model amplify the last bits)."""
@@ -289,6 +292,7 @@ def test_same_seed_same_model_on_any_thread_count():
     assert all(torch.equal(states[0][k], states[1][k]) for k in states[0])
 
 
+@pytest.mark.exactness
 def test_global_rngs_untouched(gmm2):
     torch_state = torch.get_rng_state()
     np_state = np.random.get_state()[1].copy()  # noqa: NPY002
@@ -331,6 +335,7 @@ def test_score_few_shot(fitted):
 # --------------------------------------------------------------------------------------------
 # persistence
 # --------------------------------------------------------------------------------------------
+@pytest.mark.exactness
 def test_pickle_and_joblib_round_trip(fitted, gmm2, tmp_path):
     S, _ = gmm2.sample_task(8, 0, random_state=9)
     ref = fitted.sample(7, support=S, random_state=3)
@@ -345,6 +350,7 @@ def test_pickle_and_joblib_round_trip(fitted, gmm2, tmp_path):
     np.testing.assert_array_equal(fitted.sample(7, support=S, random_state=3), ref)
 
 
+@pytest.mark.exactness
 def test_cuda_device_unpickled_without_cuda_falls_back(fitted, gmm2, monkeypatch):
     S, _ = gmm2.sample_task(8, 0, random_state=9)
     ref = fitted.sample(5, support=S, random_state=3)
@@ -373,6 +379,7 @@ def test_cuda_trained_model_loads_on_cpu(gmm2):
 # --------------------------------------------------------------------------------------------
 # bad inputs
 # --------------------------------------------------------------------------------------------
+@pytest.mark.exactness
 def test_bad_inputs(fitted, gmm2):
     S, _ = gmm2.sample_task(8, 0, random_state=1)
     with pytest.raises(ValueError, match="features"):
@@ -531,6 +538,7 @@ def test_fit_with_a_single_class_is_refused_and_string_labels_work():
     assert lf.n_iter_ == 0 and lf.sample(3, support=X[:5]).shape == (3, 2)
 
 
+@pytest.mark.exactness
 def test_support_frame_model_copies_frameless_supports_and_the_others_take_them():
     """In each support's own frame (``normalize=True``) a constant or one-row support has no
     scale (issues 34, 63): the samples are copies of its row, with a warning, and the velocity
@@ -641,6 +649,7 @@ def test_size_embedding_reaches_the_network_and_old_pickles_get_its_default(gmm2
     assert old.model_.size_embedding  # the network is the pickled one
 
 
+@pytest.mark.exactness
 def test_from_pretrained_loads_a_prior_from_a_folder(tmp_path):
     """``folder=``: a prior trained with ``python -m skflow.priors NAME --out DIR`` loads like a
     shipped one; its own files are read (and checked), not the package's."""

@@ -281,6 +281,7 @@ def test_grid_search_over_whole_options_and_nested_names(data):
     assert best.training.batch_tasks == 2  # the other fields are kept
 
 
+@pytest.mark.exactness
 def test_pickle_round_trip(data):
     est = LearnedFlowSampler(**TINY).fit(data)
     back = pickle.loads(pickle.dumps(est))
@@ -313,6 +314,7 @@ def test_from_pretrained_loads_without_warnings_into_the_groups(name):
     assert prior.solver == SolverOptions()
 
 
+@pytest.mark.exactness
 def test_save_pretrained_writes_the_flat_card_form_that_loads_back(tmp_path):
     prior = LearnedFlowSampler.from_pretrained("general-16", n_features=2)
     S = np.random.default_rng(0).normal(size=(10, 2))

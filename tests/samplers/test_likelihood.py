@@ -173,6 +173,7 @@ def test_density_tolerances_are_validated(name, value):
         NWFlowSampler(density=DensityOptions(**{name: value})).fit(TRIANGLE)
 
 
+@pytest.mark.exactness
 def test_solver_does_not_change_the_likelihood():
     """The change of variables has its own solver: the sampling solver is irrelevant."""
     X = np.random.RandomState(2).normal(scale=0.3, size=(10, 2))

@@ -94,6 +94,7 @@ def test_single_support_point_gives_straight_lines(solver):
     np.testing.assert_allclose(paths[-1], s1 + 0.05 * x0, atol=1e-6)
 
 
+@pytest.mark.exactness
 def test_trajectories_end_where_sample_ends(support):
     s = NWFlowSampler(random_state=4, solver=SolverOptions(n_steps=20)).fit(support)
     t, paths = s.sample_trajectories(5)
@@ -101,6 +102,7 @@ def test_trajectories_end_where_sample_ends(support):
     np.testing.assert_array_equal(paths[-1], s.sample(5))
 
 
+@pytest.mark.exactness
 def test_in_context_support_needs_no_refit(support):
     s = NWFlowSampler(random_state=0).fit(support)
     other = support + 10.0
@@ -157,6 +159,7 @@ def test_divergence_is_the_autograd_trace_of_the_velocity(support, kind, t):
     np.testing.assert_allclose(s.divergence(X, t), trace, rtol=1e-9, atol=1e-9)
 
 
+@pytest.mark.exactness
 def test_same_seed_same_samples_pickle_and_clone(support):
     s = NWFlowSampler(random_state=0).fit(support)
     a = s.sample(10)
@@ -173,6 +176,7 @@ def test_torch_backend_matches_numpy(support):
     np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10)
 
 
+@pytest.mark.exactness
 def test_score_is_negative_mmd_and_deterministic(support):
     rng = np.random.default_rng(5)
     s = NWFlowSampler(random_state=0, solver=SolverOptions(n_steps=20)).fit(support)
@@ -182,6 +186,7 @@ def test_score_is_negative_mmd_and_deterministic(support):
     assert s.score(near) > s.score(far)
 
 
+@pytest.mark.exactness
 def test_score_is_deterministic_without_a_random_state(support):
     """random_state=None: score draws its samples with the fixed seed SCORE_RANDOM_STATE."""
     from sklearn.decomposition import PCA

@@ -43,6 +43,7 @@ def test_max_time_is_the_budget_of_the_whole_fit(monkeypatch):
     assert len(budgets) == 2 and 0.0 < budgets[0] < 10.0 and budgets[1] is None
 
 
+@pytest.mark.exactness
 def test_a_former_two_network_state_loads_with_its_main_network_and_a_warning():
     """A pickle of a former version could hold a second, support-frame sampler for some
     support sizes; it loads with the main network serving every size, and says so."""

@@ -90,6 +90,7 @@ def test_signature_lists_the_parameters_only():
     assert list(NWFlowSampler().get_params()) == sorted(params)
 
 
+@pytest.mark.exactness
 @pytest.mark.parametrize("key", sorted(FORMER))
 def test_former_keyword_warns_and_equals_the_new_spelling(key):
     value, params = FORMER[key]
@@ -132,6 +133,7 @@ def test_unknown_keyword_is_a_type_error():
         NWFlowSampler().set_params(n_step=3)
 
 
+@pytest.mark.exactness
 def test_pickle_of_a_former_version_keeps_its_settings():
     est = NWFlowSampler(random_state=0).fit(S)
     state = est.__getstate__()

@@ -7,6 +7,10 @@ from joblib import parallel_config
 from skflow import EngineOptions, NWFlowSampler, SolverOptions
 from skflow.samplers._base import SAMPLING_BATCH_SIZE
 
+# every test here compares the same kernels on the same arrays (n_jobs and a Dask cluster
+# vs serial): bit for bit
+pytestmark = pytest.mark.exactness
+
 # a test extra (dask[distributed]); images without it (the GPU check's) skip this file only
 distributed = pytest.importorskip("distributed")
 

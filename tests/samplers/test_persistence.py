@@ -20,6 +20,10 @@ from skflow import DensityOptions, NWFlowSampler, SolverOptions
 from skflow.pipeline import make_sampling_pipeline
 from skflow.projection import FlowProjection
 
+# every test here compares the same kernels on the same arrays (pickle and joblib round trips):
+# bit for bit
+pytestmark = pytest.mark.exactness
+
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
 

@@ -64,6 +64,7 @@ def test_untrained_model_samples_the_chosen_gaussian(untrained):
     np.testing.assert_allclose(np.cov(gen.T), cov, atol=0.03)
 
 
+@pytest.mark.exactness
 def test_batched_supports_and_pickle(untrained):
     est = untrained
     rng = np.random.default_rng(1)
@@ -202,6 +203,7 @@ def tiny_fit(**training):
     return dict(network=TINY_NETWORK, training=training, random_state=0)
 
 
+@pytest.mark.exactness
 @pytest.mark.parametrize("n_classes", [6, 12])
 def test_auto_is_one_network_that_sees_the_support_size(n_classes):
     """``fit(X, y)`` with the defaults: one network with the support size as an input. With

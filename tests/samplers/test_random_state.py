@@ -86,6 +86,7 @@ RUNS = {
 }
 
 
+@pytest.mark.exactness
 @pytest.mark.filterwarnings("ignore::UserWarning")
 @pytest.mark.parametrize("name", list(RUNS))
 def test_int_randomstate_and_generator_are_reproducible(name):
@@ -97,6 +98,7 @@ def test_int_randomstate_and_generator_are_reproducible(name):
     assert not np.array_equal(run(3), run(4))
 
 
+@pytest.mark.exactness
 @pytest.mark.filterwarnings("ignore::UserWarning")
 @pytest.mark.parametrize("name", list(RUNS))
 def test_none_follows_the_global_randomstate(name):

@@ -204,6 +204,7 @@ def test_nw_at_scale_1e_12_samples_at_the_supports_scale():
     assert np.max(np.abs(got - want)) <= tolerance(0.0, BASE) * 1e-12 * spread(S0)
 
 
+@pytest.mark.exactness
 @pytest.mark.parametrize("value", [1000.0, 0.001])
 def test_nw_one_row_support_gives_copies_whatever_its_units(value):
     """A fallback bandwidth of 1 in data units gave a spread of 1.3 at 1000 and at 0.001 alike:
@@ -263,6 +264,7 @@ def test_bic_mixture_at_scale_1e_9_and_offset_1e8():
     )
 
 
+@pytest.mark.exactness
 @pytest.mark.parametrize(
     "make",
     [

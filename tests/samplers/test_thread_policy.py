@@ -11,6 +11,10 @@ from skflow import LearnedFlowSampler, NWFlowSampler, SolverOptions
 from skflow.samplers._base import SAMPLING_BATCH_SIZE
 from skflow.threads import rows_per_item
 
+# every test here compares the same kernels on the same arrays (thread counts):
+# bit for bit
+pytestmark = pytest.mark.exactness
+
 THREAD_COUNTS = (1, 2, 3)
 
 

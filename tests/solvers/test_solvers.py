@@ -66,6 +66,7 @@ def test_dopri5_steps_each_sample_on_its_own_error():
     np.testing.assert_allclose(sol.y[0], slow_alone.y[0], rtol=1e-12)
 
 
+@pytest.mark.exactness
 @pytest.mark.parametrize("library", ["numpy", "torch"])
 def test_per_sample_times_are_passed_to_the_field(library):
     """dopri5 passes one float64 time per running row, of the state's kind, inside [0, 1]."""
@@ -91,6 +92,7 @@ def test_per_sample_times_are_passed_to_the_field(library):
 TRAJECTORY_RTOL = {"euler": 0.06, "midpoint": 5e-3, "heun": 5e-3, "rk4": 1e-5, "dopri5": 1e-4}
 
 
+@pytest.mark.exactness
 @pytest.mark.parametrize("method", METHODS)
 def test_trajectory_values_and_endpoints(method):
     grid = np.linspace(0, 1, 11)
@@ -449,6 +451,7 @@ def test_non_finite_field_names_rows_and_time(library):
     assert 0.0 < reached <= 0.3
 
 
+@pytest.mark.exactness
 @pytest.mark.parametrize("library", ["numpy", "torch"])
 def test_dopri5_leaves_the_initial_state_unchanged(library):
     y0 = _as(library, Y0)

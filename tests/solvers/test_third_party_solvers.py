@@ -99,6 +99,7 @@ def test_nwfield_velocity_takes_dopri5_by_default_and_refuses_with_a_finite_tole
         sampler.velocity(X0, 1.2)
 
 
+@pytest.mark.exactness
 @pytest.mark.parametrize("cls", ["nw", "prior"])
 def test_frozen_extension_outside_the_interval(cls):
     """``velocity`` at ``t > 1`` is the field at 1, at ``t < 0`` the field at 0, for every

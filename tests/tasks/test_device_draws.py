@@ -209,6 +209,7 @@ def test_mixed_law_and_family_weights():
     assert abs(share[1] - 0.25) < Z_MAX * np.sqrt(0.25 * 0.75 / N_TASKS), share
 
 
+@pytest.mark.exactness
 def test_mixed_family_without_device_draws_is_seeded_from_the_generator():
     class NumpyOnly:
         n_features = 2
@@ -340,6 +341,7 @@ SOURCES = {
 }
 
 
+@pytest.mark.exactness
 @pytest.mark.parametrize("name", list(SOURCES))
 def test_seeds_shapes_dtypes_and_devices(name):
     source = SOURCES[name]
@@ -361,6 +363,7 @@ def test_seeds_shapes_dtypes_and_devices(name):
     assert isinstance(Sn, np.ndarray) and Sn.dtype == np.float64 and Qn.shape == (5, 6, d)
 
 
+@pytest.mark.exactness
 def test_global_torch_seed_is_not_used():
     torch.manual_seed(0)
     a = GaussianMixtureTasks(2).sample_tasks(3, 4, 5, random_state=7, device="cpu")[0]
@@ -379,6 +382,7 @@ def test_device_draw_errors():
 
 
 # -- the prefetching producer ----------------------------------------------------------------
+@pytest.mark.exactness
 def test_prefetched_draws_keep_the_order_and_raise_the_workers_errors():
     rng = np.random.default_rng(0)
     with PrefetchedDraws(lambda: (rng.random(3), "extra")) as batches:
@@ -414,6 +418,7 @@ def _run(source, mode, seed=0, **params):
     return run
 
 
+@pytest.mark.exactness
 @pytest.mark.parametrize(
     "params", [{}, {"network__frame_context": True}, {"training__target": "marginal"}]
 )

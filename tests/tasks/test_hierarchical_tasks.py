@@ -113,6 +113,7 @@ def test_draws_have_the_family_moments(within):
     np.testing.assert_allclose(resid.mean(0), 0.0, atol=0.01)
 
 
+@pytest.mark.exactness
 @pytest.mark.parametrize("within", ["gaussian", "student_t"])
 def test_sample_rows_are_fresh_rows_of_the_same_classes(within):
     """sample_rows around the means of sample_tasks has the law of that call's query rows:
@@ -135,6 +136,7 @@ def test_sample_rows_are_fresh_rows_of_the_same_classes(within):
         tasks.sample_rows(means[0], 5)
 
 
+@pytest.mark.exactness
 def test_determinism_and_interface():
     tasks = HierarchicalTasks(2, within="student_t")
     a = tasks.sample_tasks(3, 4, 5, random_state=7)

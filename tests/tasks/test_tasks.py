@@ -78,6 +78,7 @@ def test_shapes_dtypes_and_finiteness(make, d):
     assert S0.shape == (3, d) and Q0.shape == (0, d)
 
 
+@pytest.mark.exactness
 @pytest.mark.parametrize("make", SYNTHETIC)
 def test_determinism_and_seed_dependence(make):
     t = make(3)
@@ -103,6 +104,7 @@ def test_determinism_and_seed_dependence(make):
     assert not np.allclose(a[0][0], a[0][1])
 
 
+@pytest.mark.exactness
 def test_pickle_roundtrip_keeps_sampling():
     t = GaussianMixtureTasks(n_features=2, n_components=(1, 3))
     t2 = pickle.loads(pickle.dumps(t))
@@ -208,6 +210,7 @@ def _mixture_points_by_masked_sum(rng, B, n, d, k_lo, k_hi, box, s_lo, s_hi):
     return X, (weights, means, rot, scales)
 
 
+@pytest.mark.exactness
 @pytest.mark.parametrize("d", [1, 2, 16])
 @pytest.mark.parametrize("n_components", [(2, 8), 1, (3, 5)])
 @pytest.mark.parametrize("seed", [0, 11])
@@ -223,6 +226,7 @@ def test_gaussian_mixture_draws_are_bit_identical_to_the_masked_sum(d, n_compone
     assert all(np.array_equal(a, b) for a, b in zip(params, ref, strict=True))
 
 
+@pytest.mark.exactness
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     d=st.integers(1, 6),
@@ -345,6 +349,7 @@ def test_shell_centers():
 # --------------------------------------------------------------------------------------
 # ClassTasks
 # --------------------------------------------------------------------------------------
+@pytest.mark.exactness
 def test_class_tasks_rows_come_from_one_class():
     X, y = _class_data()
     t = ClassTasks(X, y, random_state=0)
@@ -425,6 +430,7 @@ def test_class_tasks_never_leak_at_any_size(m, q):
     _assert_no_leakage(Ss, Qs)
 
 
+@pytest.mark.exactness
 def test_class_tasks_validation_split_disjoint():
     X, y = _class_data(n_per_class=(40, 30, 20))
     t = ClassTasks(X, y, validation_fraction=0.25, random_state=0)
@@ -545,6 +551,7 @@ FAMILIES = [RingTasks, MoonsTasks, SpiralTasks]
 # --------------------------------------------------------------------------------------------
 # shared interface of the new families
 # --------------------------------------------------------------------------------------------
+@pytest.mark.exactness
 @pytest.mark.parametrize("cls", [*FAMILIES, lambda d: MixedTasks([RingTasks(d), MoonsTasks(d)])])
 @pytest.mark.parametrize("d", [2, 5])
 def test_shapes_determinism_and_sample_task(cls, d):
@@ -660,6 +667,7 @@ def _mixture_sample(d, n, seed, **kwargs):
     return tasks, S, params
 
 
+@pytest.mark.exactness
 def test_return_params_does_not_change_the_draws():
     tasks = GaussianMixtureTasks(3)
     S, Q = tasks.sample_tasks(4, 5, 6, random_state=0)
@@ -785,6 +793,7 @@ def test_few_shot_class_tasks_never_use_support_rows_as_targets():
     assert seen == set(range(60))  # each row is a non-support row of some task
 
 
+@pytest.mark.exactness
 @pytest.mark.parametrize("name", ["rotate", "recentre"])
 def test_transformed_tasks_are_the_transform_of_the_source_tasks(name):
     """RotatedTasks / RecentredTasks draw the source's tasks, then map them, from one stream."""

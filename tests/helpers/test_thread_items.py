@@ -1,0 +1,66 @@
+"""The work items of a sampling call depend on the problem alone, never on the thread count.
+
+Same seed, same samples on any thread count (SPEC section 4) needs the partition of a call
+into items to be a function of its size only: :func:`skflow.threads.rows_per_item` gives the
+same rows at 1, 2, 3 and 8 threads (closed form: ``ITEM_WORK // (n_keys * n_features)`` rows,
+within ``[MIN_ITEM_ROWS, most]``), and :func:`skflow.threads.map_on_threads` returns the same
+results whatever the number of threads that run the items.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from skflow.threads import ITEM_WORK, MIN_ITEM_ROWS, map_on_threads, rows_per_item
+
+THREAD_COUNTS = (1, 2, 3, 8)
+#: (n_keys, n_features, most): one item, the floor, the closed form, the cap.
+PROBLEMS = [(10, 16, 4096), (65536, 64, 4096), (1000, 16, 4096), (1000, 16, 100), (1, 1, 7)]
+
+
+def _at_threads(n_threads, call):
+    saved = torch.get_num_threads()
+    torch.set_num_threads(n_threads)
+    try:
+        return call()
+    finally:
+        torch.set_num_threads(saved)
+
+
+def _boundaries(n_rows: int, rows: int) -> list[tuple[int, int]]:
+    return [(s, min(s + rows, n_rows)) for s in range(0, n_rows, rows)]
+
+
+@pytest.mark.parametrize("n_threads", THREAD_COUNTS)
+@pytest.mark.parametrize("problem", PROBLEMS)
+def test_item_rows_are_the_closed_form_at_any_thread_count(n_threads, problem):
+    n_keys, n_features, most = problem
+    want = min(most, max(MIN_ITEM_ROWS, ITEM_WORK // max(1, n_keys * n_features)))
+    assert _at_threads(n_threads, lambda: rows_per_item(*problem)) == want
+
+
+def test_item_boundaries_are_the_same_for_1_2_3_and_8_threads():
+    n_rows = 10_000
+    parts = {
+        n: _at_threads(n, lambda: _boundaries(n_rows, rows_per_item(2000, 8, 4096)))
+        for n in THREAD_COUNTS
+    }
+    assert len(parts[1]) > 1  # the problem is cut into several items
+    assert all(p == parts[1] for p in parts.values())
+
+
+def test_items_give_the_same_results_on_any_thread_count():
+    rng = np.random.default_rng(0)
+    A = rng.normal(size=(600, 32))
+    rows = rows_per_item(600, 32, 4096)
+    items = [(A[s:e],) for s, e in _boundaries(len(A), 64)]
+
+    def item(block):
+        return block @ A.T  # a BLAS call: on one thread inside every item
+
+    out = {n: np.vstack(map_on_threads(item, items, n_threads=n)) for n in THREAD_COUNTS}
+    for n in THREAD_COUNTS:
+        np.testing.assert_array_equal(out[n], out[1])  # one process: bit-identical
+    assert rows == _at_threads(8, lambda: rows_per_item(600, 32, 4096))
