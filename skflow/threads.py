@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from functools import lru_cache
@@ -181,8 +182,26 @@ def map_on_threads(func: Callable, arguments: list[tuple], n_threads: int | None
     with limit_threads(1):
         if workers <= 1:
             return [func(*args) for args in arguments]
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="skflow") as pool:
+        pool = ThreadPoolExecutor(
+            max_workers=workers, thread_name_prefix="skflow", initializer=_hold_this_thread
+        )
+        with pool:
             return list(pool.map(lambda args: func(*args), arguments))
+
+
+def _hold_this_thread() -> None:
+    """Give a new thread the process's Torch thread count for its own pools too.
+
+    OpenMP's and MKL's thread counts are per OS thread: ``torch.set_num_threads`` sets them
+    for the thread that calls it only, and a new thread starts at the library defaults (one
+    per core). Without this, a worker's matrix products ran on every core under a limit of
+    one, oversubscribing the machine, and MKL's conditional-reproducibility modes
+    (``MKL_CBWR``) then gave other last bits than on the calling thread. Storing the count
+    already in force changes nothing for the other threads.
+    """
+    import torch
+
+    torch.set_num_threads(torch.get_num_threads())
 
 
 @lru_cache(maxsize=1)
@@ -223,6 +242,8 @@ def _call_limited(func: Callable, args: tuple, n_threads: int, parent: int) -> A
     # In the calling process (threading or sequential backend) the caller's limit already
     # holds; setting the process-wide count again from worker threads would race.
     if os.getpid() == parent:
+        if threading.current_thread() is not threading.main_thread():
+            _hold_this_thread()  # a joblib thread worker: its own OpenMP/MKL counts
         return func(*args)
     with limit_threads(n_threads):
         return func(*args)

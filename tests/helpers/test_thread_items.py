@@ -64,3 +64,39 @@ def test_items_give_the_same_results_on_any_thread_count():
     for n in THREAD_COUNTS:
         np.testing.assert_array_equal(out[n], out[1])  # one process: bit-identical
     assert rows == _at_threads(8, lambda: rows_per_item(600, 32, 4096))
+
+
+def _native_thread_counts():
+    """This OS thread's OpenMP and MKL thread counts, read from Torch's own libraries
+    (both are per-thread settings that ``torch.get_num_threads`` does not show)."""
+    import ctypes
+    import pathlib
+
+    probes = {}
+    for path in sorted((pathlib.Path(torch.__file__).parent / "lib").glob("libtorch_cpu.*")):
+        lib = ctypes.CDLL(str(path))
+        for name in ("omp_get_max_threads", "mkl_get_max_threads"):
+            if hasattr(lib, name):
+                probes[name] = getattr(lib, name)
+    return {name: int(probe()) for name, probe in probes.items()}
+
+
+def test_every_item_runs_its_native_pools_on_one_thread():
+    if not _native_thread_counts():
+        pytest.skip("this Torch build exposes neither OpenMP's nor MKL's thread count")
+    seen = map_on_threads(lambda _: _native_thread_counts(), [(i,) for i in range(6)], 3)
+    # a new thread starts at the libraries' defaults (one per core) unless it is set again
+    assert all(set(counts.values()) == {1} for counts in seen), seen
+
+
+def test_joblib_thread_workers_hold_their_share_of_the_cores():
+    import joblib
+
+    from skflow.threads import parallel_map, worker_threads
+
+    if not _native_thread_counts():
+        pytest.skip("this Torch build exposes neither OpenMP's nor MKL's thread count")
+    with joblib.parallel_config(backend="threading"):
+        seen = parallel_map(lambda _: _native_thread_counts(), [(i,) for i in range(4)], 2)
+        share = worker_threads(2)
+    assert all(max(counts.values()) <= share for counts in seen), (seen, share)
