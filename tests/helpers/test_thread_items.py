@@ -12,21 +12,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from thread_counts import on_threads
 
 from skflow.threads import ITEM_WORK, MIN_ITEM_ROWS, map_on_threads, rows_per_item
 
 THREAD_COUNTS = (1, 2, 3, 8)
 #: (n_keys, n_features, most): one item, the floor, the closed form, the cap.
 PROBLEMS = [(10, 16, 4096), (65536, 64, 4096), (1000, 16, 4096), (1000, 16, 100), (1, 1, 7)]
-
-
-def _at_threads(n_threads, call):
-    saved = torch.get_num_threads()
-    torch.set_num_threads(n_threads)
-    try:
-        return call()
-    finally:
-        torch.set_num_threads(saved)
 
 
 def _boundaries(n_rows: int, rows: int) -> list[tuple[int, int]]:
@@ -38,13 +30,13 @@ def _boundaries(n_rows: int, rows: int) -> list[tuple[int, int]]:
 def test_item_rows_are_the_closed_form_at_any_thread_count(n_threads, problem):
     n_keys, n_features, most = problem
     want = min(most, max(MIN_ITEM_ROWS, ITEM_WORK // max(1, n_keys * n_features)))
-    assert _at_threads(n_threads, lambda: rows_per_item(*problem)) == want
+    assert on_threads(n_threads, lambda: rows_per_item(*problem)) == want
 
 
 def test_item_boundaries_are_the_same_for_1_2_3_and_8_threads():
     n_rows = 10_000
     parts = {
-        n: _at_threads(n, lambda: _boundaries(n_rows, rows_per_item(2000, 8, 4096)))
+        n: on_threads(n, lambda: _boundaries(n_rows, rows_per_item(2000, 8, 4096)))
         for n in THREAD_COUNTS
     }
     assert len(parts[1]) > 1  # the problem is cut into several items
@@ -63,7 +55,7 @@ def test_items_give_the_same_results_on_any_thread_count():
     out = {n: np.vstack(map_on_threads(item, items, n_threads=n)) for n in THREAD_COUNTS}
     for n in THREAD_COUNTS:
         np.testing.assert_array_equal(out[n], out[1])  # one process: bit-identical
-    assert rows == _at_threads(8, lambda: rows_per_item(600, 32, 4096))
+    assert rows == on_threads(8, lambda: rows_per_item(600, 32, 4096))
 
 
 def _native_thread_counts():

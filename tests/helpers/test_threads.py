@@ -8,6 +8,7 @@ import time
 import pytest
 import torch
 from joblib import cpu_count, parallel_config
+from thread_counts import on_threads
 from threadpoolctl import threadpool_info, threadpool_limits
 
 from skflow.threads import (
@@ -81,15 +82,6 @@ def test_parallel_map_keeps_order():
     assert parallel_map(divmod, [(7, 2), (9, 4), (1, 1)], n_jobs=2) == [(3, 1), (2, 1), (1, 0)]
 
 
-def _on(n_threads, call):
-    saved = torch.get_num_threads()
-    torch.set_num_threads(n_threads)
-    try:
-        return call()
-    finally:
-        torch.set_num_threads(saved)
-
-
 def test_items_depend_on_the_problem_size_only():
     assert rows_per_item(10, 16, 4096) == 4096  # a few-shot call: one item
     assert rows_per_item(65536, 64, 4096) == MIN_ITEM_ROWS
@@ -105,17 +97,17 @@ def test_every_item_runs_on_one_torch_thread_and_items_spread():
         time.sleep(0.002)  # long enough that the pool hands items to several threads
         return i * i
 
-    out = _on(3, lambda: map_on_threads(item, [(i,) for i in range(40)]))
+    out = on_threads(3, lambda: map_on_threads(item, [(i,) for i in range(40)]))
     assert out == [i * i for i in range(40)]  # in order
     assert {n for _, n in seen} == {1}
     assert len({ident for ident, _ in seen}) >= 2
     seen.clear()
     caller = threading.get_ident()
-    _on(1, lambda: map_on_threads(item, [(i,) for i in range(5)]))  # budget 1: in place
+    on_threads(1, lambda: map_on_threads(item, [(i,) for i in range(5)]))  # budget 1: in place
     assert {ident for ident, _ in seen} == {caller}
 
 
 def test_one_item_runs_on_the_calling_thread():
     caller, seen = threading.get_ident(), []
-    _on(3, lambda: map_on_threads(lambda: seen.append(threading.get_ident()), [()]))
+    on_threads(3, lambda: map_on_threads(lambda: seen.append(threading.get_ident()), [()]))
     assert seen == [caller]

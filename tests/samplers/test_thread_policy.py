@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
+from thread_counts import on_threads
 
 from skflow import LearnedFlowSampler, NWFlowSampler, SolverOptions
 from skflow.samplers._base import SAMPLING_BATCH_SIZE
@@ -18,17 +18,8 @@ pytestmark = pytest.mark.exactness
 THREAD_COUNTS = (1, 2, 3)
 
 
-def _on(n_threads, call):
-    saved = torch.get_num_threads()
-    torch.set_num_threads(n_threads)
-    try:
-        return call()
-    finally:
-        torch.set_num_threads(saved)
-
-
 def _same_on_every_count(call):
-    first, *rest = [_on(k, call) for k in THREAD_COUNTS]
+    first, *rest = [on_threads(k, call) for k in THREAD_COUNTS]
     for other in rest:
         if isinstance(first, tuple):
             for a, b in zip(first, other, strict=True):
@@ -51,7 +42,9 @@ def test_nw_sampling_is_the_same_on_any_thread_count(large):
     X = _same_on_every_count(lambda: large.sample(3000, random_state=1))
     assert X.shape == (3000, 8)
     t, traj = _same_on_every_count(lambda: large.sample_trajectories(700, random_state=2))
-    np.testing.assert_array_equal(traj[-1], _on(1, lambda: large.sample(700, random_state=2)))
+    np.testing.assert_array_equal(
+        traj[-1], on_threads(1, lambda: large.sample(700, random_state=2))
+    )
 
 
 def test_nw_field_and_density_are_the_same_on_any_thread_count(large):
