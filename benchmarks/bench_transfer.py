@@ -231,11 +231,13 @@ FLOOR_SPLITS = 5
 NOT_MEASURED = "not measured"
 BEGIN, END = "<!-- transfer:begin -->", "<!-- transfer:end -->"
 DEFAULTS_BEGIN, DEFAULTS_END = "<!-- defaults:begin -->", "<!-- defaults:end -->"
+PANEL_BEGIN, PANEL_END = "<!-- one-liner:begin -->", "<!-- one-liner:end -->"
 RESULTS = Path(__file__).resolve().parent / "results" / "transfer"
 #: The saved runs behind the tables of ``docs/transfer.md``, in the page's order
 #: (``--docs-from`` with no file).
 DOCS_RUNS = ("hier-gauss", "hier-gauss-300", "hier-t", "hier-t-345", "hier-t-300", "mixtures",
-             "mixtures-345", "digits", "digits-345", "digits-loco", "digits-rows")  # fmt: skip
+             "mixtures-345", "digits", "digits-345", "digits-loco", "digits-rows",
+             "panel-hier-gauss", "panel-digits", "panel-digits-rows")  # fmt: skip
 MERGED = "` merged with `"  # joins the commands of merged runs (the docs quote each)
 D = 16
 
@@ -878,6 +880,78 @@ def panel_readings(runs: list[dict]) -> str:
     return "\n".join(lines)
 
 
+#: The arm whose panel verdict against every other arm the docs state (``skflow.FewShotSampler``).
+ONE_LINER = "few_shot"
+#: Arms that a user cannot fit (they know the test class or the family's law).
+ORACLE_ARMS = ("oracle", "bayes", "eb_true_T", "bayes_est")
+#: Short names of the panel's metrics in the verdict tables.
+SHORT = {"mmd2_med": "mmd", "mmd2_q": "mmd/4", "energy": "energy", "c2st": "c2st"}
+
+
+def panel_counts(runs, m, arm, other) -> tuple[list[str], list[str]]:
+    """The panel metrics (:data:`SHORT` names) on which ``arm`` is better and worse than
+    ``other`` at ``m``, each beyond the paired 95 % interval (:func:`verdict` of arm − other)."""
+    better, worse = [], []
+    for key in PANEL:
+        said = verdict(*_paired_diff(runs, m, arm, key, other)[1:])
+        if said is not None:
+            (better if said == "wins" else worse).append(SHORT[key])
+    return better, worse
+
+
+def beaten_by(runs, m, arm) -> list[str]:
+    """The user-fittable arms better than ``arm`` at ``m`` on a majority of the panel's
+    metrics (more than half, each beyond the paired interval) and at least as new
+    (median memorisation ratio no lower than ``arm``'s, or at least 0.5)."""
+    own_memo = np.median(_pooled(runs, m, arm, "copy"))
+    out = []
+    for other in panel_arms(runs):
+        if other == arm or other in ORACLE_ARMS:
+            continue
+        _, worse = panel_counts(runs, m, arm, other)
+        memo = np.median(_pooled(runs, m, other, "copy"))
+        if 2 * len(worse) > len(PANEL) and memo >= min(own_memo, 0.5):
+            out.append(other)
+    return out
+
+
+def versus_every_arm_table(runs: list[dict], arm: str = ONE_LINER) -> str:
+    """Markdown: per ``m`` and every other arm measured on the panel, the metrics on which
+    ``arm`` is better and worse beyond the paired interval, and the other arm's median
+    memorisation ratio; "**majority**" marks an arm better on more than half the panel."""
+    head = ["m", "against", "better on", "worse on", "their memorisation", "verdict"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for m in runs[0]["table"]:
+        beaten = beaten_by(runs, m, arm)
+        for other in (a for a in panel_arms(runs) if a != arm):
+            better, worse = panel_counts(runs, m, arm, other)
+            memo = np.median(_pooled(runs, m, other, "copy"))
+            said = "**they lead on the majority**" if other in beaten else (
+                "oracle (not fittable)" if other in ORACLE_ARMS else "not led")
+            lines.append(f"| {m} | {other} | {', '.join(better) or '—'} | "
+                         f"{', '.join(worse) or '—'} | {memo:.2f} | {said} |")  # fmt: skip
+    return "\n".join(lines)
+
+
+def one_liner_summary(saved: list[dict], arm: str = ONE_LINER) -> str:
+    """Markdown: for every section measured on the panel with ``arm``, per ``m``: the arms
+    that lead it on the majority of the panel (:func:`beaten_by`), its memorisation ratio and
+    its C2ST accuracy against the noise floor."""
+    head = ["setting", "m", "seeds × tasks", f"arms leading `{arm}` on most of the panel",
+            f"`{arm}` memorisation", f"`{arm}` C2ST", "C2ST noise floor"]  # fmt: skip
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for title, runs in sections(saved).items():
+        if arm not in panel_arms(runs):
+            continue
+        for m in runs[0]["table"]:
+            c2st, n = _pooled(runs, m, arm, "c2st"), len(runs)
+            cells = [title, m, f"{n} × {len(c2st) // n}", ", ".join(beaten_by(runs, m, arm)) or "none",
+                     f"{np.median(_pooled(runs, m, arm, 'copy')):.2f}", _mean_ci(c2st, 1.0),
+                     _mean_ci(_pooled(runs, m, arm, "c2st_floor"), 1.0)]  # fmt: skip
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def copy_table(runs: list[dict]) -> str:
     ms = list(runs[0]["table"])
     lines = ["| arm | " + " | ".join(f"m={m}" for m in ms) + " |", "|" + "---|" * (1 + len(ms))]
@@ -989,6 +1063,13 @@ def section(runs: list[dict], title: str | None = None) -> str:
     parts += [*(panel if panel_arms(runs) else []), panel_table(runs) + "\n"]
     if len(panel_arms(runs)) > 1:
         parts += ["Reading (beyond the paired interval):\n", panel_readings(runs) + "\n"]
+    if ONE_LINER in panel_arms(runs):
+        parts += [
+            f"`{ONE_LINER}` against every arm on the panel (beyond the paired interval; "
+            "an arm leads on the majority where it is better on more than half of the "
+            "metrics and copies no more):\n",
+            versus_every_arm_table(runs) + "\n",
+        ]
     parts += [
         "Memorisation ratio (median over tasks; about 1 = new points, near 0 = copies):\n",
         copy_table(runs) + "\n",
@@ -1127,10 +1208,12 @@ def sections(saved: list[dict]) -> dict[str, list[dict]]:
     by_setting: dict[tuple, list] = {}
     for run in saved:  # runs of one setting by another command: a section of their own
         by_setting.setdefault((run["setting"], _commands(run)[0]), []).append(run)
-    names = [name for name, _ in by_setting]
+    # runs measured on the whole panel are titled apart ("digits (panel)")
+    names = [f"{name} (panel)" if panel_arms(runs) else name
+             for (name, _), runs in by_setting.items()]  # fmt: skip
     seen: dict[str, int] = {}
     titles = []
-    for name, _ in by_setting:
+    for name in names:
         seen[name] = seen.get(name, 0) + 1
         titles.append(name if names.count(name) == 1 else f"{name} ({seen[name]})")
     return dict(zip(titles, by_setting.values(), strict=True))
@@ -1148,6 +1231,10 @@ def write_docs(saved: list[dict], page: Path = PAGE) -> None:
         head, tail = text.split(DEFAULTS_BEGIN, 1)
         tail = tail[tail.index(DEFAULTS_END) :]
         text = f"{head}{DEFAULTS_BEGIN}\n{defaults_table(saved)}\n{tail}"
+    if PANEL_BEGIN in text:  # the one-liner against every arm, on the panel
+        head, tail = text.split(PANEL_BEGIN, 1)
+        tail = tail[tail.index(PANEL_END) :]
+        text = f"{head}{PANEL_BEGIN}\n{one_liner_summary(saved)}\n{tail}"
     if BEGIN in text:
         text = text[: text.index(BEGIN)] + text[text.index(END) + len(END) :].lstrip("\n")
     page.write_text(text.rstrip("\n") + f"\n\n{BEGIN}\n{block}\n{END}\n")
@@ -1207,6 +1294,7 @@ def main() -> None:
             for runs_name in dict.fromkeys(r["setting"] for r in saved):
                 print(section([r for r in saved if r["setting"] == runs_name]))
             print(defaults_table(saved))
+            print(one_liner_summary(saved))
         return
     machine = f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start"
     command = "python benchmarks/bench_transfer.py " + " ".join(

@@ -355,3 +355,35 @@ def test_reading_says_wins_or_loses_only_beyond_the_paired_interval(bench):
     )
     cells = bench.panel_table(runs).splitlines()[3].split(" | ")
     assert cells[1] == "few_shot" and cells[4].endswith(" (-500.00 [-500.00, -500.00])")
+
+
+def test_an_arm_leads_the_one_liner_only_on_most_metrics_and_without_copying(bench):
+    """``pooled`` is better than ``few_shot`` on three of four metrics (leads), ``plugin`` on
+    all four but copies (memorisation 0.01: not counted), ``ledoit_wolf`` on two (half: not a
+    majority), ``bayes`` on all four but is an oracle."""
+    rng = np.random.default_rng(1)
+    keys = ("mmd2_med", "mmd2_q", "energy", "c2st")
+    own = {k: rng.uniform(1.0, 2.0, 20) for k in keys} | {"copy": np.ones(20)}
+
+    def lower_on(names, copy=1.0):
+        return {k: own[k] - 0.5 if k in names else own[k] for k in keys} | {
+            "copy": np.full(20, copy)
+        }
+
+    runs = [
+        _panel_run(0, {
+            "few_shot": own,
+            "pooled": lower_on(keys[:3]),
+            "plugin": lower_on(keys, copy=0.01),
+            "ledoit_wolf": lower_on(keys[2:]),
+            "bayes": lower_on(keys),
+        })
+    ]  # fmt: skip
+    assert bench.beaten_by(runs, "5", "few_shot") == ["pooled"]
+    assert bench.panel_counts(runs, "5", "few_shot", "ledoit_wolf") == ([], ["energy", "c2st"])
+    table = bench.versus_every_arm_table(runs)
+    assert "| 5 | pooled | — | mmd, mmd/4, energy | 1.00 | **they lead on the majority** |" in table
+    assert "| 10 | bayes | — | mmd, mmd/4, energy, c2st | 0.01 | oracle (not fittable) |" not in table
+    assert "| 10 | bayes | — | mmd, mmd/4, energy, c2st | 1.00 | oracle (not fittable) |" in table
+    summary = bench.one_liner_summary(runs).splitlines()
+    assert summary[2].startswith("| s (panel) | 5 | 1 × 20 | pooled | 1.00 |")
