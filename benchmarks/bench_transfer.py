@@ -926,8 +926,11 @@ def versus_every_arm_table(runs: list[dict], arm: str = ONE_LINER) -> str:
         for other in (a for a in panel_arms(runs) if a != arm):
             better, worse = panel_counts(runs, m, arm, other)
             memo = np.median(_pooled(runs, m, other, "copy"))
-            said = "**they lead on the majority**" if other in beaten else (
-                "oracle (not fittable)" if other in ORACLE_ARMS else "not led")
+            said = (
+                "**they lead on the majority**"
+                if other in beaten
+                else ("oracle (not fittable)" if other in ORACLE_ARMS else "not led")
+            )
             lines.append(f"| {m} | {other} | {', '.join(better) or '—'} | "
                          f"{', '.join(worse) or '—'} | {memo:.2f} | {said} |")  # fmt: skip
     return "\n".join(lines)
@@ -945,7 +948,8 @@ def one_liner_summary(saved: list[dict], arm: str = ONE_LINER) -> str:
             continue
         for m in runs[0]["table"]:
             c2st, n = _pooled(runs, m, arm, "c2st"), len(runs)
-            cells = [title, m, f"{n} × {len(c2st) // n}", ", ".join(beaten_by(runs, m, arm)) or "none",
+            leaders = ", ".join(beaten_by(runs, m, arm)) or "none"
+            cells = [title, m, f"{n} × {len(c2st) // n}", leaders,
                      f"{np.median(_pooled(runs, m, arm, 'copy')):.2f}", _mean_ci(c2st, 1.0),
                      _mean_ci(_pooled(runs, m, arm, "c2st_floor"), 1.0)]  # fmt: skip
             lines.append("| " + " | ".join(cells) + " |")
