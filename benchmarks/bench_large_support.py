@@ -218,6 +218,51 @@ def per_t_table(rows: list[dict], command: str, threads: int, loads: list) -> st
     return "\n".join(lines)
 
 
+def sampler_row(kind: str, m: int, d: int, n: int, args) -> dict:
+    """The user's call, ``NWFlowSampler(sigma_min, engine, random_state=0).fit(S).sample(n)``,
+    pruned and dense (``engine="auto"``) on the same support (``--dtype``), each timed once,
+    index build and probes included; the threads in force."""
+    from skflow import NWFlowSampler
+
+    # A NumPy array, as scikit-learn users pass it (the sampler keeps float32 NumPy input in
+    # float32; a Torch tensor is converted to a float64 NumPy array by the validation).
+    S = make_support(kind, m, d, np.random.default_rng(0)).astype(args.dtype)
+    out, samples = {"data": kind, "m": m, "d": d, "n": n}, {}
+    for engine in ("pruned", "auto"):
+        start = time.perf_counter()
+        est = NWFlowSampler(sigma_min=SIGMA_MIN, engine=engine, random_state=0).fit(S)
+        samples[engine] = est.sample(n)
+        out[engine] = time.perf_counter() - start
+        if engine == "pruned":
+            out["bound"] = float(est.sampling_error_bound_)
+    pruned, dense = (np.asarray(samples[e], dtype=np.float64) for e in ("pruned", "auto"))
+    return out | {"diff": float(np.abs(pruned - dense).max()), "scale": float(np.abs(dense).max())}
+
+
+def sampler_table(rows: list[dict], command: str, threads: int, loads: list) -> str:
+    head = (
+        "| data | m | d | n | pruned: fit + sample (s) | dense: fit + sample (s) | speedup |"
+        " certified max velocity error | max abs sample difference (largest abs sample) |\n"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+    )
+    body = "".join(
+        f"| {r['data']} | {r['m']:.0e} | {r['d']} | {r['n']} | {r['pruned']:.1f} |"
+        f" {r['auto']:.1f} | {r['auto'] / r['pruned']:.2f}x | {r['bound']:.1e} |"
+        f" {r['diff']:.1e} ({r['scale']:.1f}) |\n"
+        for r in rows
+    )
+    load = ", ".join(f"{x:.2f}" for x in loads)
+    return (
+        head
+        + body
+        + (
+            f"\nCommand: `{command}`. Machine: {os.cpu_count()} cores, Torch {threads} thread(s),"
+            f" load average (1 min) {load} (before each configuration and at the end)."
+            " Heun, 100 steps; `sigma_min = 0.01`; one run each."
+        )
+    )
+
+
 def compare_build(kind: str, m: int, d: int, key: str, write: bool) -> None:
     """Index build time against scikit-learn's MiniBatchKMeans with the same clusters."""
     from sklearn.cluster import MiniBatchKMeans
@@ -284,7 +329,11 @@ def main(argv=None) -> None:
     p.add_argument("--steps", type=int, default=100)
     p.add_argument("--dense-every", type=int, default=10)
     p.add_argument("--rtol", type=float, default=1e-10, help="as NWField(pruned_rtol)")
-    p.add_argument("--threads", type=int, default=1)
+    p.add_argument(
+        "--threads", type=int, default=None, help="Torch threads (default 1; --sampler: as found)"
+    )
+    p.add_argument("--sampler", action="store_true", help="the user's NWFlowSampler call")
+    p.add_argument("--dtype", default="float32", choices=["float32", "float64"], help="--sampler")
     p.add_argument("--compare-build", metavar="KIND:M:D", help="time the index build only")
     p.add_argument("--bare", action="store_true", help="time pruned_local_mean, not NWField")
     p.add_argument("--per-t", action="store_true", help="single evaluations at fixed t")
@@ -294,7 +343,11 @@ def main(argv=None) -> None:
         "--docs-key", default=None, help="marker name in docs/large_support.md (bench:KEY)"
     )
     args = p.parse_args(argv)
-    torch.set_num_threads(args.threads)
+    if args.threads is None and not args.sampler:
+        args.threads = 1
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    args.threads = torch.get_num_threads()
     if args.compare_build:
         kind, m, d = args.compare_build.split(":")
         return compare_build(kind, int(float(m)), int(d), args.compare_build, args.write_docs)
@@ -306,7 +359,11 @@ def main(argv=None) -> None:
     for spec in configs:
         kind, m, d = spec.split(":")
         loads.append(os.getloadavg()[0])
-        if args.per_t:
+        if args.sampler:
+            rows.append(sampler_row(kind, int(float(m)), int(d), n, args))
+            print(rows[-1], flush=True)
+            make = sampler_table
+        elif args.per_t:
             rows += [
                 r | {"repeats": args.repeats}
                 for r in per_t_rows(kind, int(float(m)), int(d), n, args)
@@ -326,6 +383,8 @@ def docs_key(args) -> str:
     """The docs block a run writes: ``--docs-key`` if given, else from the mode."""
     if args.docs_key is not None:
         return args.docs_key
+    if args.sampler:
+        return f"pruned-sampler-{args.dtype}"
     if args.per_t:
         return "pruned-per-t"
     if args.quick:

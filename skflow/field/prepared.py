@@ -30,7 +30,7 @@ from ._geometry import DenseGeometry, StreamGeometry
 from ._plan import FLOAT32_LOGIT_LIMIT, block_budget, check_chunk, stream_rows
 from ._screened import screened_local_mean, screening_applies
 from ._sdpa import attention_mean
-from .pruned import ClusteredSupport, pruned_local_mean
+from .pruned import ClusteredSupport, evaluated_share, pruned_local_mean
 
 __all__ = ["ATTENTION_BIASES", "ENGINES", "FALLBACKS", "NWField"]
 
@@ -53,9 +53,12 @@ FALLBACKS = ("screened", "float64")
 PRUNE_PROBE_ROWS = 64
 # Scalar times whose coefficients a field keeps (and validated query layouts).
 _MAX_CACHED_TIMES = 1024
-#: ``engine="pruned"``: default ``pruned_max_share``, the evaluated share of pairs above which
-#: an evaluation runs dense (see ``benchmarks/bench_large_support.py --per-t``).
-PRUNED_MAX_SHARE = 0.5
+#: ``engine="pruned"``, ``pruned_max_share="auto"``: the evaluated share of pairs above which
+#: an evaluation runs dense, per working dtype; about where single evaluations of the two
+#: engines cost the same (m = 1e5, d = 16, 256 queries, one Torch thread:
+#: ``benchmarks/bench_large_support.py --per-t``). float32 is lower: its dense engine is the
+#: fused float32 kernel, while late pruned pairs run in float64 for the certificate.
+PRUNED_MAX_SHARE = {"float64": 0.2, "float32": 0.04}
 
 
 class NWField:
@@ -107,11 +110,15 @@ class NWField:
     pruned_rtol : float, default=1e-10
         ``engine="pruned"``: a cluster of support points is skipped for a query only when all
         skipped clusters together provably weigh at most about this.
-    pruned_max_share : float in [0, 1] or None, default=PRUNED_MAX_SHARE
-        ``engine="pruned"``: a float64 evaluation of at least ``2 * PRUNE_PROBE_ROWS``
-        queries first runs the pruned engine on ``PRUNE_PROBE_ROWS`` evenly spaced queries;
-        if they need more than this share of the (query, support point) pairs, the whole
-        evaluation runs on the dense engine (nothing skipped, bound 0). None: always prune.
+    pruned_max_share : float in [0, 1], "auto" or None, default="auto"
+        ``engine="pruned"``: an evaluation of at least ``2 * PRUNE_PROBE_ROWS`` queries
+        first estimates, on ``PRUNE_PROBE_ROWS`` evenly spaced queries
+        (:func:`skflow.field.pruned.evaluated_share`: bounds and best clusters only), the
+        share the pruned engine would evaluate; if they need more than this share of the (query, support point) pairs, the whole evaluation
+        runs on the dense engine (nothing skipped, bound 0; a float32 evaluation only where
+        the dense float32 rule ``a(t) R^2 <= float32_logit_limit`` holds). ``"auto"``:
+        ``PRUNED_MAX_SHARE`` of the evaluation's dtype (0.2 float64, 0.04 float32). None:
+        always prune.
     n_clusters : int, optional
         ``engine="pruned"``: clusters of the support index (default ``ceil(2 sqrt(m))``).
     time_tolerance : float, default=inf
@@ -174,7 +181,7 @@ class NWField:
         float32_fallback: str = "screened",
         pruned_rtol: float = 1e-10,
         n_clusters: int | None = None,
-        pruned_max_share: float | None = PRUNED_MAX_SHARE,
+        pruned_max_share: float | str | None = "auto",
         time_tolerance: float = math.inf,
         backend: Any = None,
     ):
@@ -197,8 +204,9 @@ class NWField:
         self.pruned_rtol = check_real(pruned_rtol, "pruned_rtol", low=0.0, high=1.0, low_open=True)
         self.n_clusters = check_int(n_clusters, "n_clusters", allow_none=True)
         self.pruned_max_share = (
-            None
+            pruned_max_share
             if pruned_max_share is None
+            or (isinstance(pruned_max_share, str) and pruned_max_share == "auto")
             else check_real(pruned_max_share, "pruned_max_share", low=0.0, high=1.0)
         )
         self.time_tolerance = check_time_tolerance(time_tolerance)
@@ -405,24 +413,33 @@ class NWField:
 
         Early in the flow every cluster carries weight and the pruned engine evaluates every
         pair at a higher cost per pair than the dense engine's fused kernel. A probe of
-        ``PRUNE_PROBE_ROWS`` evenly spaced queries (about 1/64 of a 4096-query call) measures
-        the share of pairs that must be evaluated; above ``pruned_max_share`` the whole call
-        runs dense. float32 calls always prune: the dense float32 path lacks the pruned
-        engine's per-block precision rule.
+        ``PRUNE_PROBE_ROWS`` evenly spaced queries (about 1/64 of a 4096-query call) estimates
+        the share of pairs that must be evaluated (``evaluated_share``: the cluster bounds and
+        each probe query's best cluster, not the whole evaluation); above ``pruned_max_share`` the whole call
+        runs dense. A float32 call runs dense only where the dense engine's float32 rule
+        holds (``a(t) R^2 <= float32_logit_limit``, true early in the flow, where nothing
+        prunes); elsewhere it prunes, under the pruned engine's per-block precision rule.
         """
-        share, n = self.pruned_max_share, call.n
-        if share is None or n < 2 * PRUNE_PROBE_ROWS or call.x.dtype != self.xp.float64:
+        share, n, f32 = self.pruned_max_share, call.n, call.x.dtype != self.xp.float64
+        if share is None or n < 2 * PRUNE_PROBE_ROWS:
             return True
+        if share == "auto":
+            share = PRUNED_MAX_SHARE["float32" if f32 else "float64"]
+        if f32:
+            a_max = call.a if isinstance(call.a, float) else float(to_numpy(call.a).max())
+            radius2 = call.geom.radius2()
+            if not (np.isfinite(radius2) and a_max * radius2 <= self.float32_logit_limit):
+                return True
         rows = np.linspace(0, n - 1, PRUNE_PROBE_ROWS).round().astype(np.int64)
         idx = self.xp.index(rows, queries)
 
         def pick(c: Any) -> Any:
             return c if isinstance(c, float) else c[idx]
 
-        probe = pruned_local_mean(
+        probe = evaluated_share(
             index, queries[idx], pick(call.a), pick(call.b), rtol=self.pruned_rtol
         )
-        return probe.evaluated_fraction <= share
+        return probe <= share
 
     def _bias(self, call: FieldCall) -> str:
         if self.attention_bias != "auto":

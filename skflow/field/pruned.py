@@ -109,7 +109,13 @@ import numpy as np
 from .._array import get_backend, to_numpy
 from .._validation import as_generator, check_int, check_real
 
-__all__ = ["ClusteredSupport", "PrunedMean", "default_n_clusters", "pruned_local_mean"]
+__all__ = [
+    "ClusteredSupport",
+    "PrunedMean",
+    "default_n_clusters",
+    "evaluated_share",
+    "pruned_local_mean",
+]
 
 _EPS64 = float(np.finfo(np.float64).eps)
 _EPS32 = float(np.finfo(np.float32).eps)
@@ -119,6 +125,8 @@ _TILE_ELEMENTS = 2**22
 _EVAL_ELEMENTS = 2**20
 # exp arguments are clamped here: e^-700 and e^-80 are still normal numbers.
 _CLAMP = {"float64": -700.0, "float32": -80.0}
+# Queries that share one gathered copy of a tile in the batched (query, tile) products.
+_GROUP = 8
 # Relative inflation of host-side float64 bounds (their own rounding, a few operations each).
 _HOST_SLACK = 64 * _EPS64
 
@@ -352,6 +360,57 @@ class ClusteredSupport:
         self.lifted_keys_ = xp.concat(lifted, axis=1)
         self.value_mean_ = (self.sizes_ @ self.value_centres_) / keys.shape[0]
         self.dtype_name_ = _float_dtype_name(self.keys_)
+        self._build_tiles()
+
+    def _build_tiles(self) -> None:
+        """Fixed-size tiles of every cluster, for the batched (query, cluster) evaluation.
+
+        A cluster of ``n_j`` rows is cut into ``ceil(n_j / B)`` tiles of ``B`` rows (``B``:
+        :func:`_tile_size`); the padding repeats the cluster's first key (so a tile's largest
+        logit is a real one) with zero lifted values (so it adds nothing to any sum).
+        """
+        xp, size = self.backend_, _tile_size(self.sizes_)
+        per = -(-self.sizes_ // size)
+        self.tile_size_ = size
+        self.tile_offsets_ = np.concatenate([[0], np.cumsum(per)])
+        self.tile_cluster_ = np.repeat(np.arange(self.n_clusters_), per)
+        start = self.offsets_[self.tile_cluster_]
+        rows = (
+            start[:, None]
+            + (np.arange(per.sum()) - self.tile_offsets_[self.tile_cluster_])[:, None] * size
+            + np.arange(size)[None, :]
+        )
+        pad = rows >= self.offsets_[self.tile_cluster_ + 1][:, None]
+        self.tile_rows_ = np.where(pad, start[:, None], rows)
+        self.references_ = np.stack([_reference(self, j) for j in range(self.n_clusters_)])
+        self.reaches_ = np.linalg.norm(self.centres_ - self.references_, axis=1) + self.radii_
+        like = self.lifted_values_
+        values = self.lifted_values_[xp.index(self.tile_rows_.ravel(), like)]
+        keep = xp.from_host((~pad).ravel()[:, None].astype(np.float64), like, self.dtype_name_)
+        self.tile_values_ = (values * keep).reshape(*rows.shape, -1)
+        self._tile_keys: dict[str, Any] = {}
+
+    def tile_keys(self, name: str) -> Any:
+        """Lifted keys ``[k - c_j, ||k - c_j||^2, 1]`` of every tile, shape (T, B, k + 2), in
+        ``name`` (float32 or float64), around the tile's cluster reference ``c_j``; computed
+        in float64 and rounded once, on first use."""
+        if name not in self._tile_keys:
+            xp, like = self.backend_, self.keys_
+            flat = self.tile_rows_.ravel()
+            refs = self.references_[self.tile_cluster_].repeat(self.tile_size_, axis=0)
+            k0 = xp.to_float64(like[xp.index(flat, like)]) - xp.from_host(refs, like, "float64")
+            norms = (k0 * k0).sum(1)[:, None]
+            lifted = xp.concat([k0, norms, norms * 0 + 1], axis=1)
+            self._tile_keys[name] = xp.astype(lifted, name).reshape(*self.tile_rows_.shape, -1)
+        return self._tile_keys[name]
+
+
+def _tile_size(sizes: np.ndarray) -> int:
+    """Rows per tile: the power of two nearest half the mean cluster size, within [8, 1024]
+    and at most the largest cluster rounded up to a power of two (little padding)."""
+    mean = max(float(sizes.mean()) / 2.0, 1.0)
+    top = 2 ** math.ceil(math.log2(max(int(sizes.max()), 1)))
+    return int(min(max(2 ** round(math.log2(mean)), 8), 1024, max(top, 8)))
 
 
 # --------------------------------------------------------------------------- evaluation
@@ -419,6 +478,16 @@ class _State:
         xp.shifted_exp_(s, shift, _CLAMP[_float_dtype_name(s)])
         self.M[sel] = new
         self.acc[sel] = self.acc[sel] * scale[:, None] + xp.to_float64(s @ lifted)
+
+    def fold(self, sel: Any, top: Any, acc: Any) -> None:
+        """Merge partial results (``top``: float64 log-shift, ``acc``: float64 sums at that
+        shift, one row per query of ``sel``) into the state of ``sel``."""
+        xp, old = self.xp, self.M[sel]
+        new = xp.maximum(top, old)
+        self.acc[sel] = (
+            self.acc[sel] * xp.exp(old - new)[:, None] + acc * xp.exp(top - new)[:, None]
+        )
+        self.M[sel] = new
 
 
 def _chunks(offsets: np.ndarray, clusters: np.ndarray, max_rows: int) -> list[list[tuple]]:
@@ -491,6 +560,87 @@ def _evaluate(index, st: _State, sel: np.ndarray, clusters: np.ndarray, c0, z, b
     st.gemm_gamma[sel] = np.maximum(st.gemm_gamma[sel], _gamma(longest, eps))
     st.updates[sel] += len(pieces)
     st.done[np.ix_(sel, clusters)] = True
+
+
+def _expand_tiles(index, queries: np.ndarray, clusters: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(query, cluster) pairs -> (query, tile) pairs, every tile of each cluster."""
+    per = np.diff(index.tile_offsets_)[clusters]
+    rep = np.repeat(np.arange(clusters.size), per)
+    first = np.cumsum(per) - per
+    tiles = index.tile_offsets_[clusters][rep] + np.arange(rep.size) - first[rep]
+    return queries[rep], tiles
+
+
+def _evaluate_pairs(index, st: _State, queries: np.ndarray, clusters: np.ndarray, z, b, opts):
+    """Add cluster ``clusters[p]`` exactly to query ``queries[p]`` for every pair ``p``.
+
+    All pairs at once, in batched products over the clusters' tiles
+    (:meth:`ClusteredSupport.tile_keys`): logits around each cluster's reference centre
+    (module docstring, *Rounding*), a per-(query, tile) maximum, and a log-sum-exp merge
+    per query. float32 where the pair's logit error bound allows, else float64.
+    """
+    if queries.size == 0:
+        return
+    k = index.centres_.shape[1]
+    refs = index.references_[clusters]
+    zdist = np.linalg.norm(z[queries] - refs, axis=1)
+    spread = b[queries] * ((index.reaches_[clusters] + zdist) * (1.0 + _HOST_SLACK)) ** 2
+    low32 = opts["float32"] & (_gamma(2 * k + 8, _EPS32) * spread <= opts["float32_tolerance"])
+    for name, eps, pick in (("float32", _EPS32, low32), ("float64", _EPS64, ~low32)):
+        if not pick.any():
+            continue
+        q, c = queries[pick], clusters[pick]
+        np.maximum.at(st.delta, q, _gamma(2 * k + 8, eps) * spread[pick] + 762 * eps)
+        np.maximum.at(st.gemm_gamma, q, _gamma(index.tile_size_, eps))
+        st.done[q, c] = True
+        q, tiles = _expand_tiles(index, q, c)
+        np.add.at(st.updates, q, 2)  # the tile's own sum and its merge into the query
+        order = np.lexsort((q, tiles))
+        _fold_tiles(index, st, q[order], tiles[order], z, b, name)
+
+
+def _fold_tiles(index, st: _State, q: np.ndarray, tiles: np.ndarray, z, b, name: str) -> None:
+    """(query, tile) pairs sorted by tile: up to ``_GROUP`` queries of one tile share one
+    gathered copy of it (a group); groups are evaluated in chunks of batched products."""
+    starts = np.flatnonzero(np.r_[True, tiles[1:] != tiles[:-1]])
+    rank = np.arange(q.size) - np.repeat(starts, np.diff(np.r_[starts, q.size]))
+    first = rank % _GROUP == 0
+    group, slot = np.cumsum(first) - 1, rank % _GROUP
+    group_tiles = tiles[first]
+    width = index.tile_values_.shape[2] + index.centres_.shape[1] + 2
+    step = max(1, _TILE_ELEMENTS // (index.tile_size_ * (_GROUP + width) + _GROUP * width))
+    bounds = np.searchsorted(group, np.arange(0, group_tiles.size + step, step))
+    for n, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:], strict=False)):
+        if hi > lo:
+            chunk = group_tiles[n * step : (n + 1) * step]
+            pairs = (q[lo:hi], group[lo:hi] - n * step, slot[lo:hi])
+            _fold_groups(index, st, pairs, chunk, z, b, name)
+
+
+def _fold_groups(index, st: _State, pairs, tiles: np.ndarray, z, b, name: str) -> None:
+    """Batched logits, exp and weighted sums of groups of queries against their tiles, then a
+    log-sum-exp merge of every (query, tile) result into its query."""
+    xp, like = index.backend_, index.keys_
+    q, group, slot = pairs
+    z0 = z[q] - index.references_[index.tile_cluster_[tiles]][group]
+    bq = b[q, None]
+    # Lifted query [2b (z - c), -b, -b ||z - c||^2] against [k - c, ||k - c||^2, 1].
+    zl = np.zeros((tiles.size, _GROUP, z0.shape[1] + 2))
+    zl[group, slot] = np.hstack([2.0 * bq * z0, -bq, -bq * (z0 * z0).sum(1)[:, None]])
+    tiles_lib = xp.index(tiles, like)
+    s = xp.from_host(zl, like, name) @ xp.mT(index.tile_keys(name)[tiles_lib])  # (g, G, B)
+    top = xp.amax(s, 2)
+    xp.shifted_exp_(s, top[..., None], _CLAMP[name])
+    sums = s @ xp.astype(index.tile_values_[tiles_lib], name)  # (g, G, d + 2)
+    order = np.argsort(q, kind="stable")
+    flat = xp.index((group * _GROUP + slot)[order], like)
+    top = xp.to_float64(top.reshape(-1)[flat])
+    sums = xp.to_float64(sums.reshape(tiles.size * _GROUP, -1)[flat])
+    uniq, rows = np.unique(q[order], return_inverse=True)
+    rows_lib = xp.index(rows, like)
+    best = xp.segment_max(rows_lib, top, uniq.size)
+    scaled = sums * xp.exp(top - best[rows_lib])[:, None]
+    st.fold(xp.index(uniq, like), best, xp.segment_sum(rows_lib, scaled, uniq.size))
 
 
 def _coefficient(value: Any, n: int, name: str) -> np.ndarray:
@@ -566,18 +716,6 @@ def _reference(index, j: int) -> np.ndarray:
     return c0.astype(np.float32).astype(np.float64) if index.dtype_name_ == "float32" else c0
 
 
-def _by_cluster(sel: np.ndarray, labels: np.ndarray) -> list[tuple[int, np.ndarray]]:
-    """Split query ids ``sel`` into groups of equal ``labels`` (one per cluster)."""
-    order = np.argsort(labels, kind="stable")
-    sel, labels = sel[order], labels[order]
-    cuts = np.flatnonzero(labels[1:] != labels[:-1]) + 1
-    return [
-        (int(g[0]), s)
-        for g, s in zip(np.split(labels, cuts), np.split(sel, cuts), strict=True)
-        if s.size
-    ]
-
-
 def pruned_local_mean(
     index: ClusteredSupport,
     queries: Any,
@@ -648,28 +786,47 @@ def _rest_dense(index, st: _State, heavy: np.ndarray, best, z, b, opts) -> None:
     for s in range(0, heavy.size, opts["block_size"]):
         sel = heavy[s : s + opts["block_size"]]
         seen = st.done[sel].any(axis=0)
+        missing = ~st.done[sel] & seen[None, :]
         _evaluate(index, st, sel, np.flatnonzero(~seen), None, z, b, opts)
-        for j in np.flatnonzero(seen):
-            rows = sel[~st.done[sel, j]]
-            if rows.size:
-                _evaluate(index, st, rows, np.array([j]), _reference(index, j), z, b, opts)
+        rows, clusters = np.nonzero(missing)
+        _evaluate_pairs(index, st, sel[rows], clusters, z, b, opts)
 
 
-def _sparse_phases(index, st: _State, sparse, bounds, best, z, b, opts) -> None:
-    """Best cluster of each query first (a lower bound of its normaliser), then the needed
-    clusters, cluster by cluster (one small GEMM per cluster and group of queries)."""
-    for j, sel in _by_cluster(sparse, best[sparse]):
-        _evaluate(index, st, sel, np.array([j]), _reference(index, j), z, b, opts)
+def _needed(index, st: _State, sparse, bounds, best, z, b, opts) -> tuple[np.ndarray, ...]:
+    """Evaluate the best cluster of each query (a lower bound of its normaliser); return the
+    clusters still needed for ``rtol``, whether most of the support is, and what is done."""
+    _evaluate_pairs(index, st, sparse, best[sparse], z, b, opts)
     lse_1 = _host64(st.M)[sparse] + np.log(_host64(st.acc[:, -1])[sparse])
     cut = lse_1 + math.log(opts["rtol"]) - math.log(index.n_clusters_)
     done = st.done[sparse]
     need = (bounds[sparse] > cut[:, None]) & ~done
     heavy = (need | done) @ index.sizes_ > opts["dense_fraction"] * index.offsets_[-1]
+    return need, heavy, done
+
+
+def _sparse_phases(index, st: _State, sparse, bounds, best, z, b, opts) -> None:
+    """Best cluster of each query first, then the needed clusters: each phase one batch of
+    (query, cluster) pairs (queries that need most of the support: :func:`_rest_dense`)."""
+    need, heavy, _ = _needed(index, st, sparse, bounds, best, z, b, opts)
     _rest_dense(index, st, sparse[heavy], best, z, b, opts)
     need[heavy] = False
-    for j in np.flatnonzero(need.any(axis=0)):
-        sel = sparse[need[:, j]]
-        _evaluate(index, st, sel, np.array([j]), _reference(index, j), z, b, opts)
+    rows, clusters = np.nonzero(need)
+    _evaluate_pairs(index, st, sparse[rows], clusters, z, b, opts)
+
+
+def _front(index, q: np.ndarray, a: np.ndarray, b: np.ndarray, opts) -> tuple:
+    """Live rows (t > 0), their centres ``z``, cluster bounds, best clusters, the rows that
+    go dense on the upper bounds alone, and a fresh state."""
+    live = np.flatnonzero(a != 0)
+    z = (a[live] / (2.0 * b[live]))[:, None] * q[live]
+    bl, c = b[live], index.n_clusters_
+    bounds = _cluster_bounds(index, z, bl)
+    best = np.argmax(bounds, axis=1)
+    # Upper bound of each log-normaliser: if even then most rows are needed, go dense.
+    lse_up = _logsumexp_rows(bounds) + math.log(opts["rtol"]) - math.log(c)
+    dense = (bounds > lse_up[:, None]) @ index.sizes_ > opts["dense_fraction"] * index.offsets_[-1]
+    st = _State(index.backend_, index.keys_, live.size, index.values_.shape[1], c)
+    return live, z, bl, bounds, best, dense, st
 
 
 def _assemble(index, q: np.ndarray, a: np.ndarray, b: np.ndarray, block_size: int, opts):
@@ -683,16 +840,8 @@ def _assemble(index, q: np.ndarray, a: np.ndarray, b: np.ndarray, block_size: in
     # t = 0: uniform weights, the mean of the values (float64 sums of m rows).
     mean[zero], evaluated[zero] = index.value_mean_, True
     error[zero] = _gamma(m + c + 4, _EPS64) * index.value_norm_max_
-    live = np.flatnonzero(~zero)
-    if live.size:
-        z = (a[live] / (2.0 * b[live]))[:, None] * q[live]
-        bl = b[live]
-        bounds = _cluster_bounds(index, z, bl)
-        best = np.argmax(bounds, axis=1)
-        st = _State(index.backend_, index.keys_, live.size, index.values_.shape[1], c)
-        # Upper bound of each log-normaliser: if even then most rows are needed, go dense.
-        lse_up = _logsumexp_rows(bounds) + math.log(opts["rtol"]) - math.log(c)
-        dense = (bounds > lse_up[:, None]) @ index.sizes_ > opts["dense_fraction"] * m
+    if not zero.all():
+        live, z, bl, bounds, best, dense, st = _front(index, q, a, b, opts)
         grp = np.flatnonzero(dense)
         grp = grp[np.argsort(best[grp], kind="stable")]  # spatially coherent blocks
         for s in range(0, grp.size, block_size):
@@ -703,6 +852,44 @@ def _assemble(index, q: np.ndarray, a: np.ndarray, b: np.ndarray, block_size: in
         evaluated[live] = st.done
     fraction = float((evaluated @ index.sizes_).sum()) / (n * m)
     return mean, neglected, error, evaluated, fraction
+
+
+def evaluated_share(
+    index: ClusteredSupport, queries: Any, a: Any, b: Any, *, rtol: float = 1e-10
+) -> float:
+    """Share of the (query, support point) pairs :func:`pruned_local_mean` would evaluate.
+
+    Cheap: the cluster bounds and each query's best cluster only (rows that need most of
+    the support on the bounds alone, or after their best cluster, count as fully
+    evaluated, as they are; ``t = 0`` rows too). Used to decide whether pruning pays.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skflow.field import kernel_coefficients
+    >>> K = np.random.default_rng(0).normal(size=(2000, 2)) * [1.0, 3.0]
+    >>> index = ClusteredSupport(K - K.mean(0))
+    >>> a, b, _ = kernel_coefficients(0.99)
+    >>> evaluated_share(index, 0.99 * (K[:8] - K.mean(0)), a, b) < 0.2
+    True
+    """
+    xp = index.backend_
+    queries = _check_matrix(xp, queries, "queries")
+    opts = {
+        "rtol": check_real(rtol, "rtol", low=0.0, high=1.0, low_open=True),
+        "dense_fraction": 0.5,
+        "float32_tolerance": 1e-4,
+        "float32": index.dtype_name_ == "float32" and _float_dtype_name(queries) == "float32",
+    }
+    a_h, b_h = _coefficients(a, b, queries.shape[0])
+    share = np.ones(queries.shape[0])
+    if (a_h != 0).any():
+        live, z, bl, bounds, best, dense, st = _front(index, _host64(queries), a_h, b_h, opts)
+        sparse = np.flatnonzero(~dense)
+        need, heavy, done = _needed(index, st, sparse, bounds, best, z, bl, opts)
+        rows = np.where(heavy, 1.0, ((need | done) @ index.sizes_) / index.offsets_[-1])
+        share[live[sparse]] = rows
+    return float(share.mean())
 
 
 def _package(index, queries, mean, neglected, error, evaluated, fraction) -> PrunedMean:

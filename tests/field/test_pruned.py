@@ -493,6 +493,48 @@ def test_probe_share_bounds_and_small_or_float32_calls():
             NWField(S, engine="pruned", pruned_max_share=bad)
 
 
+@pytest.mark.parametrize("lib", ["numpy", "torch"])
+def test_float32_probe_runs_early_evaluations_dense_where_the_float32_rule_holds(lib):
+    """A float32 evaluation that would prune little runs on the dense float32 engine (same
+    result, bound 0) when ``a(t) R^2`` is within the float32 limit; where it is not (late),
+    the pruned engine runs under its own precision rule even with share 0."""
+    S = _clustered(3000, 8, n_centres=30).astype(np.float32)
+    conv = (lambda a: torch.from_numpy(a)) if lib == "torch" else (lambda a: a)
+    early = conv(_on_path(S, 0.05, 400).astype(np.float32))
+    probed, dense = NWField(conv(S), engine="pruned"), NWField(conv(S))
+    np.testing.assert_array_equal(
+        np.asarray(probed.velocity(early, 0.05)), np.asarray(dense.velocity(early, 0.05))
+    )
+    assert probed.last_evaluated_fraction_ == 1.0 and probed.max_velocity_error_ == 0.0
+    late = conv(_on_path(S, 0.97, 400).astype(np.float32))
+    strict = NWField(conv(S), engine="pruned", pruned_max_share=0.0)
+    assert strict.float32_logit_limit < 1e30  # the rule is in force at t = 0.97
+    strict.velocity(late, 0.97)
+    assert strict.last_velocity_error_.max() > 0.0 and strict.last_evaluated_fraction_ < 0.5
+
+
+@pytest.mark.parametrize("lib", ["numpy", "torch"])
+def test_tiles_cover_every_row_once_with_inert_padding(lib):
+    """The batched evaluation's tiles: every row of every cluster in exactly one tile slot;
+    padding repeats a real key of the same cluster and carries zero lifted values; the
+    float64 tile keys are ``[k - c_j, ||k - c_j||^2, 1]`` around the tile's reference."""
+    K = _clustered(1500, 5, n_centres=7)
+    K = torch.from_numpy(K) if lib == "torch" else K
+    index = ClusteredSupport(K, n_clusters=23)
+    rows, values = index.tile_rows_, np.asarray(index.tile_values_)
+    real = np.abs(values).sum(2) > 0
+    assert np.array_equal(np.sort(rows[real]), np.arange(1500))
+    clusters = np.searchsorted(index.offsets_, rows, side="right") - 1
+    assert np.all(clusters == index.tile_cluster_[:, None])
+    keys = np.asarray(index.keys_)
+    lifted = np.asarray(index.tile_keys("float64"))
+    k0 = keys[rows] - index.references_[index.tile_cluster_][:, None, :]
+    np.testing.assert_allclose(lifted[..., :-2], k0, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(lifted[..., -2], (k0**2).sum(2), rtol=1e-12)
+    assert np.all(lifted[..., -1] == 1.0)
+    np.testing.assert_array_equal(values[real], np.asarray(index.lifted_values_)[rows[real]])
+
+
 @pytest.mark.parametrize("t", [0.3, 0.6, 0.9])
 def test_loose_rtol_bound_holds_against_dense_on_every_row(t):
     """The reproduction of issue 34 at test size: loose ``pruned_rtol``, clustered support,
