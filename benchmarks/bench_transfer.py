@@ -237,7 +237,7 @@ RESULTS = Path(__file__).resolve().parent / "results" / "transfer"
 #: (``--docs-from`` with no file).
 DOCS_RUNS = ("hier-gauss", "hier-gauss-300", "hier-t", "hier-t-345", "hier-t-300", "mixtures",
              "mixtures-345", "digits", "digits-345", "digits-loco", "digits-rows",
-             "panel-hier-gauss", "panel-digits", "panel-digits-rows")  # fmt: skip
+             "panel-hier-gauss", "panel-mixtures", "panel-digits", "panel-digits-rows")  # fmt: skip
 MERGED = "` merged with `"  # joins the commands of merged runs (the docs quote each)
 D = 16
 
