@@ -330,10 +330,34 @@ def bench_default_path(n, m, d, device, repeats=9):
     }
 
 
-def run_default_path(shapes, device):
-    """Print :func:`bench_default_path` for each shape, with the load average around it (other
-    processes share the cores: the ratios of one run are comparable, its times are not)."""
-    print(f"threads {torch.get_num_threads()}, load average at start: {_load()}", flush=True)
+BROADCAST_PATH_SHAPE = (2048, 2048, 64)
+
+
+def bench_default_broadcast(n, m, d, device, repeats=3):
+    """The default call against the broadcast implementation (:func:`broadcast_call`),
+    interleaved rounds; ``broadcast / velocity`` per round."""
+    from skflow import NWFlowSampler
+
+    x, s = inputs(n, m, d, device)
+    X, S = x.cpu().numpy(), s.cpu().numpy()
+    sampler = NWFlowSampler(backend="torch", device=device).fit(S)
+    fns = {"velocity": lambda: sampler.velocity(X, T), "broadcast": lambda: broadcast_call(x, s)}
+    med, times = timeit_interleaved(fns, device, repeats, warmup=1)
+    return med | {"speedup": _paired_ratio(times["broadcast"], times["velocity"])}
+
+
+def run_default_path(shapes, device, write=False, path=DOCS):
+    """Print :func:`bench_default_path` for each shape and the default call against the
+    broadcast baseline at :data:`BROADCAST_PATH_SHAPE`, with the load average around them
+    (other processes share the cores: the ratios of one run are comparable, its times are
+    not); ``write``: the table into the ``bench:default-path`` block of ``path``."""
+    threads, load0 = torch.get_num_threads(), _load()
+    print(f"threads {threads}, load average at start: {load0}", flush=True)
+    lines = [
+        "| shape (n, m, d) | velocity | sdpa | 2 matmul | velocity/sdpa | velocity/matmul |"
+        " sdpa/matmul |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for n, m, d in shapes:
         r = bench_default_path(n, m, d, device)
         print(
@@ -343,7 +367,28 @@ def run_default_path(shapes, device):
             f"{r['velocity/matmul']:.2f}, sdpa/matmul {r['sdpa/matmul']:.2f}",
             flush=True,
         )
-    print(f"load average at end: {_load()}")
+        lines.append(
+            f"| ({n}, {m}, {d}) | {_ms(r['velocity'])} | {_ms(r['sdpa'])} | {_ms(r['matmul'])}"
+            f" | {r['velocity/sdpa']:.2f} | {r['velocity/matmul']:.2f} |"
+            f" {r['sdpa/matmul']:.2f} |"
+        )
+    b = bench_default_broadcast(*BROADCAST_PATH_SHAPE, device)
+    print(f"default path {BROADCAST_PATH_SHAPE} vs broadcast: {b}", flush=True)
+    load1 = _load()
+    print(f"load average at end: {load1}")
+    text = "\n".join(lines) + (
+        f"\n\nAgainst the broadcast implementation at {BROADCAST_PATH_SHAPE} (3 interleaved"
+        f" rounds): velocity {_ms(b['velocity'])}, broadcast {_ms(b['broadcast'])},"
+        f" **{b['speedup']:.0f}x** faster.\n\nCommand: `python benchmarks/bench_field.py"
+        f" --default-path --write-docs`; {os.cpu_count()} cores, Torch {torch.__version__},"
+        f" {threads} threads, load average (1/5/15 min) {load0} before and {load1} after."
+    )
+    if write:
+        start, end = "<!-- bench:default-path:start -->", "<!-- bench:default-path:end -->"
+        doc = path.read_text()
+        block = f"{start}\n{text}\n{end}"
+        doc = re.sub(re.escape(start) + r".*?" + re.escape(end), lambda _: block, doc, flags=re.S)
+        path.write_text(doc)
 
 
 def _load():
@@ -723,7 +768,7 @@ def main(argv=None):
     if device.startswith("cuda") and not torch.cuda.is_available():
         ap.error("CUDA is not available")
     if args.default_path:
-        run_default_path(args.shapes or [DEFAULT_PATH_SHAPE], device)
+        run_default_path(args.shapes or [DEFAULT_PATH_SHAPE], device, args.write_docs)
         return
     t_start = time.perf_counter()
     load0 = "{:.2f}/{:.2f}/{:.2f}".format(*os.getloadavg())

@@ -213,7 +213,7 @@ def per_t_table(rows: list[dict], command: str, threads: int, loads: list) -> st
         f"{os.cpu_count()} cores, Torch float64 with {threads} thread(s), load average (1 min) "
         f"{load} (before each configuration and at the end). *Evaluated pairs*: share of "
         "(query, support point) pairs the bare engine computed; the field runs dense where "
-        "its probe finds more than half.",
+        'its probe estimates more than `pruned_max_share` ("auto": 20 % in float64).',
     ]
     return "\n".join(lines)
 

@@ -39,6 +39,8 @@ from typing import Any
 
 __all__ = [
     "ITEM_WORK",
+    "MIN_ITEMS",
+    "SPLIT_WORK",
     "limit_threads",
     "map_on_threads",
     "parallel_map",
@@ -47,13 +49,23 @@ __all__ = [
     "worker_threads",
 ]
 
-#: Work of one item of a sampling call, in query-key-feature products per field evaluation.
-#: Above it a call is cut into items that run side by side (:func:`map_on_threads`); below,
-#: threads cost more than they bring (``benchmarks/bench_threads.py`` measures both sides).
-ITEM_WORK = 2**22
+#: Most work of one item of a sampling call, in query-key-feature products per field
+#: evaluation (about 10 ms on one core): the per-item Python cost of an evaluation (about
+#: 0.5 ms) stays under 5 % of it, and one fused kernel call per item keeps its speed
+#: (``benchmarks/bench_field.py --default-path``; 16 items of 256 rows at (4096, 4096, 64)
+#: cost 1.26x one SDPA call, 4 items of 1024 rows 1.11x, on one thread).
+ITEM_WORK = 2**28
 
-#: Fewest rows of an item: per-step Python overhead stays small against the item's work.
-MIN_ITEM_ROWS = 256
+#: Calls of more work than this are cut into at least :data:`MIN_ITEMS` items, so that they
+#: use the cores; smaller calls are one item: threads cost more than they bring
+#: (``benchmarks/bench_threads.py`` measures both sides).
+SPLIT_WORK = 2**24
+
+#: Fewest items of a call above :data:`SPLIT_WORK` (shares for two to four cores).
+MIN_ITEMS = 4
+
+#: Fewest rows of an item.
+MIN_ITEM_ROWS = 64
 
 
 @contextmanager
@@ -119,12 +131,15 @@ def thread_budget() -> int:
     return max(1, torch.get_num_threads())
 
 
-def rows_per_item(n_keys: int, n_features: int, most: int) -> int:
-    """Rows of one work item of a call on ``n_keys`` support rows of ``n_features``.
+def rows_per_item(n_keys: int, n_features: int, most: int, n_rows: int | None = None) -> int:
+    """Rows of one work item of a call of ``n_rows`` queries on ``n_keys`` support rows.
 
-    About :data:`ITEM_WORK` products ``rows x n_keys x n_features`` per item, at least
-    :data:`MIN_ITEM_ROWS` and at most ``most`` rows. It depends on the problem's size only,
-    never on the thread count, so the items (and the samples) are the same on any machine.
+    With ``w = n_keys * n_features`` products per query row: a call of at most
+    :data:`SPLIT_WORK` products (``n_rows * w``) is one item; a larger one gets items of
+    ``min(ITEM_WORK // w, ceil(n_rows / MIN_ITEMS))`` rows (at least :data:`MIN_ITEM_ROWS`),
+    so at least :data:`MIN_ITEMS` items of at most :data:`ITEM_WORK` products. Always at most
+    ``most`` rows. It depends on the problem's size only, never on the thread count, so the
+    items (and the samples) are the same on any machine.
 
     Parameters
     ----------
@@ -132,6 +147,8 @@ def rows_per_item(n_keys: int, n_features: int, most: int) -> int:
         Support rows and features.
     most : int
         Largest item (rows).
+    n_rows : int, optional
+        Query rows of the call; None: the call is taken as large (items of ``ITEM_WORK``).
 
     Returns
     -------
@@ -140,11 +157,16 @@ def rows_per_item(n_keys: int, n_features: int, most: int) -> int:
     Examples
     --------
     >>> from skflow.threads import rows_per_item
-    >>> rows_per_item(10, 16, 4096), rows_per_item(65536, 64, 4096)
-    (4096, 256)
+    >>> rows_per_item(10, 16, 4096, n_rows=4096), rows_per_item(4096, 64, 4096, n_rows=4096)
+    (4096, 1024)
     """
     per_row = max(1, int(n_keys) * int(n_features))
-    return int(min(most, max(MIN_ITEM_ROWS, ITEM_WORK // per_row)))
+    rows = ITEM_WORK // per_row
+    if n_rows is not None:
+        n_rows = max(1, int(n_rows))
+        split = MIN_ITEMS if n_rows * per_row > SPLIT_WORK else 1
+        rows = min(rows, -(-n_rows // split))
+    return int(min(most, max(MIN_ITEM_ROWS, rows)))
 
 
 def map_on_threads(func: Callable, arguments: list[tuple], n_threads: int | None = None) -> list:

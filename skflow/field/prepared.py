@@ -114,11 +114,11 @@ class NWField:
         ``engine="pruned"``: an evaluation of at least ``2 * PRUNE_PROBE_ROWS`` queries
         first estimates, on ``PRUNE_PROBE_ROWS`` evenly spaced queries
         (:func:`skflow.field.pruned.evaluated_share`: bounds and best clusters only), the
-        share the pruned engine would evaluate; if they need more than this share of the (query, support point) pairs, the whole evaluation
-        runs on the dense engine (nothing skipped, bound 0; a float32 evaluation only where
-        the dense float32 rule ``a(t) R^2 <= float32_logit_limit`` holds). ``"auto"``:
-        ``PRUNED_MAX_SHARE`` of the evaluation's dtype (0.2 float64, 0.04 float32). None:
-        always prune.
+        share of (query, support point) pairs the pruned engine would evaluate; above this
+        share the whole evaluation runs on the dense engine (nothing skipped, bound 0; a
+        float32 evaluation only where the dense float32 rule ``a(t) R^2 <=
+        float32_logit_limit`` holds). ``"auto"``: ``PRUNED_MAX_SHARE`` of the evaluation's
+        dtype (0.2 float64, 0.04 float32). None: always prune.
     n_clusters : int, optional
         ``engine="pruned"``: clusters of the support index (default ``ceil(2 sqrt(m))``).
     time_tolerance : float, default=inf
@@ -415,10 +415,11 @@ class NWField:
         pair at a higher cost per pair than the dense engine's fused kernel. A probe of
         ``PRUNE_PROBE_ROWS`` evenly spaced queries (about 1/64 of a 4096-query call) estimates
         the share of pairs that must be evaluated (``evaluated_share``: the cluster bounds and
-        each probe query's best cluster, not the whole evaluation); above ``pruned_max_share`` the whole call
-        runs dense. A float32 call runs dense only where the dense engine's float32 rule
-        holds (``a(t) R^2 <= float32_logit_limit``, true early in the flow, where nothing
-        prunes); elsewhere it prunes, under the pruned engine's per-block precision rule.
+        each probe query's best cluster, not the whole evaluation); above
+        ``pruned_max_share`` the whole call runs dense. A float32 call runs dense only where
+        the dense engine's float32 rule holds (``a(t) R^2 <= float32_logit_limit``, true
+        early in the flow, where nothing prunes); elsewhere it prunes, under the pruned
+        engine's per-block precision rule.
         """
         share, n, f32 = self.pruned_max_share, call.n, call.x.dtype != self.xp.float64
         if share is None or n < 2 * PRUNE_PROBE_ROWS:

@@ -127,6 +127,9 @@ _EVAL_ELEMENTS = 2**20
 _CLAMP = {"float64": -700.0, "float32": -80.0}
 # Queries that share one gathered copy of a tile in the batched (query, tile) products.
 _GROUP = 8
+# Queries of one batch that need a cluster, from which it is evaluated by one product over
+# its contiguous rows instead (one Python-level call, no gathered copies).
+_CROWDED = 64
 # Relative inflation of host-side float64 bounds (their own rounding, a few operations each).
 _HOST_SLACK = 64 * _EPS64
 
@@ -581,6 +584,7 @@ def _evaluate_pairs(index, st: _State, queries: np.ndarray, clusters: np.ndarray
     """
     if queries.size == 0:
         return
+    queries, clusters = _crowded_clusters(index, st, queries, clusters, z, b, opts)
     k = index.centres_.shape[1]
     refs = index.references_[clusters]
     zdist = np.linalg.norm(z[queries] - refs, axis=1)
@@ -597,6 +601,23 @@ def _evaluate_pairs(index, st: _State, queries: np.ndarray, clusters: np.ndarray
         np.add.at(st.updates, q, 2)  # the tile's own sum and its merge into the query
         order = np.lexsort((q, tiles))
         _fold_tiles(index, st, q[order], tiles[order], z, b, name)
+
+
+def _crowded_clusters(index, st: _State, queries, clusters, z, b, opts) -> tuple:
+    """Evaluate the clusters that :data:`_CROWDED` or more of the pairs' queries need, one
+    product per cluster over its contiguous rows (no gathered copies); return the other pairs.
+    """
+    counts = np.bincount(clusters, minlength=index.n_clusters_)
+    crowded = counts[clusters] >= _CROWDED
+    if not crowded.any():
+        return queries, clusters
+    order = np.lexsort((queries[crowded], clusters[crowded]))
+    cq, cc = queries[crowded][order], clusters[crowded][order]
+    cuts = np.flatnonzero(cc[1:] != cc[:-1]) + 1
+    for sel, group in zip(np.split(cq, cuts), np.split(cc, cuts), strict=True):
+        j = int(group[0])
+        _evaluate(index, st, sel, np.array([j]), _reference(index, j), z, b, opts)
+    return queries[~crowded], clusters[~crowded]
 
 
 def _fold_tiles(index, st: _State, q: np.ndarray, tiles: np.ndarray, z, b, name: str) -> None:

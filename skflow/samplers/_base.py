@@ -47,7 +47,14 @@ from .._validation import (
 )
 from ..paths import GaussianPath
 from ..solvers import FIXED_STEP_METHODS, METHODS
-from ..threads import limit_threads, map_on_threads, parallel_map, rows_per_item, thread_budget
+from ..threads import (
+    SPLIT_WORK,
+    limit_threads,
+    map_on_threads,
+    parallel_map,
+    rows_per_item,
+    thread_budget,
+)
 from ._batch import (
     check_batch_times,
     check_noise,
@@ -305,8 +312,9 @@ class BaseFlowSampler(BaseEstimator):
         x0 = self._start_points(x0, support)
         m, d = support.shape[-2], x0.shape[-1]
         on_cpu = backend.device in (None, "cpu")
-        rows = rows_per_item(m, d, SAMPLING_BATCH_SIZE) if on_cpu else SAMPLING_BATCH_SIZE
-        items = work_items(x0, m, rows)
+        n = x0.shape[-2]
+        rows = rows_per_item(m, d, SAMPLING_BATCH_SIZE, n) if on_cpu else SAMPLING_BATCH_SIZE
+        items = work_items(x0, m, rows, split=on_cpu and x0.size * m > SPLIT_WORK)
         n_jobs = self._n_jobs()
         if len(items) == 1 or n_jobs in (None, 1):
             results = self._solve_items(backend, support, x0, items, grid, trajectory)
@@ -642,7 +650,7 @@ def row_items(X: np.ndarray, t: Any, n_keys: int, backend: Backend) -> list[tupl
     (:func:`skflow.threads.rows_per_item`); a batch ``X`` (B, n, d) is one item."""
     if X.ndim != 2 or backend.device not in (None, "cpu"):
         return [(X, t)]
-    step = rows_per_item(n_keys, X.shape[1], SAMPLING_BATCH_SIZE)
+    step = rows_per_item(n_keys, X.shape[1], SAMPLING_BATCH_SIZE, X.shape[0])
     per_row = np.ndim(t) > 0
     return [
         (X[i : i + step], t[i : i + step] if per_row else t)

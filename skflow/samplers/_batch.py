@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from .._validation import check_int, check_times
+from ..threads import MIN_ITEMS
 
 __all__ = [
     "BATCHED_ROWS",
@@ -142,13 +143,17 @@ def check_noise(
     return arr
 
 
-def work_items(x0: np.ndarray, m: int, row_batch: int) -> list[tuple[Any, slice]]:
+def work_items(
+    x0: np.ndarray, m: int, row_batch: int, split: bool = False
+) -> list[tuple[Any, slice]]:
     """``(task slice or None, row slice)`` of the solver runs of one sampling call.
 
     Rows are split into batches of ``row_batch`` (whatever ``n_jobs`` is, so serial and
     parallel runs do the same arithmetic); a batch of supports ``x0`` of shape ``(G, n, d)``
     is further split into runs of at most :data:`BATCHED_ROWS` rows and about ``2**23``
-    logits. Items are ordered task-major, so consecutive items share a support.
+    logits, and, with ``split`` (a large call, decided from its size alone), into at least
+    :data:`skflow.threads.MIN_ITEMS` runs of supports, so that it uses the cores. Items are
+    ordered task-major, so consecutive items share a support.
     """
     n = x0.shape[-2]
     rows = [slice(i, i + row_batch) for i in range(0, max(n, 1), row_batch)]
@@ -156,6 +161,8 @@ def work_items(x0: np.ndarray, m: int, row_batch: int) -> list[tuple[Any, slice]
         return [(None, r) for r in rows]
     per = max(1, min(n, row_batch))
     tasks = max(1, min(BATCHED_ROWS // per, _BATCHED_ELEMENTS // (per * max(m, 1))))
+    if split and len(rows) < MIN_ITEMS:
+        tasks = max(1, min(tasks, -(-x0.shape[0] // -(-MIN_ITEMS // len(rows)))))
     return [(slice(g, g + tasks), r) for g in range(0, x0.shape[0], tasks) for r in rows]
 
 

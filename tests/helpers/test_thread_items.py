@@ -2,8 +2,9 @@
 
 Same seed, same samples on any thread count (SPEC section 4) needs the partition of a call
 into items to be a function of its size only: :func:`skflow.threads.rows_per_item` gives the
-same rows at 1, 2, 3 and 8 threads (closed form: ``ITEM_WORK // (n_keys * n_features)`` rows,
-within ``[MIN_ITEM_ROWS, most]``), and :func:`skflow.threads.map_on_threads` returns the same
+same rows at 1, 2, 3 and 8 threads (closed form: one item up to ``SPLIT_WORK`` products, else
+``min(ITEM_WORK // (n_keys * n_features), ceil(n_rows / MIN_ITEMS))`` rows, within
+``[MIN_ITEM_ROWS, most]``), and :func:`skflow.threads.map_on_threads` returns the same
 results whatever the number of threads that run the items.
 """
 
@@ -14,11 +15,27 @@ import pytest
 import torch
 from thread_counts import on_threads
 
-from skflow.threads import ITEM_WORK, MIN_ITEM_ROWS, map_on_threads, rows_per_item
+from skflow.threads import (
+    ITEM_WORK,
+    MIN_ITEM_ROWS,
+    MIN_ITEMS,
+    SPLIT_WORK,
+    map_on_threads,
+    rows_per_item,
+)
 
 THREAD_COUNTS = (1, 2, 3, 8)
-#: (n_keys, n_features, most): one item, the floor, the closed form, the cap.
-PROBLEMS = [(10, 16, 4096), (65536, 64, 4096), (1000, 16, 4096), (1000, 16, 100), (1, 1, 7)]
+#: (n_keys, n_features, most, n_rows): one item, the floor, the work cap, the MIN_ITEMS split,
+#: the cap, a tiny call, no n_rows.
+PROBLEMS = [
+    (10, 16, 4096, 4096),
+    (1 << 20, 64, 4096, 4096),
+    (65536, 64, 4096, 4096),
+    (4096, 64, 4096, 4096),
+    (1000, 16, 100, 4096),
+    (1, 1, 7, 3),
+    (1000, 16, 4096, None),
+]
 
 
 def _boundaries(n_rows: int, rows: int) -> list[tuple[int, int]]:
@@ -28,15 +45,26 @@ def _boundaries(n_rows: int, rows: int) -> list[tuple[int, int]]:
 @pytest.mark.parametrize("n_threads", THREAD_COUNTS)
 @pytest.mark.parametrize("problem", PROBLEMS)
 def test_item_rows_are_the_closed_form_at_any_thread_count(n_threads, problem):
-    n_keys, n_features, most = problem
-    want = min(most, max(MIN_ITEM_ROWS, ITEM_WORK // max(1, n_keys * n_features)))
+    n_keys, n_features, most, n_rows = problem
+    per_row = n_keys * n_features
+    rows = ITEM_WORK // per_row
+    if n_rows is not None:
+        split = MIN_ITEMS if n_rows * per_row > SPLIT_WORK else 1
+        rows = min(rows, -(-n_rows // split))
+    want = min(most, max(MIN_ITEM_ROWS, rows))
     assert on_threads(n_threads, lambda: rows_per_item(*problem)) == want
+
+
+def test_large_calls_get_at_least_min_items_and_small_ones_one():
+    assert rows_per_item(4096, 64, 4096, 4096) * MIN_ITEMS <= 4096
+    assert rows_per_item(50, 16, 4096, 256) == 256  # 204,800 products: one item
+    assert -(-10_000 // rows_per_item(2000, 8, 4096, 10_000)) >= MIN_ITEMS
 
 
 def test_item_boundaries_are_the_same_for_1_2_3_and_8_threads():
     n_rows = 10_000
     parts = {
-        n: on_threads(n, lambda: _boundaries(n_rows, rows_per_item(2000, 8, 4096)))
+        n: on_threads(n, lambda: _boundaries(n_rows, rows_per_item(2000, 8, 4096, n_rows)))
         for n in THREAD_COUNTS
     }
     assert len(parts[1]) > 1  # the problem is cut into several items

@@ -14,6 +14,7 @@ from threadpoolctl import threadpool_info, threadpool_limits
 from skflow.threads import (
     ITEM_WORK,
     MIN_ITEM_ROWS,
+    MIN_ITEMS,
     limit_threads,
     map_on_threads,
     parallel_map,
@@ -83,9 +84,10 @@ def test_parallel_map_keeps_order():
 
 
 def test_items_depend_on_the_problem_size_only():
-    assert rows_per_item(10, 16, 4096) == 4096  # a few-shot call: one item
-    assert rows_per_item(65536, 64, 4096) == MIN_ITEM_ROWS
-    assert rows_per_item(1000, 16, 4096) == ITEM_WORK // 16000
+    assert rows_per_item(10, 16, 4096, 4096) == 4096  # a few-shot call: one item
+    assert rows_per_item(1 << 24, 64, 4096, 4096) == MIN_ITEM_ROWS
+    assert rows_per_item(65536, 16, 4096) == ITEM_WORK // (65536 * 16)
+    assert rows_per_item(4096, 64, 4096, 4096) == 4096 // MIN_ITEMS  # cut for the cores
     assert rows_per_item(1000, 16, 100) == 100
 
 

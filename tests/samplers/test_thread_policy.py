@@ -9,7 +9,8 @@ from thread_counts import on_threads
 
 from skflow import LearnedFlowSampler, NWFlowSampler, SolverOptions
 from skflow.samplers._base import SAMPLING_BATCH_SIZE
-from skflow.threads import rows_per_item
+from skflow.samplers._batch import work_items
+from skflow.threads import MIN_ITEMS, SPLIT_WORK, rows_per_item
 
 # every test here compares the same kernels on the same arrays (thread counts):
 # bit for bit
@@ -34,7 +35,7 @@ def large():
     """A support large enough that sample(3000) is cut into several items."""
     S = np.random.default_rng(0).normal(size=(1500, 8))
     sampler = NWFlowSampler(solver=SolverOptions(n_steps=4), random_state=0).fit(S)
-    assert rows_per_item(1500, 8, SAMPLING_BATCH_SIZE) < 3000 // 4  # several items
+    assert rows_per_item(1500, 8, SAMPLING_BATCH_SIZE, 3000) <= 3000 // 4  # several items
     return sampler
 
 
@@ -65,3 +66,18 @@ def test_pretrained_prior_samples_are_the_same_on_any_thread_count():
     X = _same_on_every_count(lambda: prior.sample(300, support=S, random_state=0))
     V = _same_on_every_count(lambda: prior.velocity(X, 0.5, support=S))
     assert X.shape == V.shape == (300, 6)
+
+
+def test_a_large_batched_call_is_cut_for_the_cores_and_stays_the_same():
+    """256 supports x 256 rows (m = 50, d = 16) is above SPLIT_WORK: it is cut into at least
+    MIN_ITEMS runs of supports (one run before, which left the second core idle), and the
+    samples are the same on any thread count."""
+    S = np.random.default_rng(4).normal(size=(256, 50, 16))
+    x0 = np.zeros((256, 256, 16))
+    assert x0.size * 50 > SPLIT_WORK
+    items = work_items(x0, 50, rows_per_item(50, 16, SAMPLING_BATCH_SIZE, 256), split=True)
+    assert len(items) >= MIN_ITEMS
+    assert len(work_items(x0, 50, 256, split=False)) == 1
+    sampler = NWFlowSampler(solver=SolverOptions(n_steps=3), random_state=0).fit(S[0])
+    X = _same_on_every_count(lambda: sampler.sample(256, support=S, random_state=5))
+    assert X.shape == (256, 256, 16)
