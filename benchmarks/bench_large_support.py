@@ -224,8 +224,8 @@ def sampler_row(kind: str, m: int, d: int, n: int, args) -> dict:
     index build and probes included; the threads in force."""
     from skflow import NWFlowSampler
 
-    # A NumPy array, as scikit-learn users pass it (the sampler keeps float32 NumPy input in
-    # float32; a Torch tensor is converted to a float64 NumPy array by the validation).
+    # A NumPy array, as scikit-learn users pass it (the sampler keeps float32 input, NumPy or
+    # Torch, in float32).
     S = make_support(kind, m, d, np.random.default_rng(0)).astype(args.dtype)
     out, samples = {"data": kind, "m": m, "d": d, "n": n}, {}
     for engine in ("pruned", "auto"):

@@ -397,6 +397,10 @@ def check_data(check: Callable, *args: Any, **kwargs: Any) -> Any:
     input is named by its dtype (scikit-learn prints the whole array). All three stay
     ``ValueError`` (scikit-learn's convention). Other errors pass through unchanged.
 
+    A Torch tensor is first copied to a NumPy array of its own dtype, so that a float32 tensor
+    stays float32 where the check keeps float32 (scikit-learn does not read a Torch dtype and
+    would make it float64), as a float32 NumPy array does.
+
     Examples
     --------
     >>> from sklearn.utils import check_array
@@ -406,6 +410,10 @@ def check_data(check: Callable, *args: Any, **kwargs: Any) -> Any:
     ...     print(str(exc)[:62])
     support must be a 2-D array of shape (n_samples, n_features),
     """
+    from ._array import is_torch, to_numpy  # _array imports this module
+
+    if args and is_torch(args[-1]):
+        args = (*args[:-1], to_numpy(args[-1]))
     try:
         return check(*args, **kwargs)
     except ValueError as exc:

@@ -419,3 +419,18 @@ def test_choice_parameters_raise_invalid_parameter_error_at_fit(params):
     name = list(params)[0]
     with pytest.raises(InvalidParameterError, match=rf"^{name} must be"):
         NWFlowSampler(**params).fit(S)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_check_data_keeps_the_float_dtype_of_a_torch_tensor(dtype):
+    """scikit-learn reads no Torch dtype and made every tensor float64; a tensor now keeps
+    float32 where a NumPy array of that dtype would (and its values)."""
+    import torch
+    from sklearn.utils import check_array
+
+    from skflow._validation import check_data
+
+    t = torch.arange(6, dtype=getattr(torch, dtype)).reshape(3, 2) / 7
+    out = check_data(check_array, t, dtype=[np.float64, np.float32])
+    assert isinstance(out, np.ndarray) and out.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(out, t.numpy())

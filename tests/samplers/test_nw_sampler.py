@@ -394,3 +394,14 @@ def test_the_default_bandwidth_does_not_copy_and_does_not_warn():
     with pytest.warns(MemorizationWarning):
         plug_in = NWFlowSampler(bandwidth="ot", sigma_min=0.01, random_state=0).fit(S)
     assert memorization_ratio(plug_in.sample(100), S, held_out) < 0.1
+
+
+def test_a_float32_tensor_support_is_sampled_in_float32_like_a_float32_array():
+    """A float32 Torch tensor passed to fit is kept float32 (it was made float64 by the
+    validation, so a user's float32 tensor sampled at float64 cost): same support, same
+    samples as the float32 NumPy array."""
+    S = np.random.default_rng(0).normal(size=(40, 3)).astype(np.float32)
+    from_tensor = NWFlowSampler(random_state=0).fit(torch.from_numpy(S))
+    from_array = NWFlowSampler(random_state=0).fit(S)
+    assert from_tensor.support_.dtype == np.float32
+    np.testing.assert_array_equal(from_tensor.sample(5), from_array.sample(5))
