@@ -55,9 +55,10 @@ PRUNE_PROBE_ROWS = 64
 _MAX_CACHED_TIMES = 1024
 #: ``engine="pruned"``, ``pruned_max_share="auto"``: the evaluated share of pairs above which
 #: an evaluation runs dense, per working dtype; about where single evaluations of the two
-#: engines cost the same (m = 1e5, d = 16, 256 queries, one Torch thread:
-#: ``benchmarks/bench_large_support.py --per-t``). float32 is lower: its dense engine is the
-#: fused float32 kernel, while late pruned pairs run in float64 for the certificate.
+#: engines cost the same (m = 1e5, d = 16, 256 queries, one Torch thread, gmm-like supports;
+#: ``benchmarks/bench_large_support.py --per-t`` shows the float64 side at 4096 queries).
+#: float32 is lower: its dense engine is the fused float32 kernel, while late pruned pairs run
+#: in float64 for the certificate.
 PRUNED_MAX_SHARE = {"float64": 0.2, "float32": 0.04}
 
 
