@@ -303,16 +303,22 @@ def bench_sampling(device, with_numpy, n=4096):
 DEFAULT_PATH_SHAPE = (4096, 4096, 64)
 
 
+def _default_sampler(n, m, d, device):
+    """Queries and support as tensors, the queries as NumPy, and the default sampler fitted
+    on the NumPy support (what a user's call sees)."""
+    from skflow import NWFlowSampler
+
+    x, s = inputs(n, m, d, device)
+    sampler = NWFlowSampler(backend="torch", device=device).fit(s.cpu().numpy())
+    return x, s, x.cpu().numpy(), sampler
+
+
 def bench_default_path(n, m, d, device, repeats=9):
     """``NWFlowSampler(backend="torch").fit(S).velocity(X, 0.5)`` with every default
     (``sigma_min="auto"``, NumPy float32 in and out, the thread policy of
     :mod:`skflow.threads`) against one bare SDPA call and the two plain matmuls of the same
     FLOPs on the same arrays; interleaved rounds, per-round ratios."""
-    from skflow import NWFlowSampler
-
-    x, s = inputs(n, m, d, device)
-    X, S = x.cpu().numpy(), s.cpu().numpy()
-    sampler = NWFlowSampler(backend="torch", device=device).fit(S)
+    x, s, X, sampler = _default_sampler(n, m, d, device)
     q, k, v = x[None, None], s[None, None], s[None, None].clone()
     fns = {
         "velocity": lambda: sampler.velocity(X, T),
@@ -336,11 +342,7 @@ BROADCAST_PATH_SHAPE = (2048, 2048, 64)
 def bench_default_broadcast(n, m, d, device, repeats=3):
     """The default call against the broadcast implementation (:func:`broadcast_call`),
     interleaved rounds; ``broadcast / velocity`` per round."""
-    from skflow import NWFlowSampler
-
-    x, s = inputs(n, m, d, device)
-    X, S = x.cpu().numpy(), s.cpu().numpy()
-    sampler = NWFlowSampler(backend="torch", device=device).fit(S)
+    x, s, X, sampler = _default_sampler(n, m, d, device)
     fns = {"velocity": lambda: sampler.velocity(X, T), "broadcast": lambda: broadcast_call(x, s)}
     med, times = timeit_interleaved(fns, device, repeats, warmup=1)
     return med | {"speedup": _paired_ratio(times["broadcast"], times["velocity"])}

@@ -385,7 +385,11 @@ class ClusteredSupport:
         )
         pad = rows >= self.offsets_[self.tile_cluster_ + 1][:, None]
         self.tile_rows_ = np.where(pad, start[:, None], rows)
-        self.references_ = np.stack([_reference(self, j) for j in range(self.n_clusters_)])
+        # each cluster's reference centre, exactly representable in the index's dtype
+        f32 = self.dtype_name_ == "float32"
+        self.references_ = (
+            self.centres_.astype(np.float32).astype(np.float64) if f32 else self.centres_
+        )
         self.reaches_ = np.linalg.norm(self.centres_ - self.references_, axis=1) + self.radii_
         like = self.lifted_values_
         values = self.lifted_values_[xp.index(self.tile_rows_.ravel(), like)]
@@ -616,7 +620,7 @@ def _crowded_clusters(index, st: _State, queries, clusters, z, b, opts) -> tuple
     cuts = np.flatnonzero(cc[1:] != cc[:-1]) + 1
     for sel, group in zip(np.split(cq, cuts), np.split(cc, cuts), strict=True):
         j = int(group[0])
-        _evaluate(index, st, sel, np.array([j]), _reference(index, j), z, b, opts)
+        _evaluate(index, st, sel, np.array([j]), index.references_[j], z, b, opts)
     return queries[~crowded], clusters[~crowded]
 
 
@@ -731,10 +735,26 @@ def _finish(index, st: _State, bounds: np.ndarray) -> tuple[np.ndarray, ...]:
     return mean, neglected, error * (1.0 + _HOST_SLACK)
 
 
-def _reference(index, j: int) -> np.ndarray:
-    """Centre ``j`` as the reference of a group, exactly representable in the index's dtype."""
-    c0 = index.centres_[j]
-    return c0.astype(np.float32).astype(np.float64) if index.dtype_name_ == "float32" else c0
+def _index_queries(index: ClusteredSupport, queries: Any) -> Any:
+    """``queries`` checked against the index: same library, 2-D, floating, finite, width k."""
+    xp, mismatch = index.backend_, "queries must match the index: same library and key dimension k."
+    if not xp.owns(queries):
+        raise ValueError(mismatch)
+    queries = _check_matrix(xp, queries, "queries")
+    if queries.shape[1] != index.keys_.shape[1]:
+        raise ValueError(mismatch)
+    return queries
+
+
+def _options(index, queries, rtol, dense_fraction, float32_tolerance, block_size) -> dict:
+    """The validated settings of one evaluation (see :func:`pruned_local_mean`)."""
+    return {
+        "rtol": check_real(rtol, "rtol", low=0.0, high=1.0, low_open=True),
+        "dense_fraction": check_real(dense_fraction, "dense_fraction", low=0.0, high=1.0),
+        "float32_tolerance": check_real(float32_tolerance, "float32_tolerance", low=0.0),
+        "float32": index.dtype_name_ == "float32" and _float_dtype_name(queries) == "float32",
+        "block_size": check_int(block_size, "block_size"),
+    }
 
 
 def pruned_local_mean(
@@ -782,19 +802,8 @@ def pruned_local_mean(
     >>> bool(res.mean_error.max() < 1e-8), res.evaluated_fraction < 0.2
     (True, True)
     """
-    xp, mismatch = index.backend_, "queries must match the index: same library and key dimension k."
-    if not xp.owns(queries):
-        raise ValueError(mismatch)
-    queries = _check_matrix(xp, queries, "queries")
-    if queries.shape[1] != index.keys_.shape[1]:
-        raise ValueError(mismatch)
-    opts = {
-        "rtol": check_real(rtol, "rtol", low=0.0, high=1.0, low_open=True),
-        "dense_fraction": check_real(dense_fraction, "dense_fraction", low=0.0, high=1.0),
-        "float32_tolerance": check_real(float32_tolerance, "float32_tolerance", low=0.0),
-        "float32": index.dtype_name_ == "float32" and _float_dtype_name(queries) == "float32",
-        "block_size": check_int(block_size, "block_size"),
-    }
+    queries = _index_queries(index, queries)
+    opts = _options(index, queries, rtol, dense_fraction, float32_tolerance, block_size)
     a_h, b_h = _coefficients(a, b, queries.shape[0])
     out = _assemble(index, _host64(queries), a_h, b_h, opts["block_size"], opts)
     return _package(index, queries, *out)
@@ -894,14 +903,9 @@ def evaluated_share(
     >>> evaluated_share(index, 0.99 * (K[:8] - K.mean(0)), a, b) < 0.2
     True
     """
-    xp = index.backend_
-    queries = _check_matrix(xp, queries, "queries")
-    opts = {
-        "rtol": check_real(rtol, "rtol", low=0.0, high=1.0, low_open=True),
-        "dense_fraction": 0.5,
-        "float32_tolerance": 1e-4,
-        "float32": index.dtype_name_ == "float32" and _float_dtype_name(queries) == "float32",
-    }
+    queries = _index_queries(index, queries)
+    # the defaults of pruned_local_mean, which the field's pruned evaluations use
+    opts = _options(index, queries, rtol, 0.5, 1e-4, 256)
     a_h, b_h = _coefficients(a, b, queries.shape[0])
     share = np.ones(queries.shape[0])
     if (a_h != 0).any():

@@ -162,7 +162,8 @@ def work_items(
     per = max(1, min(n, row_batch))
     tasks = max(1, min(BATCHED_ROWS // per, _BATCHED_ELEMENTS // (per * max(m, 1))))
     if split and len(rows) < MIN_ITEMS:
-        tasks = max(1, min(tasks, -(-x0.shape[0] // -(-MIN_ITEMS // len(rows)))))
+        runs = -(-MIN_ITEMS // len(rows))  # runs of supports that give MIN_ITEMS items
+        tasks = max(1, min(tasks, -(-x0.shape[0] // runs)))
     return [(slice(g, g + tasks), r) for g in range(0, x0.shape[0], tasks) for r in rows]
 
 

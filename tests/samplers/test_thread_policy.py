@@ -81,3 +81,20 @@ def test_a_large_batched_call_is_cut_for_the_cores_and_stays_the_same():
     sampler = NWFlowSampler(solver=SolverOptions(n_steps=3), random_state=0).fit(S[0])
     X = _same_on_every_count(lambda: sampler.sample(256, support=S, random_state=5))
     assert X.shape == (256, 256, 16)
+
+
+def test_the_sampler_cuts_a_large_batched_call_into_min_items(monkeypatch):
+    """The batched sampling call asks for the split itself (its size is above SPLIT_WORK)."""
+    from skflow.samplers import _base
+
+    seen = []
+
+    def recording(*args, **kwargs):
+        seen.append(work_items(*args, **kwargs))
+        return seen[-1]
+
+    monkeypatch.setattr(_base, "work_items", recording)
+    S = np.random.default_rng(4).normal(size=(256, 50, 16))
+    sampler = NWFlowSampler(solver=SolverOptions(n_steps=1), random_state=0).fit(S[0])
+    sampler.sample(256, support=S, random_state=5)
+    assert len(seen) == 1 and len(seen[0]) >= MIN_ITEMS
