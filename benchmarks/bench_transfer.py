@@ -89,7 +89,7 @@ Usage::
 ``--learned-arms`` picks the learned arms (default: ``learned`` and the ablation arms; none
 given: none trained; ``few_shot``, :class:`skflow.FewShotSampler` with ``new="rows"`` on
 ``digits-rows`` and ``"classes"`` elsewhere, its training within ``--few-shot-budget`` seconds,
-default 240, is picked there too). ``--merge SAVED MORE [MORE ...] --json OUT`` adds the arms
+default 360, is picked there too). ``--merge SAVED MORE [MORE ...] --json OUT`` adds the arms
 of the runs in the ``MORE`` files (the same settings and seeds, more learned arms; one file per
 seed is fine) to the runs of ``SAVED``; ``--rename OLD=NEW`` first renames an arm of the saved runs
 (an arm whose definition changed since, e.g. ``learned=learned_support`` for runs saved when
@@ -523,7 +523,7 @@ def generate(model, supports: np.ndarray, n: int, seed: int) -> np.ndarray:
 
 def run_setting(
     name: str, seed: int, n_tasks: int, n_gen: int, max_time: float, max_iter, learned=(),
-    few_shot_budget: float = 240.0,
+    few_shot_budget: float = 360.0,
 ) -> dict:  # fmt: skip
     """Per m and arm: per-task score lists; plus the training records. ``digits-loco``: one
     run per held-out digit (trained on the other nine), ``n_tasks // 10`` tasks each, the
@@ -543,7 +543,7 @@ def run_setting(
 
 def run_one(
     name: str, seed: int, n_tasks: int, n_gen: int, max_time: float, max_iter, learned=(),
-    few_shot_budget: float = 240.0,
+    few_shot_budget: float = 360.0,
 ) -> dict:  # fmt: skip
     """One training set: per m and arm, per-task score lists; plus the training records."""
     data = setting_data(name, n_tasks, seed)
@@ -1263,7 +1263,7 @@ def main() -> None:
         choices=[*LEARNED_ARMS, *OTHER_ARMS],
     )  # fmt: skip
     ap.add_argument(
-        "--few-shot-budget", type=float, default=240.0,
+        "--few-shot-budget", type=float, default=360.0,
         help="few_shot: training wall seconds of FewShotSampler, all its fits together",
     )  # fmt: skip
     ap.add_argument(

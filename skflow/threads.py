@@ -174,8 +174,10 @@ def map_on_threads(func: Callable, arguments: list[tuple], n_threads: int | None
 
     Calls run on the calling thread when there is one, else side by side on up to
     ``n_threads`` Python threads (Torch and NumPy release the interpreter lock while they
-    compute). Every call sees one intra-op thread, so its result does not depend on how many
-    threads run, and no call waits at an intra-op barrier for a thread another process holds.
+    compute), made at the first such call and kept for the process's later ones; a call from
+    inside an item runs inline. Every call sees one intra-op thread, so its result does not
+    depend on how many threads run, and no call waits at an intra-op barrier for a thread
+    another process holds.
 
     Parameters
     ----------
@@ -198,28 +200,66 @@ def map_on_threads(func: Callable, arguments: list[tuple], n_threads: int | None
     >>> map_on_threads(mul, [(2, 3), (4, 5)], n_threads=2)
     [6, 20]
     """
-    from concurrent.futures import ThreadPoolExecutor
-
     workers = min(len(arguments), thread_budget() if n_threads is None else int(n_threads))
     with limit_threads(1):
-        if workers <= 1:
+        if workers <= 1 or getattr(_ITEM_THREAD, "active", False):  # nested: run inline
             return [func(*args) for args in arguments]
-        pool = ThreadPoolExecutor(
-            max_workers=workers, thread_name_prefix="skflow", initializer=_hold_this_thread
-        )
-        with pool:
-            return list(pool.map(lambda args: func(*args), arguments))
+        return list(_item_pool(workers).map(lambda args: _one_item(func, args), arguments))
+
+
+#: Marks a thread while it runs an item of :func:`map_on_threads` (a nested call runs inline:
+#: an item waiting on a pool whose threads all wait would never finish).
+_ITEM_THREAD = threading.local()
+_POOLS: dict[tuple[int, int], Any] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def _item_pool(workers: int) -> Any:
+    """The ``workers`` item threads of this process, made once and kept: a fresh thread pays
+    for its Torch and BLAS state at its first products, which cost a large call about as much
+    as its Python work (``benchmarks/bench_field.py --default-path``). Keyed by the process,
+    so that a forked child makes its own."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    key = (os.getpid(), int(workers))
+    with _POOLS_LOCK:
+        pool = _POOLS.get(key)
+        if pool is None:
+            pool = _POOLS[key] = ThreadPoolExecutor(workers, thread_name_prefix="skflow")
+    return pool
+
+
+def _reset_pools_in_child() -> None:
+    """A forked child has none of its parent's threads (nor a lock a parent thread held)."""
+    global _POOLS_LOCK
+    _POOLS.clear()
+    _POOLS_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_pools_in_child)
+
+
+def _one_item(func: Callable, args: tuple) -> Any:
+    """One item in a pool thread, on the process's current Torch thread count (one)."""
+    _hold_this_thread()
+    _ITEM_THREAD.active = True
+    try:
+        return func(*args)
+    finally:
+        _ITEM_THREAD.active = False
 
 
 def _hold_this_thread() -> None:
-    """Give a new thread the process's Torch thread count for its own pools too.
+    """Give this thread the process's Torch thread count for its own pools too.
 
     OpenMP's and MKL's thread counts are per OS thread: ``torch.set_num_threads`` sets them
     for the thread that calls it only, and a new thread starts at the library defaults (one
     per core). Without this, a worker's matrix products ran on every core under a limit of
     one, oversubscribing the machine, and MKL's conditional-reproducibility modes
     (``MKL_CBWR``) then gave other last bits than on the calling thread. Storing the count
-    already in force changes nothing for the other threads.
+    already in force changes nothing for the other threads; a kept pool thread stores it
+    again for each item (the count of the call in force, not of the call that made it).
     """
     import torch
 

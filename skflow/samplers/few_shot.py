@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, ClassVar
 
 import numpy as np
+from sklearn.base import clone
 
 from .._validation import (
     ParameterCheck,
@@ -39,7 +41,7 @@ class FewShotSampler(BestClassicalSampler):
     included, chosen on validation supports like the ones of use; one line.
 
     ``fit(X, y)`` scores :func:`~skflow.samplers.classical.default_candidates` (four Gaussian
-    and mixture arms, the plug-in field at five bandwidths) and a default
+    and mixture arms, the plug-in field at seven bandwidths) and a default
     :class:`~skflow.LearnedFlowSampler` on validation folds, at each support size of
     ``support_size``, and keeps per size the candidate of lowest multi-scale MMD² among those
     whose mean validation memorisation ratio is at least 0.5 (a copier is never chosen; see
@@ -51,19 +53,21 @@ class FewShotSampler(BestClassicalSampler):
       are split in ``n_splits`` parts: candidates are fitted on the other parts of every class
       and scored on supports and references drawn from the held part.
 
-    The learned candidate is trained once per fold and, where it is chosen at some size, once
-    more on all the rows, each fit capped at ``budget_s / (n_folds + 1)`` seconds of wall
-    time, so that its training takes at most about ``budget_s`` in all;
-    ``training_cpu_seconds_`` records the CPU seconds of the whole fit, scoring included (on
-    2 cores the scoring of the nine classical candidates takes tens of seconds for tens of
-    classes; ``new="rows"`` scores every class in every fold). A run stopped by the budget
-    depends on the machine's speed; ``budget_s=0`` leaves the learned candidate out.
+    The learned candidate is trained once per fold, the folds sharing half of ``budget_s``
+    (``budget_s / (2 n_folds)`` seconds of wall time each), and, where it is chosen at some
+    size, once more on all the rows within the other half: the model a user gets trains
+    longest, while its validation (a shorter training) errs against choosing it. Its
+    training takes at most about ``budget_s`` in all; ``training_cpu_seconds_`` records the
+    CPU seconds of the whole fit, scoring included (on 2 cores the scoring of the eleven
+    classical candidates takes tens of seconds for tens of classes; ``new="rows"`` scores
+    every class in every fold). A run stopped by the budget depends on the machine's speed;
+    ``budget_s=0`` leaves the learned candidate out.
 
     Parameters
     ----------
     new : {"classes", "rows"}, default="classes"
         What the supports of use are: rows of new classes, or new rows of the training classes.
-    budget_s : float >= 0, default=240.0
+    budget_s : float >= 0, default=360.0
         Wall-clock seconds for the learned candidate's training, all its fits together.
     support_size : int or sequence of int, default=(5, 10, 20)
         The support sizes to choose for; a support of ``m`` rows is served by the choice for
@@ -84,8 +88,9 @@ class FewShotSampler(BestClassicalSampler):
         The chosen candidate's class name per support size.
     validation_mmd2_, validation_memorization_, selection_reasons_, best_index_
         As in :class:`~skflow.BestClassicalSampler` (the learned candidate last).
-    learned_max_time_ : float or None
-        The wall-time cap of each fit of the learned candidate (None: left out).
+    learned_max_time_ : dict or None
+        The wall-time cap of each fit of the learned candidate, ``{"fold": s, "refit": s}``
+        (None: left out).
     training_cpu_seconds_ : float
         CPU seconds of the whole ``fit`` (every thread of the process).
     fit_seconds_ : float
@@ -126,7 +131,7 @@ class FewShotSampler(BestClassicalSampler):
         self,
         new: str = "classes",
         *,
-        budget_s: float = 240.0,
+        budget_s: float = 360.0,
         support_size: int | Sequence[int] = (5, 10, 20),
         n_splits: int = 3,
         n_repeats: int = 2,
@@ -144,13 +149,14 @@ class FewShotSampler(BestClassicalSampler):
         """The validation of the selection, ``new``'s value."""
         return self.new
 
-    def _learned_max_time(self, y: np.ndarray) -> float | None:
-        """Each learned fit's share of ``budget_s`` (a fit per fold and the final refit)."""
+    def _learned_max_time(self, y: np.ndarray) -> dict[str, float] | None:
+        """The learned fits' shares of ``budget_s``: half for the folds, half for the refit."""
         if self.budget_s == 0:
             return None
         n_classes = len(np.unique(y))
         n_folds = min(self.n_splits, n_classes) if self.new == "classes" else self.n_splits
-        return float(self.budget_s) / (n_folds + 1)
+        half = float(self.budget_s) / 2
+        return {"fold": half / n_folds, "refit": half}
 
     def _fit_classes(self, X: np.ndarray, y: np.ndarray) -> dict[str, Any]:
         wall, cpu = time.perf_counter(), time.process_time()
@@ -171,5 +177,11 @@ class FewShotSampler(BestClassicalSampler):
         if max_time is None:
             return arms
         seed = check_random_state(self.random_state).randint(2**31 - 1)
-        training = TrainingOptions(max_time=max_time)
+        training = TrainingOptions(max_time=max_time["fold"])
         return [*arms, LearnedFlowSampler(training=training, random_state=seed)]
+
+    def _refit(self, cand: Any, X: np.ndarray, y: np.ndarray) -> Any:
+        if isinstance(cand, LearnedFlowSampler):  # the model of use: the refit's share
+            refit = replace(cand.training, max_time=self._learned_max_time(y)["refit"])
+            cand = clone(cand).set_params(training=refit)
+        return super()._refit(cand, X, y)

@@ -109,6 +109,71 @@ def test_every_item_runs_on_one_torch_thread_and_items_spread():
     assert {ident for ident, _ in seen} == {caller}
 
 
+_THREAD_MARK = threading.local()  # a thread's number, given at its first item
+_MARKS = iter(range(1 << 30))
+
+
+def _spread_items(seen):
+    def item(i):
+        if not hasattr(_THREAD_MARK, "number"):  # a fresh thread (idents can be reused)
+            _THREAD_MARK.number = next(_MARKS)
+        seen.add(_THREAD_MARK.number)
+        time.sleep(0.002)  # long enough that the pool hands items to both threads
+        return i
+
+    return on_threads(2, lambda: map_on_threads(item, [(i,) for i in range(20)]))
+
+
+def test_the_item_threads_are_kept_across_calls():
+    """A fresh thread pays for its Torch and BLAS state at its first products: later calls
+    run on the threads of the first (and never on the caller)."""
+    first, second = set(), set()
+    assert _spread_items(first) == list(range(20)) == _spread_items(second)
+    assert second == first and len(first) == 2
+
+
+def test_a_call_from_inside_an_item_runs_inline():
+    """An item that maps again must not wait on the pool it occupies: its call runs on its own
+    thread (a pool of two threads whose both items wait would never finish)."""
+    inner = []
+
+    def outer(i):
+        here = threading.get_ident()
+        got = map_on_threads(lambda j: (j, threading.get_ident()), [(j,) for j in range(3)], 2)
+        inner.append(all(ident == here for _, ident in got))
+        time.sleep(0.002)
+        return [j for j, _ in got]
+
+    result = []
+    caller = threading.Thread(
+        target=lambda: result.append(
+            on_threads(2, lambda: map_on_threads(outer, [(i,) for i in range(4)]))
+        ),
+        daemon=True,
+    )
+    caller.start()
+    caller.join(30)
+    assert not caller.is_alive(), "the nested call waited on its own pool"
+    assert result == [[[0, 1, 2]] * 4] and inner == [True] * 4
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_makes_its_own_item_threads():
+    _spread_items(set())  # the parent's threads exist
+    pid = os.fork()
+    if pid == 0:  # the child: its parent's threads are gone, a call must still finish
+        code = 1
+        try:
+            import signal
+
+            signal.alarm(60)
+            code = 0 if _spread_items(set()) == list(range(20)) else 1
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
 def test_one_item_runs_on_the_calling_thread():
     caller, seen = threading.get_ident(), []
     on_threads(3, lambda: map_on_threads(lambda: seen.append(threading.get_ident()), [()]))

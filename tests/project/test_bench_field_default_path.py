@@ -49,3 +49,18 @@ def test_default_path_prints_the_three_ratios(capsys):
     for name in ("velocity/sdpa", "velocity/matmul", "sdpa/matmul"):
         assert re.search(re.escape(name) + r" \d+\.\d\d", line), (name, line)
     assert "load average at start" in out and "load average at end" in out
+
+
+def test_back_to_back_ratio_is_that_of_consecutive_calls(monkeypatch):
+    """The back-to-back column: each contender timed in consecutive calls of its own."""
+    runs = {}
+    back = bench._back_to_back
+
+    def recorded(fn, device, repeats):
+        runs.setdefault("order", []).append(fn)
+        runs[len(runs["order"])] = back(fn, device, repeats)
+        return runs[len(runs["order"])]
+
+    monkeypatch.setattr(bench, "_back_to_back", recorded)
+    row = bench.bench_default_path(64, 32, 4, "cpu", repeats=3)
+    assert row["loop velocity/sdpa"] == runs[1] / runs[2]

@@ -191,7 +191,7 @@ FAST = [
     # the network (tests/samplers/test_few_shot.py trains it), one size, 2 folds, 1 repeat
     (
         "choosing.md",
-        'FewShotSampler(new="classes", budget_s=240, random_state=0)',
+        'FewShotSampler(new="classes", budget_s=360, random_state=0)',
         'FewShotSampler(new="classes", budget_s=0, support_size=10, n_splits=2, n_repeats=1, '
         "random_state=0)",
     ),

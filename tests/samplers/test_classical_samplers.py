@@ -157,10 +157,10 @@ def test_best_classical_default_candidates_include_the_plugin():
     X, y = FAMILY.make_classes(6, 12, random_state=0)
     best = BestClassicalSampler(support_size=4, n_splits=3, n_repeats=1, n_generated=20)
     best.set_params(random_state=0).fit(X, y)
-    assert best.validation_mmd2_.shape == (9,)
+    assert best.validation_mmd2_.shape == (11,)
     assert np.all(np.isfinite(best.validation_mmd2_))
-    # five distinct plug-ins: fit(X, y) must not replace each one's sigma_min by its own choice
-    assert len(np.unique(best.validation_mmd2_[4:])) == 5
+    # seven distinct plug-ins: fit(X, y) must not replace each one's sigma_min by its own choice
+    assert len(np.unique(best.validation_mmd2_[4:])) == 7
 
 
 @pytest.mark.parametrize(

@@ -20,6 +20,7 @@ from skflow.samplers import (
     PooledGaussianSampler,
 )
 from skflow.samplers.classical import validation_folds
+from skflow.samplers.options import TrainingOptions
 from skflow.tasks import HierarchicalTasks
 
 
@@ -128,20 +129,31 @@ def _fit_counting_learned(estimator, X, y):
 
 
 def test_learned_candidate_shares_the_budget():
-    """One learned fit per fold (and one more where it is chosen), each capped at
-    ``budget_s / (n_folds + 1)``: the training stays within the stated budget."""
+    """One learned fit per fold, the folds sharing half of ``budget_s``, and one more where
+    it is chosen, within the other half: the training stays within the stated budget."""
     X, y = _classes(n_classes=6, n_rows=10)
-    few = FewShotSampler(budget_s=0.6, support_size=3, n_splits=2, n_repeats=1, random_state=0)
+    few = FewShotSampler(budget_s=0.8, support_size=3, n_splits=2, n_repeats=1, random_state=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         calls = _fit_counting_learned(few, X, y)
     chosen_learned = "LearnedFlowSampler" in few.chosen_.values()
     assert len(calls) == 2 + chosen_learned
-    np.testing.assert_allclose(calls, 0.2, rtol=0, atol=1e-12)
-    assert few.learned_max_time_ == pytest.approx(0.2)
-    assert few.validation_mmd2_.shape == (10,)  # nine default candidates and the network
+    np.testing.assert_allclose(calls, [0.2, 0.2, 0.4][: len(calls)], rtol=0, atol=1e-12)
+    assert few.learned_max_time_ == pytest.approx({"fold": 0.2, "refit": 0.4})
+    assert few.validation_mmd2_.shape == (12,)  # eleven default candidates and the network
     assert few.selection_reasons_[-1].split(":")[0] in ("chosen", "not chosen")
     assert few.training_cpu_seconds_ > 0 and few.fit_seconds_ > 0
+
+
+def test_refit_of_the_learned_choice_gets_the_refit_share():
+    """Where the network is chosen, the model of use is trained within half the budget (the
+    folds' share is the other half), and it is the estimator that serves the support."""
+    X, y = _classes(n_classes=6, n_rows=10)
+    few = FewShotSampler(budget_s=0.8, support_size=3, n_splits=2, n_repeats=1, random_state=0)
+    learned = LearnedFlowSampler(training=TrainingOptions(max_time=0.2, max_iter=3))
+    refit = few._refit(learned, X, y)
+    assert refit is not learned and refit.training.max_time == pytest.approx(0.4)
+    assert refit.training.max_iter == 3 and learned.training.max_time == 0.2
 
 
 def test_zero_budget_leaves_the_network_out():
@@ -149,7 +161,7 @@ def test_zero_budget_leaves_the_network_out():
     few = FewShotSampler(budget_s=0, support_size=[3, 5], n_splits=2, n_repeats=1, random_state=0)
     calls = _fit_counting_learned(few, X, y)
     assert calls == [] and few.learned_max_time_ is None
-    assert few.validation_mmd2_.shape == (2, 9)
+    assert few.validation_mmd2_.shape == (2, 11)
     assert sorted(few.chosen_) == [3, 5]
     for k, m in enumerate(few.support_sizes_):
         assert few.chosen_[int(m)] == type(few.best_estimators_[k]).__name__
@@ -210,3 +222,21 @@ def test_invalid_parameters_are_named(params, match):
     X, y = _classes(n_classes=4, n_rows=6)
     with pytest.raises(ValueError, match=match):
         FewShotSampler(**params).fit(X, y)
+
+
+def test_each_chosen_candidate_is_refitted_through_the_refit_hook():
+    """The selection refits its choices by ``_refit`` (what gives the network of
+    ``FewShotSampler`` its refit share), once per distinct choice."""
+    seen = []
+
+    class Recording(BestClassicalSampler):
+        def _refit(self, cand, X, y):
+            seen.append(type(cand).__name__)
+            return super()._refit(cand, X, y)
+
+    X, y = _classes(n_classes=6, n_rows=10)
+    candidates = [LedoitWolfSampler(), PooledGaussianSampler()]
+    best = Recording(candidates, support_size=[3, 5], n_splits=2, n_repeats=1, random_state=0)
+    best.fit(X, y)
+    chosen = [type(e).__name__ for e in best.best_estimators_]
+    assert sorted(seen) == sorted(set(chosen)) and len(seen) == len(set(chosen))
