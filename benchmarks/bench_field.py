@@ -392,7 +392,8 @@ def run_default_path(shapes, device, write=False, path=DOCS):
     text = "\n".join(lines) + (
         f"\n\nAgainst the broadcast implementation at {BROADCAST_PATH_SHAPE} (3 interleaved"
         f" rounds): velocity {_ms(b['velocity'])}, broadcast {_ms(b['broadcast'])},"
-        f" **{b['speedup']:.0f}x** faster.\n\nCommand: `python benchmarks/bench_field.py"
+        f" **{b['speedup']:.0f}x** faster.\n\n{_targets(r, b)}\n\n"
+        "Command: `python benchmarks/bench_field.py"
         f" --default-path --write-docs`; {os.cpu_count()} cores, Torch {torch.__version__},"
         f" {threads} threads, load average (1/5/15 min) {load0} before and {load1} after."
     )
@@ -402,6 +403,22 @@ def run_default_path(shapes, device, write=False, path=DOCS):
         block = f"{start}\n{text}\n{end}"
         doc = re.sub(re.escape(start) + r".*?" + re.escape(end), lambda _: block, doc, flags=re.S)
         path.write_text(doc)
+
+
+def _targets(r: dict, b: dict) -> str:
+    """Issue #65's three targets against the last shape's row ``r`` and the broadcast run."""
+    speed, loop, matmul = (
+        1 / r["velocity/sdpa"],
+        1 / r["loop velocity/sdpa"],
+        1 / r["velocity/matmul"],
+    )
+    met = lambda ok: "met" if ok else "**not met**"  # noqa: E731
+    return (
+        f"Targets of issue #65 in this run: velocity at >= 0.9x SDPA's speed: {speed:.2f}x"
+        f" interleaved, {loop:.2f}x back to back ({met(speed >= 0.9)}, {met(loop >= 0.9)});"
+        f" >= 1.4x the matmuls' speed: {matmul:.2f}x ({met(matmul >= 1.4)}); >= 60x the"
+        f" broadcast: {b['speedup']:.0f}x ({met(b['speedup'] >= 60)})."
+    )
 
 
 def _load():

@@ -498,6 +498,7 @@ class NWFlowSampler(BaseFlowSampler):
         # what derives from the support alone, prepared once (the automatic bandwidth is an
         # O(m^2 d) nearest-neighbour scan): every later call reads it back (_frame)
         self.__dict__.pop("_support_frame_", None)
+        self.__dict__.pop("_fitted_field", None)
         if self._uses_frame():
             key = _frame_key(self._sigma_min())
             self._support_frame_ = (key, self._compute_frame(self.support_))
@@ -588,6 +589,7 @@ class NWFlowSampler(BaseFlowSampler):
     def __getstate__(self) -> dict:
         state = dict(super().__getstate__())  # a copy: Python's own is the instance's dict
         state.pop("_context_frame", None)  # a weak reference to a call's support
+        state.pop("_fitted_field", None)  # backend arrays, remade at the first call
         return state
 
     def _start_points(self, x0: np.ndarray, support: np.ndarray) -> np.ndarray:
@@ -723,6 +725,23 @@ class NWFlowSampler(BaseFlowSampler):
             fork=fork,
         )
 
+    def _call_field(self, support: Any, backend: Backend) -> tuple:
+        """``(field, centre, scale)`` of a support for a field call: prepared for this call, or
+        for the fitted support once and kept (what derives from it alone, the framed support
+        and the field's geometry, is not redone by a solver calling ``velocity`` at each
+        step). The kept one is made again when the fitted support, a parameter or the backend
+        changed; pickles and clones do not carry it."""
+        key = (repr(sorted(self.get_params(deep=False).items())), backend.device)
+        kept = self.__dict__.get("_fitted_field")
+        fitted = support is self.__dict__.get("support_")
+        if fitted and kept is not None and kept[0] is support and kept[1] == key:
+            return kept[2]
+        framed, centre, scale, sigma = self._framed(backend.asarray(support), backend)
+        made = (self._nw_field(framed, sigma, backend), centre, scale)
+        if fitted:
+            self.__dict__["_fitted_field"] = (support, key, made)
+        return made
+
     def _evaluate(self, method: str, X, t, support):
         """``NWField.<method>(X, t)`` for a public call: checks, backend, one prepared field."""
         self._begin()
@@ -732,8 +751,7 @@ class NWFlowSampler(BaseFlowSampler):
         with limit_threads(1):  # the thread policy of sample (skflow.threads)
             # Mixed float32/float64 inputs are computed in float64 by the field, which casts
             # the support chunk by chunk when it streams it (no full-size copy here).
-            support, centre, scale, sigma = self._framed(backend.asarray(support), backend)
-            field = self._nw_field(support, sigma, backend)
+            field, centre, scale = self._call_field(support, backend)
 
             def rows(X, t):  # one work item, on a copy of the field (its own error bound)
                 X = backend.asarray(X)
@@ -744,7 +762,7 @@ class NWFlowSampler(BaseFlowSampler):
                     out = out * scale
                 return backend.to_numpy(out)
 
-            parts = map_on_threads(rows, row_items(X, t, support.shape[-2], backend), budget)
+            parts = map_on_threads(rows, row_items(X, t, field.support.shape[-2], backend), budget)
         out = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
         if method == "divergence" and callable(self.bandwidth):
             # at t = 0 a bandwidth bounded there gives weights shared between support points

@@ -64,3 +64,10 @@ def test_back_to_back_ratio_is_that_of_consecutive_calls(monkeypatch):
     monkeypatch.setattr(bench, "_back_to_back", recorded)
     row = bench.bench_default_path(64, 32, 4, "cpu", repeats=3)
     assert row["loop velocity/sdpa"] == runs[1] / runs[2]
+
+
+def test_targets_line_reads_the_row_and_the_broadcast_run():
+    row = {"velocity/sdpa": 1.25, "loop velocity/sdpa": 1.0, "velocity/matmul": 0.5}
+    line = bench._targets(row, {"speedup": 61.2})
+    assert "0.80x interleaved, 1.00x back to back (**not met**, met)" in line
+    assert "2.00x (met)" in line and "61x (met)" in line

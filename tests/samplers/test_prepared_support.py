@@ -130,3 +130,47 @@ def test_parameters_changed_after_fit_are_used(backend):
     new = _sampler(backend).fit(_support(4))
     refit = sampler.set_params(normalize="auto").fit(_support(4))
     assert refit.set_params(sigma_min="auto").kde_bandwidth_ == new.kde_bandwidth_
+
+
+@contextmanager
+def _fields_made():
+    """Counts the fields a sampler prepares (``NWFlowSampler._nw_field``)."""
+    with mock.patch.object(
+        NWFlowSampler, "_nw_field", autospec=True, side_effect=NWFlowSampler._nw_field
+    ) as made:
+        yield made
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_fitted_support_field_prepared_once_across_velocity_calls(backend):
+    """A solver calling ``velocity`` at each step meets one prepared field of the fitted
+    support; the values are those of a fresh sampler (the same kernels on the same arrays)."""
+    S, X = _support(0), _support(1, (40, 3))
+    sampler = _sampler(backend).fit(S)
+    with _fields_made() as made:
+        got = [sampler.velocity(X, t) for t in (0.2, 0.5, 0.9, 0.5)]
+        assert made.call_count == 1
+        sampler.velocity(X, 0.5, support=_support(4))  # in context: its own field
+        assert made.call_count == 2
+        sampler.velocity(X, 0.5)
+        assert made.call_count == 2
+    for t, v in zip((0.2, 0.5, 0.9, 0.5), got, strict=True):
+        np.testing.assert_array_equal(v, _sampler(backend).fit(S).velocity(X, t))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_kept_field_is_remade_when_the_sampler_changes(backend):
+    S, X = _support(0), _support(1, (40, 3))
+    sampler = _sampler(backend).fit(S)
+    sampler.velocity(X, 0.5)
+    sampler.set_params(sigma_min=0.3)  # a parameter: a new field, the new value's
+    np.testing.assert_array_equal(
+        sampler.velocity(X, 0.5), _sampler(backend, sigma_min=0.3).fit(S).velocity(X, 0.5)
+    )
+    other = _support(3)
+    sampler.fit(other)  # a new fitted support
+    np.testing.assert_array_equal(
+        sampler.velocity(X, 0.5), _sampler(backend, sigma_min=0.3).fit(other).velocity(X, 0.5)
+    )
+    assert "_fitted_field" not in pickle.loads(pickle.dumps(sampler)).__dict__
+    assert "_fitted_field" not in clone(sampler).__dict__
