@@ -210,18 +210,18 @@ def map_on_threads(func: Callable, arguments: list[tuple], n_threads: int | None
 #: Marks a thread while it runs an item of :func:`map_on_threads` (a nested call runs inline:
 #: an item waiting on a pool whose threads all wait would never finish).
 _ITEM_THREAD = threading.local()
-_POOLS: dict[tuple[int, int], Any] = {}
+_POOLS: dict[int, Any] = {}
 _POOLS_LOCK = threading.Lock()
 
 
 def _item_pool(workers: int) -> Any:
     """The ``workers`` item threads of this process, made once and kept: a fresh thread pays
     for its Torch and BLAS state at its first products, which cost a large call about as much
-    as its Python work (``benchmarks/bench_field.py --default-path``). Keyed by the process,
-    so that a forked child makes its own."""
+    as its Python work (``benchmarks/bench_field.py --default-path``). A forked child starts
+    without them (:func:`_reset_pools_in_child`) and makes its own."""
     from concurrent.futures import ThreadPoolExecutor
 
-    key = (os.getpid(), int(workers))
+    key = int(workers)
     with _POOLS_LOCK:
         pool = _POOLS.get(key)
         if pool is None:

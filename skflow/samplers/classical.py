@@ -52,6 +52,7 @@ from ._atomic import atomic_fit
 from ._base import few_shot_support_size, sampling_score
 from ._copy_aware import MEMORIZATION_FLOOR, choose_copy_aware, task_scores
 from ._frame import spread_mask, task_frame, warn_no_spread
+from ._selection import DEFAULT_SIGMA_MIN_GRID
 
 __all__ = [
     "BICGaussianMixtureSampler",
@@ -728,8 +729,9 @@ def default_candidates() -> list:
     arms = [*gaussian_candidates(), BICGaussianMixtureSampler()]
     # sigma_min_search=None: each candidate keeps its sigma_min when fitted with labels
     # (NWFlowSampler.fit(X, y) would otherwise choose its own, making the seven one arm);
-    # the wide end matters: on mixtures the plug-in tuned on test classes picks 0.7-0.9
-    grid = (0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9)
+    # its own grid less "auto" and the copying end 0.01: the wide end matters (on mixtures the
+    # plug-in tuned on the training classes picks 0.7-0.9)
+    grid = [s for s in DEFAULT_SIGMA_MIN_GRID if not isinstance(s, str) and s > 0.01]
     return arms + [NWFlowSampler(sigma_min=s, sigma_min_search=None) for s in grid]
 
 
